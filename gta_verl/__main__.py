@@ -1,0 +1,5 @@
+import sys
+
+from gta_verl.cli import main
+
+sys.exit(main())

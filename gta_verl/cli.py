@@ -1,0 +1,62 @@
+"""``gta-verl`` command line: one subcommand group per pipeline stage.
+
+Each stage owns its arguments in ``gta_verl/<stage>/cli.py`` through a function
+``add_parser(subparsers) -> None`` that registers one or more subcommands and
+sets ``func`` (a callable taking the parsed ``argparse.Namespace`` and returning
+an exit code). Stages are imported lazily so a broken optional backend cannot
+take down unrelated subcommands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+# Order = order in ``gta-verl --help``.
+STAGE_CLI_MODULES: tuple[str, ...] = (
+    "gta_verl.kb.cli",  # kb build | stats | add
+    "gta_verl.retrieval.cli",  # retriever serve, eval-retrieval
+    "gta_verl.synth.cli",  # synth
+    "gta_verl.agent.cli",  # smoke (CPU RL smoke run)
+    "gta_verl.eval.cli",  # eval
+    "gta_verl.quickstart",  # quickstart (the README main job)
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gta-verl",
+        description="Graph knowledge base, retrieval environment, trajectory synthesis, "
+        "RL recipes and evaluation for LLM search agents on verl.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in STAGE_CLI_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # stage not implemented in this build
+                continue
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

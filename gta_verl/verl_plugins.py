@@ -1,0 +1,56 @@
+"""verl plugin entry point (``verl.plugins`` group → ``gta_verl = gta_verl.verl_plugins``).
+
+``import verl`` imports this module in every process (driver, Ray workers), which
+runs the registration decorators of the modules below. It must stay light: no GPU
+work, no model loading at import time.
+
+verl swallows plugin import errors (logged only at DEBUG), so every failure here
+is logged at WARNING with the module name, and ``tests/test_verl_plugins_on_cpu.py``
+asserts that every name in :data:`REGISTERED_NAMES` resolves after a plain ``import verl``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+logger = logging.getLogger("gta_verl.verl_plugins")
+
+#: Modules whose import registers gta-verl's pieces in verl's registries.
+PLUGIN_MODULES: tuple[str, ...] = (
+    "gta_verl.rewards.managers",  # reward loop: trajectory_guided, exact_match, path_router
+    "gta_verl.agent.loop",  # agent loop: gta_search_agent
+    "gta_verl.algos.advantages",  # advantage estimator: gta_turn_grpo
+    "gta_verl.algos.distill_loss",  # distillation loss: gta_selective_topk_kl
+    "gta_verl.algos.trainer",  # V1 trainer: gta_path_router_sync
+)
+
+#: registry kind → names that must resolve after ``import verl``.
+REGISTERED_NAMES: dict[str, tuple[str, ...]] = {
+    "reward_manager": ("trajectory_guided", "exact_match", "path_router"),
+    "agent_loop": ("gta_search_agent",),
+    "adv_estimator": ("gta_turn_grpo",),
+    "distillation_loss": ("gta_selective_topk_kl",),
+    "trainer": ("gta_path_router_sync",),
+}
+
+LOADED: dict[str, bool] = {}
+
+
+def _register_all() -> None:
+    for name in PLUGIN_MODULES:
+        try:
+            importlib.import_module(name)
+            LOADED[name] = True
+        except ModuleNotFoundError as exc:
+            LOADED[name] = False
+            if exc.name == name:
+                logger.warning("gta-verl plugin module %s is not part of this build", name)
+            else:
+                logger.warning("gta-verl plugin module %s failed to import: %r", name, exc)
+        except Exception as exc:  # noqa: BLE001 - verl would swallow it silently
+            LOADED[name] = False
+            logger.warning("gta-verl plugin module %s failed to import: %r", name, exc, exc_info=True)
+
+
+_register_all()

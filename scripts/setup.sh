@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Create .venv and install gta-verl for CPU. Idempotent: a second run only re-checks.
+# CPU torch goes first; otherwise pip resolves verl's torch dependency to a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+python -m pip install -q "torch==2.13.0"
+python -m pip install -q -e ".[test]"
