@@ -1,0 +1,157 @@
+"""Column and key names shared between data prep, synthesis, the agent loop, rewards and evaluation.
+
+verl-format parquet rows (read by ``verl.utils.dataset.rl_dataset.RLHFDataset``)::
+
+    data_source: str                      # e.g. "musique", "hotpotqa", "gta_synth"
+    prompt: list[{role, content}]         # gta_verl.agent.prompt.build_messages(question)
+    ability: str                          # "multihop_qa"
+    agent_name: str                       # "gta_search_agent"
+    reward_model: {"style": "rule", "ground_truth": {
+        "target": list[str],              # gold answer + aliases (Search-R1 compatible key)
+        "target_doc_ids": list[str],      # S(x) / gold supporting doc ids (may be empty)
+        "support_texts": list[str],       # "title\ntext" of each gold doc (PathRouter's P)
+    }}
+    extra_info: {"index": int, "split": str, "question": str, "hops": int, "qid": str,
+                 "supporting_doc_ids": list[str], ...stage-specific keys}
+
+Agent-loop ``extra_fields`` (arrive in reward managers as ``non_tensor_batch["tool_extra_fields"]``)
+use the ``gta/`` namespace below; all values are plain lists / scalars / strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gta_verl.agent.prompt import build_messages
+from gta_verl.data.types import QAExample, RolloutRecord
+
+ABILITY = "multihop_qa"
+DEFAULT_AGENT_NAME = "gta_search_agent"
+
+# ground_truth keys
+GT_ANSWERS = "target"
+GT_DOC_IDS = "target_doc_ids"
+GT_SUPPORT_TEXTS = "support_texts"
+
+# agent-loop extra_fields keys
+EF_TURN_QUERIES = "gta/turn_queries"  # list[str], one per search turn
+EF_TURN_DOC_IDS = "gta/turn_doc_ids"  # list[list[str]], R(q_t) ids per search turn
+EF_TURN_TEXTS = "gta/turn_texts"  # list[list[str]], "title\ntext" per retrieved doc
+EF_RETRIEVAL_ERRORS = "gta/retrieval_errors"  # int
+EF_NUM_SEARCHES = "gta/num_searches"  # int
+EF_INVALID_ACTIONS = "gta/invalid_actions"  # int
+EF_ANSWER = "gta/answer"  # str | None
+EF_TURN_SPANS = "gta/turn_spans"  # list[[kind, start, end]] response-token spans, end exclusive
+EF_BUDGET_EXHAUSTED = "gta/budget_exhausted"  # bool: action budget B used up without answer
+EF_TRUNCATED = "gta/truncated"  # bool: hit rollout.response_length
+
+SPAN_KINDS = ("reasoning", "query", "observation", "answer", "invalid")
+
+
+def make_ground_truth(
+    answers: Sequence[str], doc_ids: Sequence[str] = (), support_texts: Sequence[str] = ()
+) -> dict[str, list[str]]:
+    """Build the ``reward_model.ground_truth`` dict."""
+    if not answers:
+        raise ValueError("ground truth needs at least one gold answer")
+    return {
+        GT_ANSWERS: [str(a) for a in answers],
+        GT_DOC_IDS: [str(d) for d in doc_ids],
+        GT_SUPPORT_TEXTS: [str(t) for t in support_texts],
+    }
+
+
+def parse_ground_truth(gt: Mapping[str, Any] | Sequence[str] | str) -> tuple[list[str], list[str], list[str]]:
+    """Return (answers, target_doc_ids, support_texts) from a ground-truth value.
+
+    Accepts our dict, Search-R1's ``{"target": [...]}``, a bare list of answers or
+    a single answer string, so third-party parquet files score too.
+    """
+    if isinstance(gt, str):
+        return [gt], [], []
+    if isinstance(gt, Mapping):
+        answers = gt.get(GT_ANSWERS, gt.get("answers", gt.get("answer", [])))
+        if isinstance(answers, str):
+            answers = [answers]
+        return (
+            [str(a) for a in _as_list(answers)],
+            [str(d) for d in _as_list(gt.get(GT_DOC_IDS, []))],
+            [str(t) for t in _as_list(gt.get(GT_SUPPORT_TEXTS, []))],
+        )
+    return [str(a) for a in _as_list(gt)], [], []
+
+
+def _as_list(value: Any) -> list[Any]:
+    """numpy arrays come back from parquet; make them plain lists."""
+    if value is None:
+        return []
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    return list(value)
+
+
+def make_verl_row(
+    example: QAExample,
+    index: int,
+    agent_name: str = DEFAULT_AGENT_NAME,
+    extra_info: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Turn a :class:`QAExample` into one verl parquet row (see module docstring)."""
+    info: dict[str, Any] = {
+        "index": int(index),
+        "split": example.split,
+        "question": example.question,
+        "hops": int(example.hops),
+        "qid": example.qid,
+        "supporting_doc_ids": list(example.supporting_doc_ids),
+    }
+    if extra_info:
+        info.update(extra_info)
+    return {
+        "data_source": example.data_source,
+        "prompt": build_messages(example.question),
+        "ability": ABILITY,
+        "agent_name": agent_name,
+        "reward_model": {
+            "style": "rule",
+            "ground_truth": make_ground_truth(
+                example.answers, example.supporting_doc_ids, example.supporting_texts
+            ),
+        },
+        "extra_info": info,
+    }
+
+
+def rollout_record_from_fields(
+    extra_fields: Mapping[str, Any],
+    ground_truth: Mapping[str, Any] | Sequence[str] | str,
+    question: str = "",
+    data_source: str = "",
+    hops: int = 0,
+    qid: str = "",
+    sample_idx: int = 0,
+    response_tokens: int = 0,
+) -> RolloutRecord:
+    """Build a :class:`RolloutRecord` from agent-loop ``extra_fields`` and the row's ground truth."""
+    answers, doc_ids, texts = parse_ground_truth(ground_truth)
+    turn_texts = _as_list(extra_fields.get(EF_TURN_TEXTS, []))
+    return RolloutRecord(
+        question=question,
+        gold_answers=tuple(answers),
+        target_doc_ids=tuple(doc_ids),
+        turn_queries=tuple(str(q) for q in _as_list(extra_fields.get(EF_TURN_QUERIES, []))),
+        turn_doc_ids=tuple(
+            tuple(str(d) for d in _as_list(ids)) for ids in _as_list(extra_fields.get(EF_TURN_DOC_IDS, []))
+        ),
+        answer=extra_fields.get(EF_ANSWER),
+        retrieval_errors=int(extra_fields.get(EF_RETRIEVAL_ERRORS, 0) or 0),
+        invalid_actions=int(extra_fields.get(EF_INVALID_ACTIONS, 0) or 0),
+        response_tokens=int(response_tokens),
+        data_source=data_source,
+        hops=int(hops),
+        qid=qid,
+        sample_idx=int(sample_idx),
+        retrieved_texts=tuple(str(t) for turn in turn_texts for t in _as_list(turn)),
+        gold_texts=tuple(texts),
+    )
