@@ -18,7 +18,8 @@ logger = logging.getLogger("gta_verl.verl_plugins")
 
 #: Modules whose import registers gta-verl's pieces in verl's registries.
 PLUGIN_MODULES: tuple[str, ...] = (
-    "gta_verl.rewards.managers",  # reward loop: trajectory_guided, exact_match, path_router
+    "gta_verl.rewards.managers",  # reward loop: trajectory_guided, exact_match
+    "gta_verl.rewards.path_router_manager",  # reward loop: path_router
     "gta_verl.agent.loop",  # agent loop: gta_search_agent
     "gta_verl.algos.advantages",  # advantage estimator: gta_turn_grpo
     "gta_verl.algos.distill_loss",  # distillation loss: gta_selective_topk_kl

