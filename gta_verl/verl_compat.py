@@ -15,6 +15,8 @@ from verl.experimental.agent_loop.agent_loop import (
     _agent_loop_registry as AGENT_LOOP_REGISTRY,
 )
 from verl.experimental.agent_loop.agent_loop import register as register_agent_loop
+from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, DictConfigWrap  # agent runner
+from verl.utils.dataset.rl_dataset import RLHFDataset  # dataset_cls for AgentLoopBase outside the worker
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.registry import (
     get_reward_manager_cls,
@@ -36,6 +38,18 @@ from verl.trainer.ppo.core_algos import (
     register_adv_est,
 )
 from verl.workers.rollout.replica import TokenOutput
+# PathRouter (issue 6): V1 trainer, TransferQueue, teacher worker, loss helpers
+import transfer_queue as tq  # noqa: E402  (verl's TransferQueue client: kv_batch_get / kv_batch_put)
+from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ  # noqa: E402
+from verl.trainer.ppo.v1.trainer_base import get_trainer_cls, register_trainer  # noqa: E402
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync  # noqa: E402
+from verl.utils import tensordict_utils  # noqa: E402  (get_non_tensor_data)
+from verl.utils.tokenizer import normalize_token_ids  # noqa: E402
+from verl.workers.utils.padding import (  # noqa: E402
+    no_padding_2_padding,
+    response_from_nested,
+    response_to_nested,
+)
 
 VERL_VERSION_PINNED = "0.9.1"
 
@@ -43,6 +57,9 @@ __all__ = [
     "AGENT_LOOP_REGISTRY",
     "AgentLoopBase",
     "AgentLoopOutput",
+    "AgentLoopMetrics",
+    "DictConfigWrap",
+    "RLHFDataset",
     "DataProto",
     "DistillationLossSettings",
     "RewardManagerBase",
@@ -59,4 +76,47 @@ __all__ = [
     "register_agent_loop",
     "register_distillation_loss",
     "register_reward_manager",
+    "AgentLoopManagerTQ",
+    "AgentLoopWorkerTQ",
+    "PPOTrainerSync",
+    "get_trainer_cls",
+    "no_padding_2_padding",
+    "normalize_token_ids",
+    "register_trainer",
+    "response_from_nested",
+    "response_to_nested",
+    "tensordict_utils",
+    "tq",
 ]
+
+
+def _retry_plugin_registration() -> None:
+    """Re-import plugin modules that failed only because this module was half-imported.
+
+    When ``gta_verl.verl_compat`` is the first importer of verl in a process, verl's
+    ``__init__`` loads our ``verl.plugins`` entry point while this module is still
+    initialising, so e.g. ``gta_verl.rewards.managers`` fails on ``from gta_verl.verl_compat
+    import RewardManagerBase`` and its names never register. Every name is defined by now,
+    so retry those modules (modules absent from the build are skipped).
+    """
+    import importlib
+    import importlib.util
+    import logging
+    import sys
+
+    plugins = sys.modules.get("gta_verl.verl_plugins")
+    if plugins is None:
+        return
+    for name, ok in list(getattr(plugins, "LOADED", {}).items()):
+        if ok or importlib.util.find_spec(name) is None:
+            continue
+        try:
+            importlib.import_module(name)
+            plugins.LOADED[name] = True
+        except Exception as exc:  # noqa: BLE001 - log like verl_plugins does
+            logging.getLogger("gta_verl.verl_plugins").warning(
+                "gta-verl plugin module %s failed to import: %r", name, exc
+            )
+
+
+_retry_plugin_registration()

@@ -231,6 +231,7 @@ class CachedEmbedder:
         self.name = inner.name
         self.dim = inner.dim
         self.cache = cache or EmbeddingCache(inner.identity)
+        self.chunk = 2048  # texts per cache shard
 
     @property
     def identity(self) -> str:
@@ -243,8 +244,22 @@ class CachedEmbedder:
         missing = list(dict.fromkeys(k for k, v in zip(keys, found) if v is None))
         if missing:
             first = {k: t for k, t in zip(keys, texts)}
-            vecs = self.inner.encode([first[k] for k in missing], batch_size, show_progress)
-            self.cache.put_many(missing, vecs)
+            bar = None
+            if show_progress:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=len(missing), desc=f"embed {self.name}", unit="text")
+            # Chunks, each saved as a shard: a killed run keeps its progress, and a
+            # concurrent process encoding the same corpus picks up our finished chunks.
+            for s in range(0, len(missing), self.chunk):
+                todo = [k for k, v in zip(missing[s : s + self.chunk],
+                                          self.cache.get_many(missing[s : s + self.chunk])) if v is None]
+                if todo:
+                    self.cache.put_many(todo, self.inner.encode([first[k] for k in todo], batch_size))
+                if bar is not None:
+                    bar.update(min(self.chunk, len(missing) - s))
+            if bar is not None:
+                bar.close()
             found = self.cache.get_many(keys)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

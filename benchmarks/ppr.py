@@ -1,0 +1,122 @@
+"""Batched PPR vs igraph PRPACK (HippoRAG's per-query call) on Table-5-sized graphs.
+
+Usage:
+    python benchmarks/ppr.py [--graphs 2wiki,hotpotqa] [--batches 1,32,256,1024]
+        [--n-ref 32] [--retriever] [--n-triples 1300000] [--seed 0]
+
+Prints markdown tables: per graph, igraph ms/query, then batched PPR at every
+batch size (ms/query, queries/s, speed-up over igraph, share of reference queries
+whose top-10 documents are identical *in order* to igraph's, max |Δscore|).
+With ``--retriever``, also the whole retriever (encode excluded: queries are
+random unit vectors; triple search + personalization + PPR + dense + union) at
+batch 32 and 256 on a HotpotQA-10K-scale synthetic KB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from gta_verl.retrieval.ppr import batched_ppr, build_transition
+from gta_verl.retrieval.synthetic import HOTPOTQA_10K, TWOWIKI, make_seed_personalization, make_synthetic_graph
+
+SPECS = {"2wiki": TWOWIKI, "hotpotqa": HOTPOTQA_10K}
+
+
+def _igraph_ref(graph, pers: np.ndarray) -> tuple[np.ndarray, float]:
+    """HippoRAG 2's call, one query at a time; returns scores [n, N] and ms/query."""
+    out = []
+    t0 = time.perf_counter()
+    for row in pers:
+        out.append(
+            graph.personalized_pagerank(
+                vertices=range(graph.vcount()),
+                damping=0.5,
+                directed=False,
+                weights="weight",
+                reset=row.tolist(),
+                implementation="prpack",
+            )
+        )
+    return np.asarray(out), (time.perf_counter() - t0) * 1000 / len(pers)
+
+
+def _top10_agree(ours: np.ndarray, ref: np.ndarray, n_docs: int) -> float:
+    a = np.argsort(-ours[:, :n_docs], axis=1, kind="stable")[:, :10]
+    b = np.argsort(-ref[:, :n_docs], axis=1, kind="stable")[:, :10]
+    return float(np.mean(np.all(a == b, axis=1)))
+
+
+def bench_graph(key: str, batches: list[int], n_ref: int, seed: int, variants: list[dict]) -> list[str]:
+    spec = SPECS[key]
+    t0 = time.perf_counter()
+    sg = make_synthetic_graph(spec, seed=seed)
+    graph = sg.to_igraph()
+    t1 = time.perf_counter()
+    tr = build_transition(graph)
+    t2 = time.perf_counter()
+    pers = make_seed_personalization(spec, max(max(batches), n_ref), seed=seed + 1)
+    ref, ig_ms = _igraph_ref(graph, pers[:n_ref])
+    lines = [
+        f"\n### {spec.name}: {spec.n_docs:,} docs, {spec.n_entities:,} entities, "
+        f"{len(sg.edges):,} edges (graph {t1 - t0:.1f} s, transition {t2 - t1:.2f} s)\n",
+        "| method | batch | ms/query | queries/s | speed-up vs igraph | top-10 identical | max abs diff | iters |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| igraph prpack (per query) | 1 | {ig_ms:.1f} | {1000 / ig_ms:.1f} | 1.0× | ref | ref | – |",
+    ]
+    for var in variants:
+        name = "batched " + ",".join(f"{k}={v}" for k, v in var.items())
+        batched_ppr(tr, pers[:2], **var)  # warm-up (torch CSR conversion is cached)
+        for b in batches:
+            reps = max(1, min(8, n_ref)) if b == 1 else 1
+            t = time.perf_counter()
+            if b == 1:
+                outs = [batched_ppr(tr, pers[i : i + 1], return_iterations=True, **var) for i in range(reps)]
+                out = np.concatenate([o[0] for o in outs])
+                iters = [o[1][0] for o in outs]
+            else:
+                out, iters = batched_ppr(tr, pers[:b], return_iterations=True, **var)
+            ms = (time.perf_counter() - t) * 1000 / (reps if b == 1 else b)
+            k = min(len(out), n_ref)
+            agree = _top10_agree(out[:k], ref[:k], spec.n_docs)
+            diff = float(np.abs(out[:k] - ref[:k]).max())
+            lines.append(
+                f"| {name} | {b} | {ms:.2f} | {1000 / ms:.0f} | {ig_ms / ms:.0f}× | "
+                f"{agree * 100:.0f}% ({k}) | {diff:.1e} | {min(iters)}–{max(iters)} |"
+            )
+            print(lines[-1], flush=True)
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--graphs", default="2wiki,hotpotqa")
+    ap.add_argument("--batches", default="1,32,256,1024")
+    ap.add_argument("--n-ref", type=int, default=32, help="queries run through igraph as reference")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--variants", default="default", help="default | all (adds power/scipy/float32 rows)")
+    ap.add_argument("--retriever", action="store_true", help="also time the whole retriever")
+    ap.add_argument("--n-triples", type=int, default=1_300_000)
+    args = ap.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
+    variants: list[dict] = [{"method": "cg", "backend": "torch"}]
+    if args.variants == "all":
+        variants += [
+            {"method": "cg", "backend": "torch", "dtype": np.float32},
+            {"method": "cg", "backend": "scipy"},
+            {"method": "power", "backend": "torch"},
+        ]
+    out = ["## Batched PPR vs igraph PRPACK (synthetic Table-5 graphs, seeded)"]
+    for key in args.graphs.split(","):
+        out += bench_graph(key, batches, args.n_ref, args.seed, variants)
+    if args.retriever:
+        from benchmarks_retriever import bench_retriever  # noqa: PLC0415 - optional part
+
+        out += bench_retriever(args.n_triples, args.seed)
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Typed settings of the GTA search agent loop (the ``gta.agent`` config node).
+
+:class:`gta_verl.config.GTAConfig` embeds :class:`AgentConfig` as its ``agent``
+section; the agent loop reads it from the trainer config with
+:func:`agent_config_from_trainer_config`, so a recipe sets e.g.
+``+gta.agent.max_actions=4`` and every agent-loop worker sees it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+RetrieverTransport = Literal["auto", "ray", "inprocess", "http"]
+RETRIEVER_TRANSPORTS = ("auto", "ray", "inprocess", "http")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Algorithm 1 knobs (``gta.agent``) and how the agent loop reaches the retriever.
+
+    The retriever service itself (KB dir, Ray actor name, call timeout, K's) is
+    ``gta.retriever`` (:class:`gta_verl.config.RetrieverSection`); this section only
+    says which transport the rollout uses to reach it.
+
+    Attributes:
+        max_actions: Action budget B: the loop stops after B actions (searches,
+            answers or invalid actions) without an answer. Paper default 5.
+        max_obs_tokens: Cap on one ``<info> … </info>`` observation in tokens; longer
+            observations keep their head and the closing tag. 512 fits K_g + K_d = 6
+            MuSiQue/HotpotQA paragraphs (~80 tokens each) with room to spare, like
+            Search-R1's ``max_obs_length=500``.
+        place_turn_rewards: Opt-in (beyond the paper): spread R_traj over the response,
+            each search reward on its query's last token (see
+            :mod:`gta_verl.rewards.placement`). Off = the paper's trajectory-level scalar.
+        retriever_transport: ``auto`` = the named Ray actor when Ray is initialised
+            (created with ``get_if_exists`` if missing), else an in-process retriever;
+            or force ``ray`` / ``inprocess`` / ``http``.
+        retriever_url: Base URL of a retriever server (``http`` transport only).
+    """
+
+    max_actions: int = 5
+    max_obs_tokens: int = 512
+    place_turn_rewards: bool = False
+    retriever_transport: RetrieverTransport = "auto"
+    retriever_url: str | None = None
+
+    def __post_init__(self) -> None:
+        if int(self.max_actions) < 1:
+            raise ValueError(f"gta.agent.max_actions must be >= 1 (the action budget B), got {self.max_actions}")
+        if int(self.max_obs_tokens) < 16:
+            raise ValueError(
+                f"gta.agent.max_obs_tokens must be >= 16 to fit '<info>…</info>', got {self.max_obs_tokens}"
+            )
+        if not isinstance(self.place_turn_rewards, bool):
+            raise ValueError(f"gta.agent.place_turn_rewards must be true/false, got {self.place_turn_rewards!r}")
+        if self.retriever_transport not in RETRIEVER_TRANSPORTS:
+            raise ValueError(
+                f"gta.agent.retriever_transport={self.retriever_transport!r}; "
+                f"expected one of {RETRIEVER_TRANSPORTS}"
+            )
+        if self.retriever_transport == "http" and not self.retriever_url:
+            raise ValueError("gta.agent.retriever_transport=http needs gta.agent.retriever_url")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> "AgentConfig":
+        """Build from a plain mapping (or OmegaConf node), rejecting unknown keys."""
+        if values is None:
+            return cls()
+        if type(values).__name__ in ("DictConfig", "ListConfig"):
+            from omegaconf import OmegaConf
+
+            values = OmegaConf.to_container(values, resolve=True)  # type: ignore[assignment]
+        if not isinstance(values, Mapping):
+            raise ValueError(f"gta.agent must be a mapping, got {type(values).__name__}")
+        values = dict(values)  # type: ignore[arg-type]
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown gta.agent keys {unknown}; known keys: {sorted(known)}")
+        return cls(**values)
+
+
+def _get(node: Any, key: str) -> Any:
+    if node is None:
+        return None
+    if isinstance(node, Mapping):
+        return node.get(key)
+    return getattr(node, "get", lambda *_: None)(key)
+
+
+def agent_config_from_trainer_config(trainer_config: Any) -> AgentConfig:
+    """Return the ``gta.agent`` section of a full trainer config (defaults if absent)."""
+    return AgentConfig.from_mapping(_get(_get(trainer_config, "gta"), "agent"))

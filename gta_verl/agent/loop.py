@@ -1,0 +1,275 @@
+"""``gta_search_agent``: the GTA-RAG multi-turn search agent loop on stock verl 0.9.1.
+
+Algorithm 1 of GTA-RAG (methods.md §1 "Rollout"): the context starts as the
+chat-templated question; each turn the policy writes reasoning and one action.
+
+* ``<search> q </search>`` → R(q) from the retriever; ``<info> … </info>``
+  observation tokens are appended with ``response_mask`` 0 and log-prob 0.0;
+* ``<answer> ŷ </answer>`` → stop;
+* anything else → :data:`INVALID_ACTION_MESSAGE` appended with mask 0.
+
+The rollout stops at an answer, after B = ``gta.agent.max_actions`` actions,
+or at ``rollout.response_length`` (ids, mask and log-probs truncated together).
+A retrieval failure becomes an observation the policy sees plus a counted
+``gta/retrieval_errors``; the rollout continues.
+
+Selected with ``actor_rollout_ref.rollout.agent.default_agent_loop=gta_search_agent``
+or the parquet column ``agent_name``. verl names come only from
+:mod:`gta_verl.verl_compat`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+from uuid import uuid4
+
+import torch
+
+from gta_verl.agent.config import AgentConfig, agent_config_from_trainer_config
+from gta_verl.agent.parser import has_trailing, parse_action, token_index_for_char
+from gta_verl.agent.prompt import INFO_CLOSE, INVALID_ACTION_MESSAGE, STOP_STRINGS, format_observation
+from gta_verl.agent.retriever_access import get_retriever_client
+from gta_verl.agent.spans import clip_spans, distill_mask_from_spans
+from gta_verl.data import schema
+from gta_verl.data.types import RetrievalResult
+from gta_verl.retrieval.base import AsyncRetriever
+from gta_verl.verl_compat import AgentLoopBase, AgentLoopOutput, register_agent_loop
+
+logger = logging.getLogger(__name__)
+
+AGENT_NAME = schema.DEFAULT_AGENT_NAME  # "gta_search_agent"
+#: extra_fields key: whether ``as_dict`` places per-turn rewards (gta.agent.place_turn_rewards).
+EF_PLACE_TURN_REWARDS = getattr(schema, "EF_PLACE_TURN_REWARDS", "gta/place_turn_rewards")
+#: extra_fields key: turns whose generation ran past the closing tag (text dropped; verl #935).
+EF_TRAILING_DROPPED = "gta/trailing_dropped"
+#: ``reward_extra_info`` key a PathRouter manager sets to 0 for evidence-rich trajectories.
+DISTILL_SELECT_KEY = "distill_select"
+
+
+def _retrieval_timeout(config: Any) -> float:
+    """``gta.retriever.timeout_s`` (validated by :class:`gta_verl.config.RetrieverSection`), default 30 s."""
+    gta = config.get("gta") if hasattr(config, "get") else None
+    node = gta.get("retriever") if gta is not None and hasattr(gta, "get") else None
+    value = node.get("timeout_s") if node is not None and hasattr(node, "get") else None
+    return float(value) if value is not None else 30.0
+
+
+class GTAAgentLoopOutput(AgentLoopOutput):
+    """``AgentLoopOutput`` whose ``as_dict`` (V1 trainer path) adds gta's token tensors.
+
+    verl runs ``_compute_score`` before ``as_dict`` (``agent_loop_tq.py``), so the reward
+    manager's ``reward_extra_info`` is already in ``extra_fields`` here.
+    """
+
+    def as_dict(self) -> dict[str, Any]:
+        """verl's dict plus (1) per-turn ``rm_scores`` when enabled, (2) ``distill_mask``.
+
+        Returns:
+            verl's fields (``prompts``, ``responses`` [L], ``response_mask`` [L],
+            ``rm_scores`` [L] …) and ``distill_mask``: float32 [L] = spans mask (1 on
+            reasoning and query tokens) × ``reward_extra_info["distill_select"]`` (default 1).
+        """
+        out = super().as_dict()
+        length = int(out["responses"].size(0))
+        fields = out.get("extra_fields") or self.extra_fields
+        info = fields.get("reward_extra_info") or {}
+        if fields.get(EF_PLACE_TURN_REWARDS) and self.reward_score is not None and length > 0:
+            from gta_verl.rewards.placement import place_from_extra_fields
+
+            placed = place_from_extra_fields(length, float(self.reward_score), fields)
+            out["rm_scores"] = torch.tensor(placed, dtype=torch.float32)
+        select = float(info.get(DISTILL_SELECT_KEY, 1.0))
+        mask = distill_mask_from_spans(length, fields.get(schema.EF_TURN_SPANS, []))
+        out["distill_mask"] = torch.tensor(mask, dtype=torch.float32) * select
+        return out
+
+
+class _Rollout:
+    """Mutable per-trajectory state: response tokens, mask, log-probs, spans, records."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.mask: list[int] = []
+        self.logprobs: list[float] = []
+        self.have_logprobs = True
+        self.spans: list[list[Any]] = []
+        self.queries: list[str] = []
+        self.doc_ids: list[list[str]] = []
+        self.texts: list[list[str]] = []
+        self.errors = 0
+        self.invalid = 0
+        self.trailing = 0
+        self.answer: str | None = None
+        self.actions = 0
+        self.turns = 1  # the user message
+
+    def add(self, ids: list[int], kind: str, mask: int, logprobs: list[float] | None = None) -> None:
+        if not ids:
+            return
+        start = len(self.ids)
+        self.ids.extend(ids)
+        self.mask.extend([mask] * len(ids))
+        if logprobs is None or len(logprobs) != len(ids):
+            if mask == 1:
+                self.have_logprobs = False  # a backend without log-probs: report none at all
+            logprobs = [0.0] * len(ids)
+        self.logprobs.extend(float(x) for x in logprobs)
+        self.spans.append([kind, start, len(self.ids)])
+
+
+@register_agent_loop(AGENT_NAME)
+class GTASearchAgentLoop(AgentLoopBase):
+    """Multi-turn ``<search>``/``<answer>`` agent over the GTA retrieval environment.
+
+    Args:
+        *args, **kwargs: :class:`AgentLoopBase` arguments (``trainer_config``,
+            ``server_manager``, ``tokenizer``, ``processor``, ``dataset_cls``,
+            ``data_config`` …) as verl's worker passes them.
+        retriever_client: Optional client to use instead of the process-wide one.
+    """
+
+    def __init__(self, *args: Any, retriever_client: AsyncRetriever | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.agent_config: AgentConfig = agent_config_from_trainer_config(self.config)
+        self.response_length = int(self.rollout_config.response_length)
+        self.retrieval_timeout_s = _retrieval_timeout(self.config)
+        self._client = retriever_client
+
+    async def _retriever(self) -> AsyncRetriever:
+        if self._client is None:
+            self._client = await self.loop.run_in_executor(
+                None, get_retriever_client, self.config, self.agent_config
+            )
+        return self._client
+
+    def _decode(self, ids: Any) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        """Roll out one trajectory (Algorithm 1). ``kwargs`` are the dataset columns."""
+        prompt_ids = await self.ct_build_initial_tokens(list(kwargs["raw_prompt"]))
+        state, timing = _Rollout(), {"generate_sequences": 0.0, "tool_calls": 0.0}
+        request_id = uuid4().hex  # one per trajectory: sticky server + prefix cache
+        truncated = False
+        while state.actions < self.agent_config.max_actions and state.answer is None:
+            remaining = self.response_length - len(state.ids)
+            if remaining <= 0:
+                truncated = True
+                break
+            params = {
+                **dict(sampling_params),  # a fresh dict per call: the server pops keys
+                "stop": list(STOP_STRINGS),
+                "include_stop_str_in_output": True,
+                "max_tokens": remaining,
+            }
+            tic = time.perf_counter()
+            out = await self.server_manager.generate(
+                request_id=request_id, prompt_ids=prompt_ids + state.ids, sampling_params=params
+            )
+            timing["generate_sequences"] += time.perf_counter() - tic
+            state.actions += 1
+            tic = time.perf_counter()
+            truncated = await self._take_turn(state, list(out.token_ids)[:remaining], out.log_probs, remaining)
+            timing["tool_calls"] += time.perf_counter() - tic
+            if truncated:
+                break
+        return self._output(prompt_ids, state, truncated, timing)
+
+    async def _take_turn(
+        self, state: _Rollout, gen_ids: list[int], logprobs: list[float] | None, remaining: int
+    ) -> bool:
+        """Append one generated turn and its environment response; return True if truncated."""
+        text = self._decode(gen_ids)
+        action = parse_action(text)
+        if has_trailing(text, action):  # backend ran past the stop string: drop the excess
+            state.trailing += 1
+            keep = token_index_for_char(gen_ids, action.end, self._decode)
+            gen_ids = gen_ids[:keep]
+        logprobs = list(logprobs)[: len(gen_ids)] if logprobs is not None else None
+        split = token_index_for_char(gen_ids, action.action_start, self._decode, straddler="after")
+        action_kind = {"search": "query", "answer": "answer"}.get(action.kind, "reasoning")
+        state.add(gen_ids[:split], "reasoning", 1, logprobs[:split] if logprobs is not None else None)
+        state.add(gen_ids[split:], action_kind, 1, logprobs[split:] if logprobs is not None else None)
+        state.turns += 1
+        if action.kind == "answer":
+            state.answer = action.content
+            return False
+        if action.kind == "search":
+            obs_ids = await self._search(state, action.content)
+            kind = "observation"
+        else:
+            state.invalid += 1
+            obs_ids, kind = self._encode(INVALID_ACTION_MESSAGE), "invalid"
+        state.add(obs_ids, kind, 0)
+        state.turns += 1
+        # Generation is capped at the remaining budget, so only an appended observation or
+        # invalid message can overflow; an exact fill is caught by ``run``'s next iteration.
+        return len(state.ids) > self.response_length
+
+    async def _search(self, state: _Rollout, query: str) -> list[int]:
+        """Call R(query); record the turn; return the (capped) observation token ids."""
+        result = await self._call_retriever(query)
+        state.queries.append(query)
+        state.doc_ids.append(list(result.doc_ids))
+        state.texts.append([f"{h.title}\n{h.text}" for h in result.hits])
+        if result.error is not None:
+            state.errors += 1
+        ids = self._encode(format_observation(result.hits, error=result.error))
+        cap = self.agent_config.max_obs_tokens
+        if len(ids) > cap:  # keep the head and the closing tag so the format stays intact
+            tail = self._encode(f"{INFO_CLOSE}\n\n")
+            ids = ids[: cap - len(tail)] + tail
+        return ids
+
+    async def _call_retriever(self, query: str) -> RetrievalResult:
+        """``aretrieve`` never raises by contract; guard anyway so a broken client cannot kill a rollout."""
+        try:
+            client = await self._retriever()
+            results = await asyncio.wait_for(client.aretrieve([query]), timeout=self.retrieval_timeout_s)
+            if len(results) != 1:
+                raise RuntimeError(f"retriever returned {len(results)} results for 1 query")
+            return results[0]
+        except asyncio.CancelledError:
+            raise
+        except asyncio.TimeoutError:
+            logger.warning("gta agent loop: retrieval timed out after %.1fs for %r", self.retrieval_timeout_s, query)
+            return RetrievalResult(query=query, error=f"timeout after {self.retrieval_timeout_s:g}s")
+        except Exception as exc:  # noqa: BLE001 - becomes an observation + metric
+            logger.warning("gta agent loop: retrieval failed for %r: %r", query, exc)
+            return RetrievalResult(query=query, error=f"{type(exc).__name__}: {exc}")
+
+    def _output(
+        self, prompt_ids: list[int], state: _Rollout, truncated: bool, timing: dict[str, float]
+    ) -> GTAAgentLoopOutput:
+        n = self.response_length
+        truncated = truncated or len(state.ids) > n
+        spans = clip_spans(state.spans, n)
+        fields: dict[str, Any] = {
+            schema.EF_TURN_QUERIES: state.queries,
+            schema.EF_TURN_DOC_IDS: state.doc_ids,
+            schema.EF_TURN_TEXTS: state.texts,
+            schema.EF_RETRIEVAL_ERRORS: state.errors,
+            schema.EF_NUM_SEARCHES: len(state.queries),
+            schema.EF_INVALID_ACTIONS: state.invalid,
+            schema.EF_ANSWER: state.answer,
+            schema.EF_TURN_SPANS: [list(s) for s in spans],
+            schema.EF_BUDGET_EXHAUSTED: state.answer is None and state.actions >= self.agent_config.max_actions,
+            schema.EF_TRUNCATED: bool(truncated),
+            EF_PLACE_TURN_REWARDS: bool(self.agent_config.place_turn_rewards),
+            EF_TRAILING_DROPPED: state.trailing,
+        }
+        return GTAAgentLoopOutput(
+            prompt_ids=list(prompt_ids),
+            response_ids=state.ids[:n],
+            response_mask=state.mask[:n],
+            response_logprobs=state.logprobs[:n] if state.have_logprobs else None,
+            num_turns=state.turns,
+            metrics=timing,
+            extra_fields=fields,
+        )

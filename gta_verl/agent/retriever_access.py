@@ -1,0 +1,130 @@
+"""How an agent-loop process reaches the retrieval environment R(q).
+
+verl creates one agent-loop instance per trajectory, so the retriever client is
+made once per process and cached here (keyed by the settings that select it).
+Precedence:
+
+1. a client injected with :func:`set_process_retriever_client` (tests, the
+   out-of-trainer runner, evaluation);
+2. ``gta.agent.retriever_transport``:
+   ``ray`` / ``auto`` with Ray initialised → the job-wide actor
+   ``gta.retriever.actor_name``, looked up by name and created with
+   ``get_if_exists`` when missing (the trainer normally creates it first);
+   ``inprocess`` / ``auto`` without Ray → a :class:`GraphRetriever` loaded from
+   ``gta.retriever.kb_dir`` inside this process;
+   ``http`` → a retriever server at ``gta.agent.retriever_url``.
+
+Creating a client may load a KB (seconds), so callers run
+:func:`get_retriever_client` in an executor.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from gta_verl.agent.config import AgentConfig
+from gta_verl.retrieval.base import AsyncRetriever
+
+logger = logging.getLogger(__name__)
+
+_LOCK = threading.Lock()
+_CLIENTS: dict[tuple[Any, ...], AsyncRetriever] = {}
+_INJECTED: list[AsyncRetriever] = []
+
+
+def set_process_retriever_client(client: AsyncRetriever | None) -> None:
+    """Make every agent loop of this process use ``client`` (``None`` clears it)."""
+    with _LOCK:
+        _INJECTED.clear()
+        if client is not None:
+            _INJECTED.append(client)
+
+
+def clear_retriever_cache() -> None:
+    """Forget injected and cached clients (tests)."""
+    with _LOCK:
+        _INJECTED.clear()
+        _CLIENTS.clear()
+
+
+def retriever_section(trainer_config: Any) -> Any:
+    """``gta.retriever`` of the trainer config as :class:`gta_verl.config.RetrieverSection`."""
+    from gta_verl.config import GTAConfig
+
+    gta = trainer_config.get("gta") if hasattr(trainer_config, "get") else None
+    node = gta.get("retriever") if gta is not None and hasattr(gta, "get") else None
+    return GTAConfig.from_dict({"retriever": _plain(node)}).retriever
+
+
+def _plain(node: Any) -> Any:
+    if type(node).__name__ in ("DictConfig", "ListConfig"):
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(node, resolve=True)
+    return node
+
+
+def get_retriever_client(trainer_config: Any, agent: AgentConfig) -> AsyncRetriever:
+    """Return this process's retriever client for the config (blocking; see module doc)."""
+    with _LOCK:
+        if _INJECTED:
+            return _INJECTED[0]
+    section = retriever_section(trainer_config)
+    transport = agent.retriever_transport
+    if transport == "auto":
+        transport = "ray" if _ray_initialized() else "inprocess"
+    key = (transport, section.kb_dir, section.actor_name, agent.retriever_url, repr(sorted(section.knobs.items())))
+    with _LOCK:  # held while creating: concurrent trajectories wait for one client
+        if key not in _CLIENTS:
+            _CLIENTS[key] = _make_client(transport, section, agent)
+            logger.info("gta agent loop: retriever client %s (%s)", type(_CLIENTS[key]).__name__, transport)
+        return _CLIENTS[key]
+
+
+def _ray_initialized() -> bool:
+    try:
+        import ray
+    except ImportError:  # pragma: no cover - ray ships with verl
+        return False
+    return bool(ray.is_initialized())
+
+
+def _require_kb_dir(section: Any, transport: str) -> str:
+    if not section.kb_dir:
+        raise ValueError(
+            f"gta.retriever.kb_dir is not set, but the agent loop needs it for the {transport} retriever; "
+            "set gta.retriever.kb_dir=/path/to/kb (built by `gta-verl kb build`)"
+        )
+    return str(section.kb_dir)
+
+
+def _make_client(transport: str, section: Any, agent: AgentConfig) -> AsyncRetriever:
+    from gta_verl.retrieval import client as rclient
+
+    if transport == "http":
+        return rclient.HTTPRetrieverClient(agent.retriever_url, timeout_s=section.timeout_s)
+    if transport == "ray":
+        import ray
+
+        try:
+            handle = ray.get_actor(section.actor_name)
+        except ValueError:
+            from gta_verl.retrieval.actor import get_or_create_retriever_actor
+
+            handle = get_or_create_retriever_actor(
+                _require_kb_dir(section, transport), section.retriever_config(), name=section.actor_name
+            )
+        return rclient.RayRetrieverClient(handle, timeout_s=section.timeout_s)
+    from gta_verl.retrieval.retriever import GraphRetriever
+
+    retriever = GraphRetriever.from_kb_dir(_require_kb_dir(section, transport), section.retriever_config())
+    return rclient.InProcessRetrieverClient(retriever)
+
+
+def in_process_client(retriever: Any) -> AsyncRetriever:
+    """Wrap a synchronous :class:`~gta_verl.retrieval.base.Retriever` as an ``AsyncRetriever``."""
+    from gta_verl.retrieval.client import InProcessRetrieverClient
+
+    return InProcessRetrieverClient(retriever)

@@ -1,0 +1,55 @@
+"""Route-weighted GRPO advantages — pure torch.
+
+Paper: PathRouter §3.2, ``Ã(τ_i) = w_route(C_i, P_i) · Â(τ_i)``, applied *after* GRPO's
+group normalization (so the weight rescales the update magnitude without changing
+which trajectories are above or below their group's mean).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from gta_verl.rewards.path_router import ROUTE_NAMES
+
+__all__ = ["apply_route_weights", "route_metrics"]
+
+
+def apply_route_weights(advantages: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Ã_i = w_i · Â_i.
+
+    Args:
+        advantages: Â, shape [bs, T] (zero on masked tokens already).
+        weights: w_route per trajectory, shape [bs].
+
+    Returns:
+        Ã, shape [bs, T], same dtype as ``advantages``. With every weight 1 the result is
+        bit-identical to the input (multiplication by 1.0 is exact in IEEE arithmetic).
+    """
+    if advantages.dim() != 2:
+        raise ValueError(f"advantages must be [bs, T], got shape {tuple(advantages.shape)}")
+    weights = torch.as_tensor(weights, dtype=advantages.dtype, device=advantages.device)
+    if weights.shape != advantages.shape[:1]:
+        raise ValueError(
+            f"route weights shape {tuple(weights.shape)} does not match batch size {advantages.shape[0]}"
+        )
+    return advantages * weights.unsqueeze(-1)
+
+
+def route_metrics(
+    routes: Sequence[int] | torch.Tensor, weights: Sequence[float] | torch.Tensor
+) -> dict[str, float]:
+    """Per-step route shares and the mean weight.
+
+    Returns keys ``path_router/route_share/{C+P+,C+P-,C-P+,C-P-}`` (fractions summing to 1)
+    and ``path_router/mean_route_weight``; an empty batch gives zeros.
+    """
+    routes_t = torch.as_tensor(routes, dtype=torch.long).flatten()
+    weights_t = torch.as_tensor(weights, dtype=torch.float64).flatten()
+    n = int(routes_t.numel())
+    out: dict[str, float] = {}
+    for rid, name in enumerate(ROUTE_NAMES):
+        out[f"path_router/route_share/{name}"] = float((routes_t == rid).sum().item() / n) if n else 0.0
+    out["path_router/mean_route_weight"] = float(weights_t.mean().item()) if n else 0.0
+    return out

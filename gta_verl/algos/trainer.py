@@ -1,0 +1,175 @@
+"""V1 trainer ``gta_path_router_sync``: route-weighted GRPO advantages + λ(step) for the teacher KL.
+
+Select with ``trainer.v1.trainer_mode=gta_path_router_sync`` (PathRouter §3.2–3.4).
+
+verl 0.9.1 gives advantage estimators no per-sample data (only ``uid``), so the route
+weight cannot be applied inside a registered estimator. This subclass of verl's
+``PPOTrainerSync``:
+
+* ``_compute_advantage``: runs the parent (GRPO group normalization → Â), then fetches
+  ``advantages`` and ``extra_fields`` from the TransferQueue, multiplies each trajectory
+  by ``extra_fields[i]["reward_extra_info"]["route_weight"]`` (written by the
+  ``path_router`` reward manager) and writes Ã back; logs the share of each route, the
+  mean weight, mean C/P, the KL-eligible share and the unsupported-answer rate.
+* ``_update_actor``: puts λ(step) (:func:`gta_verl.algos.schedule.warmup_lambda`) and the
+  step's selected-trajectory share into ``batch.extra_info``, which verl hands to the
+  actor's loss as non-tensor data (read by ``gta_selective_topk_kl``).
+
+With every weight 1 (``gta.path_router.route_scaling=false``) the advantages are left
+untouched, i.e. exactly verl's GRPO.
+
+verl's base trainer tests ``self.trainer_mode == "sync"`` in several places; this class
+reports "sync" whatever name selected it, so it behaves exactly like ``PPOTrainerSync``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from gta_verl.algos.distill_loss import COEF_KEY, LOSS_NAME, SELECT_FRAC_KEY
+from gta_verl.algos.route_weights import apply_route_weights, route_metrics
+from gta_verl.algos.schedule import warmup_lambda
+from gta_verl.rewards.path_router import path_router_config_from_trainer
+from gta_verl.verl_compat import PPOTrainerSync, register_trainer, response_to_nested, tq
+
+logger = logging.getLogger(__name__)
+
+TRAINER_NAME = "gta_path_router_sync"
+
+__all__ = ["TRAINER_NAME", "GTAPathRouterTrainer", "route_fields_from_extra"]
+
+
+def route_fields_from_extra(extra_fields: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+    """Per-sample route diagnostics from TQ ``extra_fields`` (missing values → neutral).
+
+    Returns float64 tensors ``route_weight`` (1.0 if missing), ``route`` (−1 if missing),
+    ``C``, ``P``, ``distill_select`` (0 if missing) and ``has_gold_evidence``.
+    """
+    keys = {
+        "route_weight": 1.0,
+        "route": -1,
+        "C": 0.0,
+        "P": 0.0,
+        "distill_select": 0.0,
+        "has_gold_evidence": 0.0,
+    }
+    cols: dict[str, list[float]] = {k: [] for k in keys}
+    for ef in extra_fields:
+        info = (ef or {}).get("reward_extra_info", {}) or {}
+        for k, default in keys.items():
+            value = info.get(k, default)
+            cols[k].append(float(value if value is not None else default))
+    return {k: torch.tensor(v, dtype=torch.float64) for k, v in cols.items()}
+
+
+def _step_metrics(fields: Mapping[str, torch.Tensor], keep: torch.Tensor) -> dict[str, float]:
+    routes, weights = fields["route"][keep], fields["route_weight"][keep]
+    known = routes >= 0
+    out = route_metrics(routes[known].long(), weights[known])
+    out["path_router/mean_route_weight"] = float(weights.mean().item()) if weights.numel() else 0.0
+    out["path_router/missing_route_frac"] = float((~known).double().mean().item()) if routes.numel() else 0.0
+    c, p, gold = fields["C"][keep], fields["P"][keep], fields["has_gold_evidence"][keep] > 0
+    out["path_router/C_mean"] = float(c.mean().item()) if c.numel() else 0.0
+    out["path_router/P_mean"] = float(p[gold].mean().item()) if gold.any() else 0.0
+    out["path_router/kl_select_frac"] = (
+        float(fields["distill_select"][keep].mean().item()) if c.numel() else 0.0
+    )
+    # UAR (paper §4.1): share of correct answers whose trajectory is evidence-poor.
+    poor_correct = ((c > 0) & gold & (routes == 1)).double().sum()
+    out["path_router/unsupported_answer_rate"] = (
+        float(poor_correct / (c > 0).double().sum()) if (c > 0).any() else 0.0
+    )
+    return out
+
+
+@register_trainer(TRAINER_NAME)
+class GTAPathRouterTrainer(PPOTrainerSync):
+    """verl's synchronous V1 trainer with PathRouter's route weights and KL schedule."""
+
+    @property
+    def trainer_mode(self) -> str:
+        """Always "sync": verl 0.9.1 branches on ``trainer_mode == "sync"`` (replay buffer,
+        refill, TQ checkpointing), and the registered name would select its async paths."""
+        return "sync"
+
+    @trainer_mode.setter
+    def trainer_mode(self, value: str) -> None:
+        self.registered_trainer_mode = value
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.path_router_cfg = path_router_config_from_trainer(config)
+        self._distill_select_frac: float | None = None
+        self._check_distillation_config(config)
+
+    def _check_distillation_config(self, config: Any) -> None:
+        dist = config.get("distillation", None)
+        kl = self.path_router_cfg.kl
+        enabled = bool(dist is not None and dist.get("enabled", False))
+        if kl.enabled and not enabled:
+            logger.warning(
+                "gta.path_router.kl.enabled=true but distillation.enabled=false: no teacher KL term"
+            )
+        if not enabled:
+            return
+        loss = dist.distillation_loss
+        if loss.get("loss_mode") != LOSS_NAME:
+            logger.warning(
+                "distillation.distillation_loss.loss_mode=%s is not %s", loss.get("loss_mode"), LOSS_NAME
+            )
+            return
+        if int(loss.get("topk")) != kl.topk:
+            raise ValueError(
+                f"distillation.distillation_loss.topk={loss.get('topk')} != "
+                f"gta.path_router.kl.topk={kl.topk}; "
+                "set one from the other"
+            )
+        if float(loss.get("distillation_loss_coef", 1.0)) != 1.0:
+            logger.warning(
+                "distillation_loss_coef=%s multiplies λ(step) again", loss.get("distillation_loss_coef")
+            )
+
+    def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
+        """GRPO advantages (parent), then Ã_i = w_route(C_i, P_i) · Â_i in the TransferQueue."""
+        batch = super()._compute_advantage(batch, metrics)
+        data = tq.kv_batch_get(
+            keys=batch.keys,
+            partition_id=batch.partition_id,
+            select_fields=["advantages", "response_mask", "extra_fields"],
+        )
+        extra = data["extra_fields"]
+        extra = extra.tolist() if hasattr(extra, "tolist") else list(extra)
+        fields = route_fields_from_extra(extra)
+        tags = list(getattr(batch, "tags", None) or [{}] * len(extra))
+        keep = torch.tensor([not (t or {}).get("is_padding", False) for t in tags], dtype=torch.bool)
+        metrics.update(_step_metrics(fields, keep))
+        selected = fields["distill_select"][keep]
+        self._distill_select_frac = float(selected.mean().item()) if selected.numel() else 0.0
+
+        weights = (
+            fields["route_weight"]
+            if self.path_router_cfg.route_scaling
+            else torch.ones_like(fields["route_weight"])
+        )
+        if bool((weights == 1.0).all()):
+            return batch  # plain GRPO: leave Â bit-for-bit as the parent wrote it
+        response_mask = data["response_mask"]
+        advantages = data["advantages"]
+        padded = advantages.to_padded_tensor(0.0) if advantages.is_nested else advantages
+        scaled = apply_route_weights(padded, weights.to(padded.dtype))
+        out = TensorDict({"advantages": response_to_nested(scaled, response_mask)}, batch_size=len(extra))
+        return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=out)
+
+    def _update_actor(self, batch: Any, metrics: dict) -> Any:
+        """Hand λ(step) and the selected share to the distillation loss, then update."""
+        lam = warmup_lambda(int(self.global_steps), self.path_router_cfg.kl)
+        batch.extra_info[COEF_KEY] = lam
+        if self._distill_select_frac is not None:
+            batch.extra_info[SELECT_FRAC_KEY] = self._distill_select_frac
+        metrics["path_router/kl_lambda"] = lam
+        return super()._update_actor(batch, metrics)

@@ -1,0 +1,355 @@
+"""Score a training run's validation generations from verl's dump, without re-running the policy.
+
+verl 0.9.1 (``RayPPOTrainer._validate`` → ``_dump_generations`` → ``_write_generations``)
+writes, when ``trainer.validation_data_dir`` is set, one file ``<dir>/<global_step>.jsonl``
+per validation with one JSON object per rollout::
+
+    input   decoded prompt (chat template applied, special tokens skipped)
+    output  decoded response: policy text *and* the <info> observations
+    gts     reward_model.ground_truth ({"target", "target_doc_ids", "support_texts"})
+    score   the reward
+    step    global step
+    <key>   every reward_extra_info key with one value per rollout (gta managers: acc,
+            f1, num_searches, target_doc_cov, complete_chain, zero_target_turns,
+            retrieval_errors, invalid_actions, …; ``reward`` = score)
+
+The dump has no ``data_source``, doc ids or token counts, so this module rebuilds the
+:class:`~gta_verl.data.types.RolloutRecord` from the text: the question from the prompt,
+each ``<search>`` query and the ``Doc i(Title: …) …`` lines of the ``<info>`` block that
+follows it, the answer with :func:`~gta_verl.rewards.qa.extract_answer`. Doc ids: with
+the KB (:func:`kb_doc_index`) each shown passage is looked up by title and text, which
+also resolves titles containing ``") "`` and passages cut off by
+``gta.agent.max_obs_tokens``; without it the id is ``make_doc_id(title, text)`` of the
+text as shown (exact unless the passage was cut). Passages the cut hid entirely are not
+in the dump, so coverage from a dump counts only what the policy saw. ``data_source``/``hops``/``qid`` come
+from reward_extra_info keys of those names when present, else from the validation
+parquet(s) joined on the question text, else ``"unknown"``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gta_verl.agent.prompt import INFO_CLOSE, INFO_OPEN, SEARCH_CLOSE, SEARCH_OPEN
+from gta_verl.data.ids import make_doc_id
+from gta_verl.data.schema import parse_ground_truth
+from gta_verl.data.types import RolloutRecord
+from gta_verl.eval.records import EvalRecord
+from gta_verl.rewards.qa import extract_answer
+
+logger = logging.getLogger(__name__)
+
+REQUIRED_KEYS = ("input", "output", "gts")
+_QUESTION_RE = re.compile(r"Question: (.*?)\s*(?:\n|$)")
+_EVENT_RE = re.compile(
+    re.escape(SEARCH_OPEN) + r"(.*?)" + re.escape(SEARCH_CLOSE)
+    + r"|" + re.escape(INFO_OPEN) + r"(.*?)(?:" + re.escape(INFO_CLOSE) + r"|$)",
+    re.DOTALL,
+)
+_DOC_SPLIT_RE = re.compile(r"(?:^|\n)Doc \d+\(Title: ")
+SEARCH_FAILED_PREFIX = "Search failed:"
+
+
+@dataclass(frozen=True)
+class QuestionInfo:
+    """What the validation parquet knows about a question (joined on the question text)."""
+
+    data_source: str = "unknown"
+    hops: int = 0
+    qid: str = ""
+
+
+@dataclass
+class DumpReadResult:
+    """Records rebuilt from one dump file, and the rejected lines.
+
+    Counts reconcile: ``n_in == len(records) + len(rejected)``.
+    """
+
+    path: Path
+    step: int | None
+    records: list[EvalRecord] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    n_in: int = 0
+
+
+def find_dump_file(path: Path | str, step: int | None = None) -> Path:
+    """Resolve a dump file: a ``.jsonl`` path, or ``<dir>/<step>.jsonl`` (latest step when None)."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    if not p.is_dir():
+        raise FileNotFoundError(f"{p}: no verl validation dump (file or trainer.validation_data_dir)")
+    files = {int(f.stem): f for f in p.glob("*.jsonl") if f.stem.isdigit()}
+    if not files:
+        raise FileNotFoundError(f"{p}: no <step>.jsonl files (is this trainer.validation_data_dir?)")
+    if step is None:
+        return files[max(files)]
+    if step not in files:
+        raise FileNotFoundError(f"{p}: no {step}.jsonl; steps present: {sorted(files)}")
+    return files[step]
+
+
+def question_from_prompt(prompt_text: str) -> str:
+    """The question of :func:`gta_verl.agent.prompt.build_user_prompt` (last ``Question: …`` line)."""
+    matches = _QUESTION_RE.findall(prompt_text)
+    return matches[-1].strip() if matches else ""
+
+
+#: title → [(doc_id, NFC text)] of a KB, to resolve observed passages to their ids.
+DocIndex = Mapping[str, Sequence[tuple[str, str]]]
+
+
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)  # Qwen's tokenizer NFC-normalizes what it encodes
+
+
+def _resolve(title: str, visible: str, index: DocIndex) -> tuple[str, str] | None:
+    """(doc_id, full text) of the KB passage shown as ``title``/``visible``: an exact match, or
+    the passage ``visible`` is a prefix of (the agent loop cuts long observations at
+    ``gta.agent.max_obs_tokens``)."""
+    cands = index.get(_nfc(title), ())
+    vis = _nfc(visible).rstrip()
+    for doc_id, text in cands:
+        if text == vis or text.rstrip() == vis:
+            return doc_id, text
+    for doc_id, text in cands:
+        if vis and text.startswith(vis):
+            return doc_id, text
+    return None
+
+
+def _split_doc(chunk: str, index: DocIndex | None) -> tuple[str, str, str]:
+    """(doc_id, title, text) of one ``"<title>) <text>"`` chunk.
+
+    A title may contain ``") "``, so each split point is tried against the KB index;
+    without an index (or no match) the first split point is taken and the id is the
+    content hash of what was shown (wrong only for a cut-off passage).
+    """
+    cuts = [m.start() for m in re.finditer(re.escape(") "), chunk)]
+    if not cuts:
+        title = chunk.rstrip(")")
+        return make_doc_id(title, ""), title, ""
+    if index:
+        for c in cuts:
+            hit = _resolve(chunk[:c], chunk[c + 2:], index)
+            if hit is not None:
+                return hit[0], chunk[:c], hit[1]
+    title, text = chunk[: cuts[0]], chunk[cuts[0] + 2:]
+    return make_doc_id(title, text), title, text
+
+
+def parse_observation(body: str, index: DocIndex | None = None) -> tuple[list[tuple[str, str, str]], bool]:
+    """Parse one ``<info>`` body into ``[(doc_id, title, text)]`` and whether it reports a failed search."""
+    body = body.strip("\n")
+    if body.startswith(SEARCH_FAILED_PREFIX):
+        return [], True
+    chunks = _DOC_SPLIT_RE.split("\n" + body)[1:]
+    return [_split_doc(c, index) for c in chunks], False
+
+
+def parse_response(
+    response_text: str, index: DocIndex | None = None
+) -> tuple[list[str], list[list[tuple[str, str, str]]], int]:
+    """Pair each ``<search>`` query with the ``<info>`` block after it.
+
+    Returns:
+        (queries, per-turn [(doc_id, title, text)], number of failed searches). A search
+        without a following observation (truncated response) gets no documents.
+    """
+    queries: list[str] = []
+    docs: list[list[tuple[str, str, str]]] = []
+    failed = 0
+    for m in _EVENT_RE.finditer(response_text):
+        if m.group(1) is not None:
+            queries.append(m.group(1).strip())
+            docs.append([])
+        elif queries and not docs[-1]:
+            parsed, err = parse_observation(m.group(2), index)
+            docs[-1] = parsed
+            failed += int(err)
+    return queries, docs, failed
+
+
+def _ground_truth(value: Any) -> Any:
+    """``gts`` is a dict in JSON; tolerate ``default=str`` renderings of Python/numpy values."""
+    if isinstance(value, str):
+        for parse in (json.loads, ast.literal_eval):
+            try:
+                return parse(value)
+            except (ValueError, SyntaxError):
+                continue
+    return value
+
+
+def _json_list(value: Any) -> list[Any] | None:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, list) else None
+
+
+def record_from_entry(
+    entry: Mapping[str, Any], sample_idx: int, info: QuestionInfo, index: DocIndex | None = None
+) -> EvalRecord:
+    """Rebuild one :class:`EvalRecord` from a dump line (see module docstring)."""
+    answers, target_ids, support = parse_ground_truth(_ground_truth(entry["gts"]))
+    if not answers:
+        raise ValueError("ground truth has no gold answer")
+    output = str(entry["output"])
+    queries, docs, failed = parse_response(output, index)
+    turn_ids = [[d for d, _, _ in turn] for turn in docs]
+    dumped_ids = _json_list(entry.get("gta/turn_doc_ids", entry.get("turn_doc_ids")))
+    if dumped_ids is not None and len(dumped_ids) == len(queries):
+        turn_ids = [[str(d) for d in t] for t in dumped_ids]  # exact ids when the manager dumped them
+    question = question_from_prompt(str(entry["input"]))
+    errors = entry.get("retrieval_errors")
+    return EvalRecord(
+        rollout=RolloutRecord(
+            question=question,
+            gold_answers=tuple(answers),
+            target_doc_ids=tuple(target_ids),
+            turn_queries=tuple(queries),
+            turn_doc_ids=tuple(tuple(t) for t in turn_ids),
+            answer=extract_answer(output),
+            retrieval_errors=int(errors) if errors is not None else failed,
+            invalid_actions=int(entry.get("invalid_actions", 0) or 0),
+            data_source=str(entry.get("data_source") or info.data_source),
+            hops=int(entry.get("hops") or info.hops),
+            qid=str(entry.get("qid") or info.qid or question),
+            sample_idx=sample_idx,
+            retrieved_texts=tuple(f"{t}\n{x}" for turn in docs for _, t, x in turn),
+            gold_texts=tuple(support),
+        ),
+        response_text=output,
+    )
+
+
+def read_verl_dump(
+    path: Path | str,
+    step: int | None = None,
+    questions: Mapping[str, QuestionInfo] | None = None,
+    index: DocIndex | None = None,
+) -> DumpReadResult:
+    """Read one validation dump into :class:`EvalRecord` s.
+
+    Args:
+        path: A ``<step>.jsonl`` file or ``trainer.validation_data_dir``.
+        step: Which step's file in a directory (default: the latest).
+        questions: question text → :class:`QuestionInfo` (see :func:`question_index`).
+        index: :func:`kb_doc_index` of the KB, to resolve titles containing ``") "`` and
+            passages cut off by ``max_obs_tokens`` to their exact ids.
+    """
+    file = find_dump_file(path, step)
+    result = DumpReadResult(path=file, step=int(file.stem) if file.stem.isdigit() else step)
+    seen: Counter[str] = Counter()
+    for lineno, line in enumerate(file.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        result.n_in += 1
+        try:
+            entry = json.loads(line)
+            missing = [k for k in REQUIRED_KEYS if k not in entry]
+            if missing:
+                raise ValueError(f"missing keys {missing}")
+            q = question_from_prompt(str(entry["input"]))
+            rec = record_from_entry(entry, seen[q], (questions or {}).get(q, QuestionInfo()), index)
+        except (ValueError, TypeError, KeyError) as exc:
+            result.rejected.append(f"{file}:{lineno}: {exc}")
+            continue
+        seen[q] += 1  # verl repeats each prompt val_kwargs.n times, interleaved
+        result.records.append(rec)
+    if result.rejected:
+        logger.warning("%s: %d of %d lines rejected, first: %s", file, len(result.rejected), result.n_in,
+                       result.rejected[0])
+    return result
+
+
+def question_index(parquet_paths: Iterable[Path | str]) -> dict[str, QuestionInfo]:
+    """Map question text (as :func:`question_from_prompt` reads it back) → (data_source, hops, qid)
+    from verl-format parquet files."""
+    import pandas as pd
+
+    from gta_verl.agent.prompt import build_user_prompt
+
+    out: dict[str, QuestionInfo] = {}
+    for path in parquet_paths:
+        for i, row in enumerate(pd.read_parquet(path).to_dict("records")):
+            info = row.get("extra_info") or {}
+            if info.get("question"):
+                key = question_from_prompt(build_user_prompt(str(info["question"])))
+            else:
+                prompt = row.get("prompt")
+                key = question_from_prompt(str(prompt[-1]["content"])) if prompt is not None else ""
+            if key:
+                out[key] = QuestionInfo(
+                    data_source=str(row.get("data_source") or "unknown"),
+                    hops=int(info.get("hops") or 0),
+                    qid=str(info.get("qid") or f"{Path(path).stem}:{i}"),
+                )
+    return out
+
+
+def kb_doc_index(kb_dir: Path | str) -> dict[str, list[tuple[str, str]]]:
+    """:data:`DocIndex` of a KB directory (reads ``passages.parquet``)."""
+    import pyarrow.parquet as pq
+
+    path = Path(kb_dir) / "passages.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not a KB directory (built by `gta-verl kb build`)")
+    cols = pq.read_table(path, columns=["doc_id", "title", "text"]).to_pydict()
+    index: dict[str, list[tuple[str, str]]] = {}
+    for doc_id, title, text in zip(cols["doc_id"], cols["title"], cols["text"]):
+        index.setdefault(_nfc(title), []).append((doc_id, _nfc(text)))
+    return index
+
+
+def score_verl_dump(
+    dump: Path | str,
+    out_dir: Path | str,
+    *,
+    step: int | None = None,
+    data_paths: Iterable[Path | str] = (),
+    kb_dir: Path | str | None = None,
+    metrics_log: Path | str | None = None,
+    name: str = "policy",
+) -> tuple[DumpReadResult, Any]:
+    """Rebuild records from a verl validation dump, write them to ``<out>/records`` and report.
+
+    Returns:
+        (the :class:`DumpReadResult`, the :class:`~gta_verl.eval.report.ReportPaths`).
+
+    Raises:
+        ValueError: ``out_dir`` already holds records of another dump file or step.
+    """
+    from gta_verl.eval.records import RecordWriter, read_records
+    from gta_verl.eval.report import write_report
+
+    out = Path(out_dir)
+    data_paths = [str(p) for p in data_paths]
+    res = read_verl_dump(dump, step, question_index(data_paths) if data_paths else None,
+                         kb_doc_index(kb_dir) if kb_dir else None)
+    run_file, source = out / "run.json", {"source": "verl_dump", "file": str(res.path.resolve())}
+    if run_file.is_file() and json.loads(run_file.read_text()).get("file") != source["file"]:
+        raise ValueError(f"{run_file}: {out} holds records of another run; use a new --out")
+    out.mkdir(parents=True, exist_ok=True)
+    run_file.write_text(json.dumps(source))
+    with RecordWriter(out / "records", chunk_size=1024) as writer:
+        writer.add_all(res.records)
+    meta = {"verl dump": str(res.path), "step": res.step, "lines": res.n_in,
+            "rejected lines": len(res.rejected),
+            "data": ", ".join(data_paths) or "(none: data_source from dump)"}
+    report = write_report(read_records(out / "records"), out, name=name, meta=meta, metrics_log=metrics_log,
+                          title="gta-verl evaluation report (verl validation dump)")
+    return res, report

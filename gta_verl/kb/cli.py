@@ -1,0 +1,110 @@
+"""``gta-verl kb build | stats | add``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+
+from gta_verl.kb.build import KBConfig
+
+
+def _add_common(p: argparse.ArgumentParser, openie_required: bool) -> None:
+    d = KBConfig()
+    p.add_argument("--corpus", required=True, help="corpus file (HippoRAG JSON, FlashRAG jsonl or parquet)")
+    p.add_argument("--format", dest="corpus_format", choices=("hipporag", "flashrag", "parquet"), default=None,
+                   help="corpus format (default: from the file suffix .json/.jsonl/.parquet)")
+    p.add_argument("--openie", required=openie_required, default=None,
+                   help="precomputed:PATH | spacy | openai | vllm (openai/vllm take ':MODEL' optionally)")
+    p.add_argument("--synonymy-threshold", type=float, default=d.synonymy_threshold,
+                   help=f"δ, min cosine of a synonymy edge (default {d.synonymy_threshold})")
+    p.add_argument("--synonymy-k", type=int, default=d.synonymy_k, help=f"k-NN candidates (default {d.synonymy_k})")
+    p.add_argument("--include-ner-entities", action="store_true",
+                   help="also link documents to NER entities that are in no triple")
+    p.add_argument("--embedder", default=d.embedder, help=f"encoder name or path (default {d.embedder})")
+    p.add_argument("--device", default=d.device, help="encoder device (default cpu)")
+    p.add_argument("--llm-base-url", default=d.llm_base_url, help="OpenAI-compatible endpoint for --openie openai")
+    p.add_argument("--llm-model", default=d.llm_model, help="model for --openie openai/vllm")
+    p.add_argument("--no-openie-cache", action="store_true", help="do not cache/resume OpenIE results")
+    p.add_argument("--strict", action="store_true", help="fail on the first malformed corpus record")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _config(args: argparse.Namespace) -> KBConfig:
+    return KBConfig(synonymy_threshold=args.synonymy_threshold, synonymy_k=args.synonymy_k,
+                    include_ner_entities=args.include_ner_entities, embedder=args.embedder,
+                    device=args.device, llm_base_url=args.llm_base_url, llm_model=args.llm_model,
+                    openie_cache=not args.no_openie_cache)
+
+
+def _print_stats(kb_dir: str, as_json: bool, manifest: dict | None = None) -> None:
+    from gta_verl.kb.stats import stats_markdown
+    from gta_verl.kb.store import verify_kb
+
+    manifest = manifest or verify_kb(kb_dir)
+    stats = manifest["counts"]
+    if as_json:
+        obj = {"kb_dir": str(kb_dir), **stats, "embedder": manifest.get("embedder"),
+               "openie": manifest.get("openie"), "corpus": manifest.get("corpus"),
+               "schema_version": manifest.get("schema_version"), "created_at": manifest.get("created_at")}
+        print(json.dumps(obj, sort_keys=True, default=str))
+    else:
+        print(stats_markdown(stats, name=str(kb_dir)))
+        op = manifest.get("openie") or {}
+        if op:
+            print(f"\nOpenIE {op.get('spec')}: {op.get('n_passages')} passages {op.get('by_status')}, "
+                  f"{op.get('n_triples')} triples, {op.get('n_malformed_triples')} malformed skipped")
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from gta_verl.kb.build import build_kb_from_files
+
+    kb = build_kb_from_files(args.corpus, args.corpus_format, args.openie, args.out, _config(args),
+                             progress=not args.no_progress, strict=args.strict)
+    print(f"wrote KB to {args.out}", file=sys.stderr)
+    _print_stats(args.out, False, kb.manifest)
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    _print_stats(args.kb_dir, args.json)
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from gta_verl.kb.incremental import add_to_kb
+    from gta_verl.kb.store import read_manifest
+
+    manifest = read_manifest(args.kb_dir)
+    openie = args.openie or (manifest.get("openie") or {}).get("spec")
+    if not openie:
+        print("kb add: --openie is required (the KB manifest records no OpenIE backend)", file=sys.stderr)
+        return 2
+    stored = manifest.get("config", {})
+    config = replace(_config(args), synonymy_threshold=stored.get("synonymy_threshold", args.synonymy_threshold),
+                     synonymy_k=stored.get("synonymy_k", args.synonymy_k),
+                     include_ner_entities=stored.get("include_ner_entities", args.include_ner_entities),
+                     embedder=stored.get("embedder", args.embedder))
+    kb = add_to_kb(args.kb_dir, args.corpus, args.corpus_format, openie, config,
+                   progress=not args.no_progress, strict=args.strict)
+    _print_stats(args.kb_dir, False, kb.manifest)
+    return 0
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    kb = subparsers.add_parser("kb", help="build and inspect the graph knowledge base")
+    sub = kb.add_subparsers(dest="kb_command", metavar="{build,stats,add}")
+    b = sub.add_parser("build", help="corpus → OpenIE → entity–document graph → KB directory")
+    _add_common(b, openie_required=True)
+    b.add_argument("--out", required=True, help="output KB directory (replaced atomically)")
+    b.set_defaults(func=cmd_build)
+    s = sub.add_parser("stats", help="GTA-RAG Table 5 statistics of a KB directory")
+    s.add_argument("kb_dir")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(func=cmd_stats)
+    a = sub.add_parser("add", help="add passages to a KB (extracts only the new ones)")
+    a.add_argument("kb_dir")
+    _add_common(a, openie_required=False)
+    a.set_defaults(func=cmd_add)
+    kb.set_defaults(func=lambda _args: (kb.print_help(), 2)[1])

@@ -1,0 +1,133 @@
+"""Configuration of the retrieval environment R(q) (mirrors the ``gta.retrieval`` YAML node)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+Mode = Literal["hybrid", "dense", "graph"]
+IndexKind = Literal["flat", "ivf", "hnsw"]
+Fusion = Literal["dense_head", "interleave", "rrf", "graph_first", "dense_first"]
+
+MODES = ("hybrid", "dense", "graph")
+INDEX_KINDS = ("flat", "ivf", "hnsw")
+FUSIONS = ("dense_head", "interleave", "rrf", "graph_first", "dense_first")
+
+
+@dataclass(frozen=True)
+class RetrieverConfig:
+    """Every knob of :class:`gta_verl.retrieval.retriever.GraphRetriever`.
+
+    Defaults follow GTA-RAG / HippoRAG 2 (see ``docs/retrieval.md`` for the why).
+
+    Attributes:
+        mode: ``hybrid`` = Dedup(R_g ∪ R_d) (GTA-RAG eq 9); ``dense`` = R_d only (the
+            "w/o graph retrieval" ablation); ``graph`` = R_g only (HippoRAG 2 retrieval).
+        k_graph: K_g, documents taken from the PPR ranking.
+        k_dense: K_d, documents taken from the dense ranking.
+        alpha: PPR restart probability α (eq 7); igraph damping = 1 − α.
+        top_n_triples: Triples whose scores seed entity nodes (HippoRAG 2 ``linking_top_k``).
+        max_seed_entities: Entities kept in the personalization, ranked by mean linked
+            triple score (HippoRAG 2 keeps ``linking_top_k``); ``0`` keeps all.
+        doc_frequency_norm: Divide an entity's seed weight by the number of documents
+            it occurs in (HippoRAG 2), so hub entities do not swamp the walk.
+        triple_score_norm: ``minmax`` rescales triple cosines to [0, 1] over all
+            triples (HippoRAG 2); ``raw`` uses cosines as they are.
+        passage_node_weight: Weight of the min–max-normalized dense passage scores
+            added to document nodes of the personalization (HippoRAG 2: 0.05); 0 = off.
+        min_triple_score: A linked triple is usable only if its raw cosine exceeds
+            this; no usable triple → dense-only result flagged ``no_entities_dense_only``.
+        fusion: Order of the hybrid list (see ``docs/retrieval.md``): ``dense_head`` =
+            the top ``dense_head`` dense documents first, then the PPR order
+            (default: keeps dense precision at the top and PPR depth below it);
+            ``interleave`` = g1, d1, g2, d2 …; ``rrf`` = reciprocal-rank fusion;
+            ``graph_first`` / ``dense_first`` = one list then the other.
+        dense_head: Dense documents placed first by ``fusion="dense_head"``.
+        rrf_k: Constant of reciprocal-rank fusion.
+        index: Faiss index of the triple vectors: ``flat`` (exact, default), ``ivf`` or
+            ``hnsw`` (approximate, for millions of triples).
+        ivf_nprobe: Lists probed by the IVF index.
+        hnsw_m: Graph degree of the HNSW index.
+        max_query_chars: Longer queries are truncated (flag ``query_truncated``).
+        max_query_words: Same, counted in whitespace-separated words; 0 = no limit.
+        ppr_tol: Relative residual at which PPR stops (see ``batched_ppr``).
+        ppr_max_iter: PPR iteration cap.
+        ppr_block_size: Queries solved together inside one PPR block.
+        ppr_dtype: ``float64`` (matches igraph to 1e-10) or ``float32`` (faster).
+        batch_size: Queries embedded and solved per chunk (bounds memory: a chunk
+            needs ``batch_size × n_nodes × 8`` bytes of personalization).
+        device: ``cpu`` or a torch device for the PPR products.
+    """
+
+    mode: Mode = "hybrid"
+    k_graph: int = 3
+    k_dense: int = 3
+    alpha: float = 0.5
+    top_n_triples: int = 5
+    max_seed_entities: int = 5
+    doc_frequency_norm: bool = True
+    triple_score_norm: Literal["minmax", "raw"] = "minmax"
+    passage_node_weight: float = 0.05
+    min_triple_score: float = 0.0
+    fusion: Fusion = "dense_head"
+    dense_head: int = 1
+    rrf_k: float = 60.0
+    index: IndexKind = "flat"
+    ivf_nprobe: int = 16
+    hnsw_m: int = 32
+    max_query_chars: int = 2000
+    max_query_words: int = 256
+    ppr_tol: float = 1e-8
+    ppr_max_iter: int = 100
+    ppr_block_size: int = 64
+    ppr_dtype: Literal["float64", "float32"] = "float64"
+    batch_size: int = 256
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        def bad(name: str, msg: str) -> ValueError:
+            return ValueError(f"RetrieverConfig.{name}={getattr(self, name)!r}: {msg}")
+
+        if self.mode not in MODES:
+            raise bad("mode", f"must be one of {MODES} (dense = the 'w/o graph retrieval' ablation)")
+        if self.index not in INDEX_KINDS:
+            raise bad("index", f"must be one of {INDEX_KINDS}")
+        if self.fusion not in FUSIONS:
+            raise bad("fusion", f"must be one of {FUSIONS}")
+        if self.triple_score_norm not in ("minmax", "raw"):
+            raise bad("triple_score_norm", "must be 'minmax' or 'raw'")
+        if self.ppr_dtype not in ("float64", "float32"):
+            raise bad("ppr_dtype", "must be 'float64' or 'float32'")
+        for name in ("k_graph", "k_dense"):
+            if getattr(self, name) < 0:
+                raise bad(name, "must be >= 0")
+        if self.mode == "hybrid" and self.k_graph + self.k_dense == 0:
+            raise bad("k_graph", "k_graph + k_dense must be > 0 in hybrid mode")
+        if self.mode == "graph" and self.k_graph == 0 or self.mode == "dense" and self.k_dense == 0:
+            raise bad("mode", "the chosen mode returns nothing with its K set to 0")
+        if not 0.0 < self.alpha < 1.0:
+            raise bad("alpha", "the restart probability must be in (0, 1); HippoRAG 2 uses 0.5")
+        for name in ("top_n_triples", "ppr_max_iter", "ppr_block_size", "batch_size", "max_query_chars"):
+            if getattr(self, name) < 1:
+                raise bad(name, "must be >= 1")
+        for name in ("max_seed_entities", "max_query_words", "dense_head", "ivf_nprobe", "hnsw_m"):
+            if getattr(self, name) < 0:
+                raise bad(name, "must be >= 0")
+        if self.passage_node_weight < 0:
+            raise bad("passage_node_weight", "must be >= 0 (0 disables dense seeds)")
+        if not 0.0 < self.ppr_tol < 1.0:
+            raise bad("ppr_tol", "must be in (0, 1); 1e-8 matches igraph to ~1e-10")
+        if self.rrf_k <= 0:
+            raise bad("rrf_k", "must be > 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "RetrieverConfig":
+        """Build from a (YAML) mapping, naming unknown keys instead of a TypeError."""
+        d = dict(d or {})
+        unknown = sorted(set(d) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"unknown RetrieverConfig keys {unknown}; valid: {sorted(cls.__dataclass_fields__)}")
+        return cls(**d)

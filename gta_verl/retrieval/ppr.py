@@ -1,0 +1,334 @@
+"""Batched personalized PageRank (GTA-RAG eq 7) for many queries at once.
+
+Equation implemented, for every query (row) of a batch:
+
+    r = α p + (1 − α) (M r + (dᵀ r) p)
+
+with ``M = Pᵀ`` the **column-stochastic** transition matrix (``M[v, u] = w_uv / s_u``,
+``s_u`` the weighted degree ("strength") of ``u``), ``α`` the restart probability
+(``igraph`` damping = 1 − α), ``p`` the personalization (reset) vector and ``d`` the
+indicator of dangling nodes (strength 0). A walker on a dangling node restarts from
+``p`` — exactly what igraph's PRPACK backend does (it passes the reset vector as
+the dangling distribution), so results match
+``Graph.personalized_pagerank(damping=1-α, reset=p, weights="weight",
+implementation="prpack")`` to solver tolerance.
+
+Two solvers, both batched as sparse-matrix × dense-block products:
+
+* ``cg`` (default for undirected graphs): since ``r ∝ x = (I − (1−α) M)^{-1} p``
+  (the dangling term only rescales, see :func:`batched_ppr`), and ``M = A D^{-1}`` with
+  ``A`` symmetric, ``x = D^{1/2} y`` where ``(I − (1−α) S) y = D^{-1/2} p`` and
+  ``S = D^{-1/2} A D^{-1/2}`` is symmetric with eigenvalues in [−1, 1]. The system is
+  SPD with condition number ≤ (2 − α)/α = 3 at α = 0.5, so conjugate gradients gain
+  ~0.27 digits per product where the power iteration gains 0.5 → ~2.5× fewer products.
+* ``power``: plain power iteration on ``M``; used for any column-stochastic matrix.
+
+Columns of the batch are processed in blocks of ``block_size`` so that a block's
+dense iterate stays cache-resident while the sparse matrix streams through; each
+block stops as soon as all its columns have converged.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+Method = Literal["auto", "cg", "power"]
+Backend = Literal["auto", "scipy", "torch"]
+
+
+@dataclass(frozen=True, eq=False)
+class Transition:
+    """A graph prepared for :func:`batched_ppr` (build it once per KB with :func:`build_transition`).
+
+    Attributes:
+        matrix: ``csr [N, N]`` column-stochastic ``M = A D^{-1}`` (columns of dangling
+            nodes are zero), in internal node order.
+        sym: ``csr [N, N]`` symmetric ``S = D^{-1/2} A D^{-1/2}`` when the graph is
+            undirected, else ``None`` (then only the power iteration applies).
+        strength: ``float64 [N]`` weighted degree ``s`` in internal order.
+        perm: ``int64 [N]`` internal index → original node id (a bandwidth-reducing
+            reordering for cache locality), or ``None`` for the identity.
+    """
+
+    matrix: sp.csr_matrix
+    sym: sp.csr_matrix | None
+    strength: np.ndarray
+    perm: np.ndarray | None = None
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def n_nodes(self) -> int:
+        return self.matrix.shape[0]
+
+    @property
+    def dangling(self) -> np.ndarray:
+        """``bool [N]`` nodes without outgoing weight (internal order)."""
+        return self.strength <= 0.0
+
+
+def transition_from_edges(
+    n_nodes: int, edges: np.ndarray, weights: np.ndarray | None = None, reorder: bool = True
+) -> Transition:
+    """Build a :class:`Transition` of an undirected weighted graph from an edge list.
+
+    A self-loop ``(u, u, w)`` adds ``2w`` to ``A[u, u]`` (igraph counts a loop twice in
+    an undirected vertex's strength), so results agree with igraph's PRPACK.
+
+    Args:
+        n_nodes: N.
+        edges: ``int [E, 2]`` node pairs.
+        weights: ``float [E]`` non-negative weights; ``None`` → all 1.
+        reorder: Renumber nodes by reverse Cuthill–McKee so neighbours sit close in
+            memory (fewer cache misses in the sparse product); invisible to callers.
+
+    Returns:
+        The prepared transition.
+
+    Raises:
+        ValueError: On out-of-range node ids, shape mismatch or negative/non-finite weights.
+    """
+    edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    w = np.ones(len(edges)) if weights is None else np.asarray(weights, dtype=np.float64)
+    if w.shape != (len(edges),):
+        raise ValueError(f"weights has shape {w.shape}, expected ({len(edges)},)")
+    if len(edges) and (edges.min() < 0 or edges.max() >= n_nodes):
+        raise ValueError(f"edge endpoints must lie in [0, {n_nodes}); got {edges.min()}..{edges.max()}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("edge weights must be finite and non-negative")
+    rows = np.concatenate([edges[:, 0], edges[:, 1]])
+    cols = np.concatenate([edges[:, 1], edges[:, 0]])
+    adj = sp.csr_matrix((np.concatenate([w, w]), (rows, cols)), shape=(n_nodes, n_nodes))
+    adj.sum_duplicates()
+    perm = None
+    if reorder and n_nodes > 1:
+        from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+        perm = np.asarray(reverse_cuthill_mckee(adj, symmetric_mode=True), dtype=np.int64)
+        adj = adj[perm][:, perm].tocsr()
+    strength = np.asarray(adj.sum(axis=0)).ravel()
+    inv = np.divide(1.0, strength, out=np.zeros_like(strength), where=strength > 0)
+    inv_sqrt = np.sqrt(inv)
+    matrix = (adj @ sp.diags(inv)).tocsr()
+    sym = (sp.diags(inv_sqrt) @ adj @ sp.diags(inv_sqrt)).tocsr()
+    for m in (matrix, sym):
+        m.sort_indices()
+    return Transition(matrix=matrix, sym=sym, strength=strength, perm=perm)
+
+
+def build_transition(graph: Any, weight_attr: str | None = "weight", reorder: bool = True) -> Transition:
+    """Build the transition of an undirected ``igraph.Graph`` (the KB graph).
+
+    Args:
+        graph: Undirected igraph graph; ``graph.es[weight_attr]`` holds edge weights.
+        weight_attr: Edge attribute with weights, or ``None`` for unweighted.
+        reorder: See :func:`transition_from_edges`.
+
+    Raises:
+        ValueError: If the graph is directed (use :func:`batched_ppr` with a raw
+            column-stochastic matrix and ``method="power"`` instead).
+    """
+    if graph.is_directed():
+        raise ValueError("build_transition expects an undirected graph (the KB graph is undirected)")
+    edges = np.asarray(graph.get_edgelist(), dtype=np.int64).reshape(-1, 2)
+    has_w = weight_attr is not None and weight_attr in graph.es.attributes()
+    weights = np.asarray(graph.es[weight_attr], dtype=np.float64) if has_w else None
+    return transition_from_edges(graph.vcount(), edges, weights, reorder=reorder)
+
+
+def _as_transition(transition: Transition | sp.spmatrix) -> Transition:
+    if isinstance(transition, Transition):
+        return transition
+    m = sp.csr_matrix(transition, dtype=np.float64)
+    if m.shape[0] != m.shape[1]:
+        raise ValueError(f"transition must be square, got {m.shape}")
+    col = np.asarray(m.sum(axis=0)).ravel()
+    if np.any(np.abs(col[col > 0] - 1.0) > 1e-6):
+        raise ValueError("a raw transition matrix must be column-stochastic (M = Pᵀ); columns sum to 1 or 0")
+    m.sort_indices()
+    return Transition(matrix=m, sym=None, strength=col, perm=None)
+
+
+class _Ops:
+    """The few array operations the solvers need, over scipy/numpy or torch."""
+
+    def __init__(self, tr: Transition, backend: str, device: str, dtype: Any, use_sym: bool) -> None:
+        self.backend = backend
+        mat = tr.sym if use_sym else tr.matrix
+        if backend == "scipy":
+            self.mat = mat.astype(dtype)
+            self.xp_dtype = dtype
+            return
+        import torch
+
+        key = f"torch:{use_sym}:{device}:{np.dtype(dtype).name}"
+        if key not in tr._cache:
+            tdtype = torch.float32 if np.dtype(dtype) == np.float32 else torch.float64
+            with warnings.catch_warnings():  # "sparse CSR support is in beta"
+                warnings.simplefilter("ignore", UserWarning)
+                tr._cache[key] = torch.sparse_csr_tensor(
+                    torch.from_numpy(mat.indptr.astype(np.int64)),
+                    torch.from_numpy(mat.indices.astype(np.int64)),
+                    torch.from_numpy(mat.data.astype(dtype)),
+                    size=mat.shape,
+                    dtype=tdtype,
+                    device=device,
+                    check_invariants=False,  # built from a valid scipy CSR
+                )
+        self.mat = tr._cache[key]
+        self.device = device
+
+    def to(self, a: np.ndarray):  # noqa: ANN201 - numpy array or torch tensor
+        if self.backend == "scipy":
+            return np.ascontiguousarray(a, dtype=self.xp_dtype)
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(a)).to(self.device, self.mat.dtype)
+
+    def back(self, a) -> np.ndarray:  # noqa: ANN001
+        return a if self.backend == "scipy" else a.cpu().numpy()
+
+    def matmul(self, x):  # noqa: ANN001, ANN201
+        return self.mat @ x
+
+
+def _resolve_backend(backend: Backend, device: str) -> str:
+    if backend == "scipy" and device != "cpu":
+        raise ValueError("backend='scipy' runs on CPU only; use backend='torch' for device=" + device)
+    if backend != "auto":
+        return backend
+    if device != "cpu":
+        return "torch"
+    try:
+        import torch  # noqa: F401
+    except ImportError:  # torch is optional for the CPU path
+        return "scipy"
+    return "torch"
+
+
+def _cg_block(ops: _Ops, rhs, c: float, tol: float, max_iter: int):  # noqa: ANN001, ANN202
+    """Solve ``(I − c S) y = rhs`` for every column of ``rhs`` [N, b] by batched CG."""
+    y = rhs * 0
+    res = rhs.clone() if ops.backend == "torch" else rhs.copy()
+    direction = res.clone() if ops.backend == "torch" else res.copy()
+    rs = (res * res).sum(0)
+    stop = rs * (tol * tol)
+    for it in range(max_iter):
+        if bool((rs <= stop).all()):
+            return y, it
+        a_dir = direction - c * ops.matmul(direction)
+        denom = (direction * a_dir).sum(0)
+        step = rs / (denom + (denom == 0))  # a converged (zero) column has denom 0: step 0
+        y = y + step * direction
+        res = res - step * a_dir
+        rs_new = (res * res).sum(0)
+        direction = res + (rs_new / (rs + (rs == 0))) * direction
+        rs = rs_new
+    return y, max_iter
+
+
+def _power_block(ops: _Ops, pers, dangling, alpha: float, tol: float, max_iter: int):  # noqa: ANN001, ANN202
+    """Power iteration ``x ← α p + (1−α)(M x + (dᵀx) p)`` on a block ``pers`` [N, b]."""
+    x = pers
+    c = 1.0 - alpha
+    for it in range(max_iter):
+        lost = (x * dangling).sum(0)  # mass sitting on dangling nodes restarts from p
+        x_new = alpha * pers + c * (ops.matmul(x) + lost * pers)
+        diff = abs(x_new - x).sum(0)
+        x = x_new
+        if bool((diff <= tol).all()):
+            return x, it + 1
+    return x, max_iter
+
+
+def _check_personalization(pers: np.ndarray, n: int) -> np.ndarray:
+    pers = np.atleast_2d(np.asarray(pers, dtype=np.float64))
+    if pers.ndim != 2 or pers.shape[1] != n:
+        raise ValueError(f"personalization must have shape [B, {n}], got {pers.shape}")
+    if not np.all(np.isfinite(pers)) or np.any(pers < 0):
+        raise ValueError("personalization must be finite and non-negative")
+    sums = pers.sum(axis=1)
+    if np.any(sums <= 0):
+        raise ValueError(f"personalization rows {np.flatnonzero(sums <= 0)[:5].tolist()} are all zero")
+    return pers / sums[:, None]  # rows sum to 1 (igraph normalizes the reset vector too)
+
+
+def batched_ppr(
+    transition: Transition | sp.spmatrix,
+    personalization: np.ndarray,
+    alpha: float = 0.5,
+    tol: float = 1e-8,
+    max_iter: int = 100,
+    block_size: int = 64,
+    method: Method = "auto",
+    backend: Backend = "auto",
+    device: str = "cpu",
+    dtype: Any = np.float64,
+    return_iterations: bool = False,
+) -> np.ndarray | tuple[np.ndarray, list[int]]:
+    """Personalized PageRank for a batch of personalization vectors (eq 7).
+
+    Solves ``r = α p + (1 − α)(M r + (dᵀ r) p)`` per row. With ``x = (I − (1−α) M)^{-1} p``
+    (dangling columns of ``M`` zero), ``r = (α + (1−α) dᵀr) x``, and since ``r`` sums
+    to 1, ``r = x / Σx``: the dangling term is a rescaling, which is how both solvers
+    handle it exactly.
+
+    Args:
+        transition: A :class:`Transition` (from :func:`build_transition`), or a raw
+            ``csr [N, N]`` **column-stochastic** matrix ``M = Pᵀ`` (column ``u`` holds the
+            out-probabilities of node ``u``; all-zero column = dangling node).
+        personalization: ``float [B, N]`` non-negative; rows are normalized to sum 1.
+        alpha: Restart probability α in (0, 1) (igraph ``damping = 1 − α``).
+        tol: ``cg``: relative residual 2-norm per column; ``power``: L1 change
+            between iterates per column.
+        max_iter: Iteration cap per block.
+        block_size: Columns (queries) solved together; 32–128 keeps the iterate in cache.
+        method: ``auto`` = ``cg`` when the transition is symmetrizable, else ``power``.
+        backend: ``scipy``, ``torch`` (CPU via MKL, or GPU) or ``auto`` (torch if installed).
+        device: ``cpu`` or a torch device such as ``cuda``.
+        dtype: ``np.float64`` (default, matches igraph to ~1e-12) or ``np.float32``.
+        return_iterations: Also return the iteration count of every block.
+
+    Returns:
+        ``float64 [B, N]`` PPR scores in original node order, each row summing to 1
+        (and the per-block iteration counts if requested).
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha (restart probability) must be in (0, 1), got {alpha}")
+    if tol <= 0 or max_iter < 1 or block_size < 1:
+        raise ValueError(f"need tol > 0, max_iter >= 1, block_size >= 1; got {tol}, {max_iter}, {block_size}")
+    tr = _as_transition(transition)
+    pers = _check_personalization(personalization, tr.n_nodes)
+    if tr.perm is not None:
+        pers = pers[:, tr.perm]
+    if method == "auto":
+        method = "cg" if tr.sym is not None else "power"
+    if method == "cg" and tr.sym is None:
+        raise ValueError("method='cg' needs an undirected graph's Transition (from build_transition)")
+    ops = _Ops(tr, _resolve_backend(backend, device), device, dtype, use_sym=method == "cg")
+    out = np.empty_like(pers)
+    iters: list[int] = []
+    sqrt_s = np.sqrt(tr.strength)
+    inv_sqrt_s = np.divide(1.0, sqrt_s, out=np.zeros_like(sqrt_s), where=sqrt_s > 0)
+    dangling = ops.to(tr.dangling.astype(np.float64)[:, None])
+    for start in range(0, len(pers), block_size):
+        block = pers[start : start + block_size].T  # [N, b]
+        if method == "cg":
+            y, it = _cg_block(ops, ops.to(block * inv_sqrt_s[:, None]), 1.0 - alpha, tol, max_iter)
+            x = ops.back(y).astype(np.float64) * sqrt_s[:, None]
+            x[tr.dangling] = block[tr.dangling]  # isolated nodes: x_i = p_i
+        else:
+            xb, it = _power_block(ops, ops.to(block), dangling, alpha, tol, max_iter)
+            x = ops.back(xb).astype(np.float64)
+        np.maximum(x, 0.0, out=x)  # round-off can leave -1e-17 on unreachable nodes
+        out[start : start + block_size] = (x / x.sum(axis=0, keepdims=True)).T
+        iters.append(it)
+    if tr.perm is not None:
+        restored = np.empty_like(out)
+        restored[:, tr.perm] = out
+        out = restored
+    return (out, iters) if return_iterations else out

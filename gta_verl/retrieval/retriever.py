@@ -1,0 +1,351 @@
+"""The hybrid graph retriever R(q) of GTA-RAG (eqs 6–9), in process and batched.
+
+Pipeline for a batch of queries (one call = one batched PPR):
+
+1. encode the queries with the KB's encoder (``h_q``);
+2. dense scores ``cos(h_q, h_d)`` for every passage → R_d = top-K_d;
+3. triple scores ``s(q, t) = cos(h_q, h_t)`` (eq 6, faiss inner product); the top-n
+   triples give their (min–max-normalized) scores to their subject/object entities,
+   divided by each entity's document frequency and averaged (HippoRAG 2), plus
+   ``passage_node_weight`` × min–max dense scores on document nodes → ``p_q``;
+4. ``r_q = α p_q + (1 − α) Pᵀ r_q`` (eq 7) for the whole batch → R_g = top-K_g documents;
+5. R = Dedup(R_g ∪ R_d) (eq 9), ordered by :func:`gta_verl.retrieval.fusion.fuse`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gta_verl.data.types import RetrievalHit, RetrievalResult
+from gta_verl.retrieval.config import RetrieverConfig
+from gta_verl.retrieval.fusion import fuse
+from gta_verl.retrieval.index import VectorIndex
+from gta_verl.retrieval.ppr import Transition, batched_ppr, build_transition
+
+logger = logging.getLogger(__name__)
+
+FLAG_NO_ENTITIES = "no_entities_dense_only"
+FLAG_TRUNCATED = "query_truncated"
+
+
+def seed_entities(
+    triple_scores: np.ndarray,
+    entity_pairs: np.ndarray,
+    doc_freq: np.ndarray,
+    max_seed_entities: int = 5,
+    doc_frequency_norm: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Entity seeds of one query's personalization from its top triples (HippoRAG 2).
+
+    Each triple's score goes to its subject and object; an entity's weight is the mean
+    over its occurrences of ``score / df(entity)`` (``df`` = documents containing it,
+    when ``doc_frequency_norm``). Entities are ranked by their mean triple score and
+    only the best ``max_seed_entities`` are kept (0 = all).
+
+    Args:
+        triple_scores: ``float [n]`` normalized scores of the top-n triples.
+        entity_pairs: ``int [n, 2]`` entity indices (subject, object) of those triples.
+        doc_freq: ``int [n_entities]`` document frequency of every entity.
+        max_seed_entities: Seeds kept.
+        doc_frequency_norm: Divide by document frequency.
+
+    Returns:
+        ``(entity_ids int64 [m], weights float64 [m])``, ranked best first.
+
+    >>> ids, w = seed_entities(np.array([1.0, 0.5]), np.array([[0, 1], [1, 2]]), np.array([1, 2, 1]))
+    >>> ids.tolist(), w.tolist()
+    ([0, 1, 2], [1.0, 0.375, 0.5])
+    """
+    sums: dict[int, list[float]] = {}
+    for score, pair in zip(np.asarray(triple_scores, dtype=np.float64), np.asarray(entity_pairs)):
+        for ent in dict.fromkeys(int(e) for e in pair):  # a self-relation counts once
+            sums.setdefault(ent, []).append(float(score))
+    if not sums:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    ents = list(sums)  # insertion order = order of first (best) triple: stable tie-break
+    link = np.array([np.mean(sums[e]) for e in ents])
+    order = np.argsort(-link, kind="stable")
+    if max_seed_entities:
+        order = order[:max_seed_entities]
+    ids = np.array(ents, dtype=np.int64)[order]
+    weights = link[order]
+    if doc_frequency_norm:
+        weights = weights / np.maximum(np.asarray(doc_freq)[ids], 1)
+    return ids, weights.astype(np.float64)
+
+
+def _minmax(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    span = hi - lo
+    return np.where(span[:, None] > 0, (x - lo[:, None]) / np.where(span > 0, span, 1)[:, None], 1.0)
+
+
+def entity_doc_frequency(kb: Any) -> np.ndarray:
+    """``int64 [n_entities]``: documents linked to each entity by a ``doc_entity`` edge."""
+    df = np.zeros(kb.n_entities, dtype=np.int64)
+    g = kb.graph
+    if g.ecount() == 0:
+        return df
+    edges = np.asarray(g.get_edgelist(), dtype=np.int64)
+    kinds = np.asarray(g.es["kind"]) if "kind" in g.es.attributes() else None
+    if kinds is not None:
+        edges = edges[kinds == "doc_entity"]
+    is_doc = edges < kb.n_docs
+    mixed = is_doc[:, 0] != is_doc[:, 1]  # without kinds, any doc–entity pair
+    ent_nodes = np.where(is_doc[mixed, 0], edges[mixed, 1], edges[mixed, 0])
+    np.add.at(df, ent_nodes - kb.n_docs, 1)
+    return df
+
+
+class GraphRetriever:
+    """R(q): dense + PPR graph retrieval over a :class:`~gta_verl.kb.knowledge_base.KnowledgeBase`.
+
+    Args:
+        kb: The knowledge base.
+        embedder: Encoder with ``name``, ``dim`` and ``encode(texts) -> float32 [n, dim]``
+            (L2-normalized); must be the encoder the KB was built with.
+        config: Knobs; defaults = GTA-RAG/HippoRAG 2.
+
+    Raises:
+        ValueError: If the embedder differs from the KB's (name or dimension).
+    """
+
+    def __init__(self, kb: Any, embedder: Any, config: RetrieverConfig | None = None) -> None:
+        self.kb = kb
+        self.embedder = embedder
+        self.config = config or RetrieverConfig()
+        kb_name, emb_name = getattr(kb, "embedder_name", ""), getattr(embedder, "name", "")
+        if kb_name and emb_name and kb_name != emb_name:
+            raise ValueError(f"the KB was embedded with {kb_name!r} but the query encoder is {emb_name!r}")
+        if kb.passage_emb.shape[1] != getattr(embedder, "dim", kb.passage_emb.shape[1]):
+            raise ValueError(f"embedder dim {embedder.dim} != KB embedding dim {kb.passage_emb.shape[1]}")
+        self._passage_emb = np.ascontiguousarray(kb.passage_emb, dtype=np.float32)
+        self._doc_freq = entity_doc_frequency(kb)
+        self._fact_pairs, fact_emb = self._unique_facts(kb)
+        self._fact_emb = fact_emb
+        self._fact_index: VectorIndex | None = None
+        self._build_fact_index()
+        self._transition: Transition | None = None
+
+    @classmethod
+    def from_kb_dir(
+        cls, kb_dir: str | Path, config: RetrieverConfig | None = None, embedder: Any = None
+    ) -> "GraphRetriever":
+        """Load the KB at ``kb_dir`` and its encoder (``load_embedder(kb.embedder_name)``)."""
+        from gta_verl.kb.store import load_kb
+
+        kb = load_kb(kb_dir)
+        if embedder is None:
+            from gta_verl.kb.embed import load_embedder
+
+            # no disk cache for queries: RL issues millions of distinct ones
+            embedder = load_embedder(kb.embedder_name or "all-MiniLM-L6-v2", cache=False)
+        return cls(kb, embedder, config)
+
+    def with_config(self, config: RetrieverConfig) -> "GraphRetriever":
+        """A retriever sharing this one's KB, encoder and graph, with another config."""
+        other = copy.copy(self)
+        other.config = config
+        if (config.index, config.ivf_nprobe, config.hnsw_m) != (
+            self.config.index,
+            self.config.ivf_nprobe,
+            self.config.hnsw_m,
+        ):
+            other._build_fact_index()
+        return other
+
+    @staticmethod
+    def _unique_facts(kb: Any) -> tuple[np.ndarray, np.ndarray]:
+        # The KB keeps one row per (triple, doc); a fact extracted from two documents
+        # would otherwise fill two of the top-n slots (HippoRAG 2 indexes unique facts).
+        seen: dict[tuple[str, str, str], int] = {}
+        for i, t in enumerate(kb.triples):
+            seen.setdefault((t.subject, t.relation, t.object), i)
+        keep = np.fromiter(seen.values(), dtype=np.int64, count=len(seen))
+        pairs = np.asarray(kb.triple_entity_ids, dtype=np.int64).reshape(-1, 2)[keep]
+        emb = np.asarray(kb.triple_emb, dtype=np.float32)[keep] if len(keep) else np.zeros((0, 1), np.float32)
+        return pairs, emb
+
+    def _build_fact_index(self) -> None:
+        c = self.config
+        if len(self._fact_pairs):
+            self._fact_index = VectorIndex(self._fact_emb, c.index, c.ivf_nprobe, c.hnsw_m)
+        else:
+            logger.warning("KB has no triples: graph retrieval falls back to dense for every query")
+            self._fact_index = None
+
+    @property
+    def transition(self) -> Transition:
+        """The PPR transition of the KB graph (built on first graph query)."""
+        if self._transition is None:
+            self._transition = build_transition(self.kb.graph)
+        return self._transition
+
+    # ------------------------------------------------------------------ queries
+    def prepare_queries(self, queries: Sequence[str]) -> tuple[list[str], list[tuple[str, ...]]]:
+        """Validate and truncate queries; returns texts and per-query flags.
+
+        Raises:
+            TypeError: If ``queries`` is a bare string or holds non-strings.
+            ValueError: If a query is empty or whitespace.
+        """
+        if isinstance(queries, str):
+            raise TypeError("retrieve() takes a sequence of queries, not a single string: wrap it in a list")
+        texts: list[str] = []
+        flags: list[tuple[str, ...]] = []
+        c = self.config
+        for i, q in enumerate(queries):
+            if not isinstance(q, str):
+                raise TypeError(f"query {i} is {type(q).__name__}, expected str")
+            text = " ".join(q.split())
+            if not text:
+                raise ValueError(f"query {i} is empty or whitespace only; a search query needs text")
+            truncated = False
+            if c.max_query_words and len(words := text.split(" ")) > c.max_query_words:
+                text, truncated = " ".join(words[: c.max_query_words]), True
+            if len(text) > c.max_query_chars:
+                text, truncated = text[: c.max_query_chars], True
+            texts.append(text)
+            flags.append((FLAG_TRUNCATED,) if truncated else ())
+        return texts, flags
+
+    # ------------------------------------------------------------------ scoring
+    def personalization(
+        self, triple_scores: np.ndarray, triple_ids: np.ndarray, min_scores: np.ndarray, dense: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Build ``p_q`` for a batch from its triple search and dense scores.
+
+        Args:
+            triple_scores: ``float [B, n]`` raw cosines of the top-n unique triples.
+            triple_ids: ``int [B, n]`` their indices (−1 = none).
+            min_scores: ``float [B]`` lowest triple cosine per query (for min–max).
+            dense: ``float [B, n_docs]`` passage cosines.
+
+        Returns:
+            ``(p float64 [B, N], seeded bool [B])``; rows without a usable triple are
+            all-zero and ``seeded`` False (→ dense-only).
+        """
+        c, kb = self.config, self.kb
+        n_b = len(dense)
+        pers = np.zeros((n_b, kb.n_docs + kb.n_entities))
+        seeded = np.zeros(n_b, dtype=bool)
+        if c.triple_score_norm == "minmax":
+            norm = _minmax(triple_scores, min_scores, triple_scores[:, 0])
+        else:
+            norm = triple_scores
+        for b in range(n_b):
+            usable = (triple_ids[b] >= 0) & (triple_scores[b] > c.min_triple_score)
+            ids, w = seed_entities(
+                norm[b, usable],
+                self._fact_pairs[triple_ids[b, usable]],
+                self._doc_freq,
+                c.max_seed_entities,
+                c.doc_frequency_norm,
+            )
+            if w.sum() <= 0:
+                continue
+            seeded[b] = True
+            pers[b, kb.n_docs + ids] += w
+        if c.passage_node_weight > 0:
+            dense_norm = _minmax(dense, dense.min(axis=1), dense.max(axis=1))
+            pers[seeded, : kb.n_docs] += c.passage_node_weight * dense_norm[seeded]
+        return pers, seeded
+
+    def score(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """Dense and PPR document scores of prepared query texts (one chunk).
+
+        Returns:
+            ``(dense float32 [B, n_docs], ppr float64 [B, n_docs] or None in dense
+            mode, seeded bool [B])``; unseeded rows of ``ppr`` are zero.
+        """
+        c = self.config
+        q = np.asarray(self.embedder.encode(list(texts)), dtype=np.float32)
+        dense = q @ self._passage_emb.T
+        seeded = np.zeros(len(texts), dtype=bool)
+        if c.mode == "dense" or self._fact_index is None:
+            return dense, (None if c.mode == "dense" else np.zeros(dense.shape)), seeded
+        t_scores, t_ids = self._fact_index.search(q, c.top_n_triples)
+        mins = self._fact_index.min_scores(q) if c.triple_score_norm == "minmax" else t_scores[:, -1]
+        pers, seeded = self.personalization(t_scores, t_ids, mins, dense)
+        ppr = np.zeros(dense.shape)
+        if seeded.any():
+            full = batched_ppr(
+                self.transition,
+                pers[seeded],
+                alpha=c.alpha,
+                tol=c.ppr_tol,
+                max_iter=c.ppr_max_iter,
+                block_size=c.ppr_block_size,
+                device=c.device,
+                dtype=np.float32 if c.ppr_dtype == "float32" else np.float64,
+            )
+            ppr[seeded] = full[:, : self.kb.n_docs]
+        return dense, ppr, seeded
+
+    # ------------------------------------------------------------------ results
+    def _hit(self, doc: int, source: str, dense: np.ndarray, ppr: np.ndarray | None) -> RetrievalHit:
+        p = self.kb.passages[doc]
+        score = float(dense[doc]) if source == "dense" or ppr is None else float(ppr[doc])
+        return RetrievalHit(doc_id=p.doc_id, title=p.title, text=p.text, score=score, source=source)
+
+    def _ordered(self, dense: np.ndarray, ppr: np.ndarray | None, ok: bool, k_g: int, k_d: int) -> list[RetrievalHit]:
+        """Hits of one query: top-k_g graph ∪ top-k_d dense, fused, with provenance."""
+        c = self.config
+        d_order = np.argsort(-dense, kind="stable")[:k_d] if k_d else np.zeros(0, np.int64)
+        if c.mode == "dense" or not ok or ppr is None:
+            return [self._hit(int(d), "dense", dense, None) for d in d_order]
+        g_order = np.argsort(-ppr, kind="stable")[:k_g]
+        if c.mode == "graph":
+            return [self._hit(int(d), "graph", dense, ppr) for d in g_order]
+        g_set, d_set = set(g_order.tolist()), set(d_order.tolist())
+        fused = fuse(g_order, d_order, c.fusion, c.dense_head, c.rrf_k)
+        src = {d: "both" if d in g_set and d in d_set else ("graph" if d in g_set else "dense") for d in fused}
+        return [self._hit(d, src[d], dense, ppr) for d in fused]
+
+    def _run(
+        self, queries: Sequence[str], k_g: int, k_d: int, limit: int | None = None
+    ) -> list[RetrievalResult]:
+        texts, flags = self.prepare_queries(queries)
+        results: list[RetrievalResult] = []
+        for start in range(0, len(texts), self.config.batch_size):
+            t0 = time.perf_counter()
+            chunk = texts[start : start + self.config.batch_size]
+            dense, ppr, seeded = self.score(chunk)
+            ms = (time.perf_counter() - t0) * 1000
+            for b, text in enumerate(chunk):
+                f = flags[start + b]
+                if self.config.mode != "dense" and not seeded[b]:
+                    f = f + (FLAG_NO_ENTITIES,)
+                hits = self._ordered(dense[b], None if ppr is None else ppr[b], bool(seeded[b]), k_g, k_d)
+                hits = hits[:limit] if limit is not None else hits
+                results.append(RetrievalResult(query=text, hits=tuple(hits), flags=f, latency_ms=ms))
+        return results
+
+    def retrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:
+        """R(q) for every query (GTA-RAG eq 9): K_g graph + K_d dense hits, deduplicated.
+
+        Raises:
+            ValueError / TypeError: On an empty, whitespace or non-string query (the
+                Ray and HTTP clients turn this into an error result).
+        """
+        c = self.config
+        k_d = c.k_dense if c.mode != "graph" else max(c.k_graph, 1)  # graph fallback = dense top-K_g
+        return self._run(queries, c.k_graph, k_d)
+
+    def rank(self, queries: Sequence[str], k: int | None = None) -> list[RetrievalResult]:
+        """A full ranking of the first ``k`` documents per query (for recall@k).
+
+        The hybrid order is the configured ``fusion`` of the PPR and dense rankings
+        (each cut at ``k``), truncated to ``k``; ``source`` says which of the two
+        top-``k`` lists holds a document.
+        """
+        k = self.kb.n_docs if k is None else min(k, self.kb.n_docs)
+        if k < 1:
+            raise ValueError(f"rank() needs k >= 1, got {k}")
+        return self._run(queries, k, k, limit=k)

@@ -1,0 +1,80 @@
+"""verl 0.9.1 reward-loop managers: ``trajectory_guided`` (Stage I) and ``exact_match`` (Stage II).
+
+Registered in verl's reward-loop registry when ``import verl`` loads the ``verl.plugins``
+entry point (:mod:`gta_verl.verl_plugins`); select one with::
+
+    reward.reward_manager.source=register reward.reward_manager.name=trajectory_guided
+
+verl builds the manager in each ``RewardLoopWorker`` with
+``cls(config=<full trainer config>, tokenizer=..., compute_score=..., reward_router_address=...,
+reward_model_tokenizer=...)`` and calls ``await run_single(data)`` once per finished rollout,
+inside the agent loop (before ``AgentLoopOutput.as_dict``). The return value
+``{"reward_score": float, "reward_extra_info": {...}}`` becomes the trajectory's scalar
+reward (placed on the last response token) and ``extra_fields["reward_extra_info"]``.
+
+These classes only translate: :func:`gta_verl.rewards.scoring.scoring_request_from_data`
+turns the ``DataProto`` into plain data and the pure functions of
+:mod:`gta_verl.rewards.scoring` score it. Reward values come from ``gta.reward``
+(overridable per key through ``reward.reward_kwargs``); verl's ``compute_score`` argument is
+accepted and ignored (these managers define the reward themselves).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gta_verl.config import reward_config_from_trainer
+from gta_verl.rewards.scoring import (
+    ScoringRequest,
+    score_exact_match,
+    score_trajectory_guided,
+    scoring_request_from_data,
+)
+from gta_verl.verl_compat import RewardManagerBase, register_reward_manager
+
+__all__ = ["GTARewardManager", "TrajectoryGuidedRewardManager", "ExactMatchRewardManager"]
+
+
+class GTARewardManager(RewardManagerBase):
+    """Shared plumbing of the gta managers; subclasses implement :meth:`score`."""
+
+    def __init__(
+        self,
+        config: Any,
+        tokenizer: Any,
+        compute_score: Any = None,
+        reward_router_address: str | None = None,
+        reward_model_tokenizer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(config, tokenizer, compute_score)
+        # Read once per worker: a bad gta.reward value fails here, at start-up.
+        self.reward_config = reward_config_from_trainer(config)
+        self.reward_router_address = reward_router_address
+        self.reward_model_tokenizer = reward_model_tokenizer
+
+    def score(self, request: ScoringRequest) -> tuple[float, dict[str, Any]]:
+        """Return (reward, reward_extra_info) for one rollout."""
+        raise NotImplementedError
+
+    async def run_single(self, data: Any) -> dict[str, Any]:
+        """Score one finished rollout (``data``: the DataProto verl passes, 1 row per output)."""
+        request = scoring_request_from_data(data, self.tokenizer)
+        reward, info = self.score(request)
+        return {"reward_score": float(reward), "reward_extra_info": info}
+
+
+@register_reward_manager("trajectory_guided")
+class TrajectoryGuidedRewardManager(GTARewardManager):
+    """Stage I: R_traj = Σ_t r_search_t + r_ans (GTA-RAG eqs 15–18)."""
+
+    def score(self, request: ScoringRequest) -> tuple[float, dict[str, Any]]:
+        return score_trajectory_guided(request, self.reward_config)
+
+
+@register_reward_manager("exact_match")
+class ExactMatchRewardManager(GTARewardManager):
+    """Stage II: R_EM = 1[EM(ŷ, y*) = 1] (GTA-RAG eq 19), with the same evidence metrics."""
+
+    def score(self, request: ScoringRequest) -> tuple[float, dict[str, Any]]:
+        return score_exact_match(request, self.reward_config)

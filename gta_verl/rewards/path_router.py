@@ -1,0 +1,416 @@
+"""PathRouter's path-aware routing and reward — pure Python, no torch, no verl.
+
+Paper: PathRouter (arXiv 2606.16409) §3.2 and §3.4.
+
+* Answer correctness  ``C_i = 1[EM(a_i, a*) > 0  or  F1(a_i, a*) >= θ_C]``.
+* Evidence-path overlap ``P_i = 1/|S_gt| · Σ_{s ∈ S_gt} F1(retrieved(τ_i), s)`` — token F1
+  (SQuAD normalization) between the bag of tokens of everything τ_i retrieved and each
+  gold evidence passage s.
+* Route ∈ {C↑P↑, C↑P↓, C↓P↑, C↓P↓} from (C_i, P_i ≥ θ_P); the trainer multiplies the
+  group-normalized GRPO advantage by ``w_route`` (``Ã_i = w_route · Â_i``).
+* Reward ``R(τ_i) = r_a + α·r_p + r_s`` with r_a = answer F1, r_p = P_i and r_s the
+  shaping terms (exploration bonus, lazy / timeout / redundancy penalties).
+* ``distill_select`` = 1 for evidence-poor trajectories (P_i < θ_P): only they get the
+  gold-evidence teacher's top-K KL (§3.3); 1 for all under the "uniform KL" ablation.
+
+Works on Stage-I synthetic data (gold evidence = the target documents' texts) and on
+natural QA with gold supporting passages. Without any gold evidence (e.g. NQ rows with
+no support texts) P is undefined: such trajectories route on C alone (P counted as ↑),
+get r_p = 0 and are never selected for the teacher (it would have nothing to add).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from enum import IntEnum
+from typing import Any
+
+from gta_verl.rewards.qa import exact_match, f1, normalize_answer
+
+__all__ = [
+    "KL_SCHEDULES",
+    "ROUTE_NAMES",
+    "ROUTINGS",
+    "PathRouterConfig",
+    "PathRouterKLConfig",
+    "PathRouterReward",
+    "Route",
+    "correctness",
+    "path_overlap",
+    "path_router_config_from_trainer",
+    "path_router_reward",
+    "route",
+    "route_weight",
+    "shaping_reward",
+]
+
+ROUTINGS = ("2d", "answer_only", "path_only")
+BASE_REWARDS = ("path_router", "trajectory_guided")
+KL_SCHEDULES = ("linear", "cosine", "constant")
+
+
+class Route(IntEnum):
+    """The four PathRouter trajectory categories (ids are logged as ``route``)."""
+
+    C_UP_P_UP = 0  # correct and evidence-rich: faithful success
+    C_UP_P_DOWN = 1  # correct but evidence-poor: shortcut / parametric memory
+    C_DOWN_P_UP = 2  # wrong but evidence-rich: evidence-seeking failure
+    C_DOWN_P_DOWN = 3  # wrong and evidence-poor: joint failure
+
+
+#: Metric-friendly names, indexed by ``Route`` value (``path_router/route_share/<name>``).
+ROUTE_NAMES = ("C+P+", "C+P-", "C-P+", "C-P-")
+
+
+@dataclass(frozen=True)
+class PathRouterKLConfig:
+    """Selective gold-evidence teacher KL (§3.3) settings.
+
+    Attributes:
+        enabled: Add the teacher KL term at all (False = "w/o TKL" ablation). Default True.
+            verl's ``distillation.enabled`` must match (the recipes set both from one knob).
+        selective: Only evidence-poor trajectories (P < θ_P) get the KL (the paper's design,
+            Table 7). False = "uniform KL" ablation: every trajectory is selected.
+        topk: K_vocab, the teacher's top-K ids kept per position; must equal verl's
+            ``distillation.distillation_loss.topk``. Default 32 (verl's OPD default; the
+            paper does not give its value).
+        lambda_max: λ after warmup, the KL coefficient. Default 0.1: the KL of a same-size
+            frozen teacher on reasoning/query tokens is O(0.1–1) nats while GRPO's
+            surrogate is O(|Â|)≈1, so 0.1 keeps the KL a guide rather than the objective
+            (the paper reports constant-λ over-exploration).
+        schedule: "linear" or "cosine" warmup from 0 to ``lambda_max`` over
+            ``warmup_steps``, or "constant" (λ = lambda_max from step 0; ablation).
+            Default "linear" (Table 4: warmup beats constant).
+        warmup_steps: Steps of the warmup. Default 20: the route shares settle within the
+            first ~20 steps (paper Fig. 5), after which the KL set is meaningful.
+    """
+
+    enabled: bool = True
+    selective: bool = True
+    topk: int = 32
+    lambda_max: float = 0.1
+    schedule: str = "linear"
+    warmup_steps: int = 20
+
+    def __post_init__(self) -> None:
+        if self.schedule not in KL_SCHEDULES:
+            raise ValueError(f"gta.path_router.kl.schedule={self.schedule!r}; use one of {KL_SCHEDULES}")
+        if self.topk < 1:
+            raise ValueError(f"gta.path_router.kl.topk={self.topk} must be >= 1")
+        if self.lambda_max < 0:
+            raise ValueError(f"gta.path_router.kl.lambda_max={self.lambda_max} must be >= 0")
+        if self.warmup_steps < 0:
+            raise ValueError(f"gta.path_router.kl.warmup_steps={self.warmup_steps} must be >= 0")
+
+
+@dataclass(frozen=True)
+class PathRouterConfig:
+    """PathRouter settings (the ``gta.path_router`` node of the recipe YAML).
+
+    Attributes:
+        theta_c: θ_C, answer-F1 threshold for C=1 (paper: 0.5).
+        theta_p: θ_P, evidence-overlap threshold for P↑ and for KL selection (paper: 0.1,
+            stable in [0.05, 0.2]; 0.3 selects 88% of trajectories, Table 8).
+        alpha: α, weight of r_p = P in R (paper names the term, not the value; 1.0 puts
+            evidence overlap on the same scale as answer F1).
+        exploration_bonus: r_e, added once when the trajectory searched at least once and
+            answered. Default 0.1 — small next to r_a ∈ [0, 1], and paid once so that
+            spamming searches earns nothing.
+        lazy_penalty: r_l, added when the agent answered without any search (parametric
+            shortcut). Default -0.2: a correct lazy answer (r_a=1, P≈0) still beats a wrong
+            answer, but loses to a correct evidence-backed one.
+        timeout_penalty: r_o, added when the action budget was exhausted (or the response
+            truncated) without an answer. Default -0.2, so running out of budget is worse
+            than answering wrongly after searching.
+        redundancy_penalty: r_d per repeated (normalized) search query. Default -0.05.
+        redundancy_max_count: at most this many repeats are penalized (caps r_d at
+            -0.2 by default, so one loop cannot dominate R).
+        route_weights: w_route for (C↑P↑, C↑P↓, C↓P↑, C↓P↓). Default (1.0, 0.5, 0.5, 1.0):
+            halve the reinforcement of shortcut successes and halve the penalty on
+            evidence-seeking failures; keep faithful successes and joint failures as GRPO.
+        route_scaling: False = "no route scaling" ablation (every weight 1.0, plain GRPO).
+        routing: "2d" (paper), or the 1-D ablations "answer_only" (P ignored: every
+            trajectory counts as P↑, so the route is C↑P↑ or C↓P↑) and "path_only"
+            (C ignored: C↑P↑ or C↑P↓).
+        base_reward: which scalar R the ``path_router`` manager returns: "path_router"
+            (R = r_a + α·r_p + r_s, the paper) or "trajectory_guided" (GTA-RAG's R_traj,
+            eqs 15–18, from ``gta.reward`` — the GTA + PathRouter combination). Routing,
+            route weights and KL selection are the same either way.
+        kl: :class:`PathRouterKLConfig`.
+    """
+
+    theta_c: float = 0.5
+    theta_p: float = 0.1
+    alpha: float = 1.0
+    exploration_bonus: float = 0.1
+    lazy_penalty: float = -0.2
+    timeout_penalty: float = -0.2
+    redundancy_penalty: float = -0.05
+    redundancy_max_count: int = 4
+    route_weights: tuple[float, float, float, float] = (1.0, 0.5, 0.5, 1.0)
+    route_scaling: bool = True
+    routing: str = "2d"
+    base_reward: str = "path_router"
+    kl: PathRouterKLConfig = field(default_factory=PathRouterKLConfig)
+
+    def __post_init__(self) -> None:
+        weights = tuple(float(w) for w in self.route_weights)
+        if len(weights) != 4:
+            raise ValueError(
+                f"gta.path_router.route_weights needs 4 values (C+P+, C+P-, C-P+, C-P-), got {weights}"
+            )
+        if any(w < 0 for w in weights):
+            raise ValueError(f"gta.path_router.route_weights must be >= 0, got {weights}")
+        object.__setattr__(self, "route_weights", weights)
+        if isinstance(self.kl, Mapping):
+            object.__setattr__(self, "kl", PathRouterKLConfig(**dict(self.kl)))
+        if not 0.0 <= self.theta_c <= 1.0:
+            raise ValueError(f"gta.path_router.theta_c={self.theta_c} must be in [0, 1]")
+        if not 0.0 <= self.theta_p <= 1.0:
+            raise ValueError(f"gta.path_router.theta_p={self.theta_p} must be in [0, 1]")
+        if self.alpha < 0:
+            raise ValueError(f"gta.path_router.alpha={self.alpha} must be >= 0")
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"gta.path_router.routing={self.routing!r}; use one of {ROUTINGS}")
+        if self.base_reward not in BASE_REWARDS:
+            raise ValueError(f"gta.path_router.base_reward={self.base_reward!r}; use one of {BASE_REWARDS}")
+        if self.redundancy_max_count < 0:
+            raise ValueError(f"gta.path_router.redundancy_max_count={self.redundancy_max_count} must be >= 0")
+
+    @classmethod
+    def from_mapping(cls, node: Mapping[str, Any] | None) -> PathRouterConfig:
+        """Build from a plain dict / OmegaConf node; unknown keys raise with the valid ones listed."""
+        if node is None:
+            return cls()
+        data = {k: (list(v) if k == "route_weights" else v) for k, v in dict(node).items()}
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown gta.path_router keys {unknown}; valid keys: {sorted(known)}")
+        if "kl" in data and data["kl"] is not None:
+            kl = dict(data["kl"])
+            kl_known = {f.name for f in fields(PathRouterKLConfig)}
+            bad = sorted(set(kl) - kl_known)
+            if bad:
+                raise ValueError(f"unknown gta.path_router.kl keys {bad}; valid keys: {sorted(kl_known)}")
+            data["kl"] = PathRouterKLConfig(**kl)
+        return cls(**data)
+
+    @property
+    def effective_weights(self) -> tuple[float, float, float, float]:
+        """``route_weights``, or all ones under the "no route scaling" ablation."""
+        return self.route_weights if self.route_scaling else (1.0, 1.0, 1.0, 1.0)
+
+
+def path_router_config_from_trainer(config: Any) -> PathRouterConfig:
+    """``PathRouterConfig`` from the full trainer config's ``gta.path_router`` node.
+
+    Accepts an OmegaConf ``DictConfig`` or plain dicts; a missing node gives the defaults.
+    """
+    gta = config.get("gta", None) if config is not None else None
+    node = gta.get("path_router", None) if gta is not None else None
+    if node is not None and type(node).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf  # ships with hydra; only needed for DictConfig nodes
+
+        node = OmegaConf.to_container(node, resolve=True)
+    return PathRouterConfig.from_mapping(node)
+
+
+def correctness(prediction: str | None, golds: Iterable[str] | str, theta_c: float = 0.5) -> int:
+    """C_i = 1[EM(a_i, a*) > 0 ∨ F1(a_i, a*) ≥ θ_C] (§3.2). A missing answer is wrong.
+
+    Examples:
+        >>> correctness("Paris", ["paris"]), correctness("Paris France", ["Paris"], 0.5)
+        (1, 1)
+        >>> correctness("the city of Paris France", ["Paris"], 0.5)
+        0
+    """
+    golds = [golds] if isinstance(golds, str) else list(golds)
+    return int(exact_match(prediction, golds) > 0 or f1(prediction, golds) >= theta_c)
+
+
+def _bag(text: str) -> Counter[str]:
+    return Counter(normalize_answer(text).split())
+
+
+def _bag_f1(pred: Counter[str], gold: Counter[str]) -> float:
+    num_same = sum((pred & gold).values())
+    if num_same == 0:
+        return 0.0
+    precision = num_same / sum(pred.values())
+    recall = num_same / sum(gold.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+def path_overlap(retrieved_texts: Sequence[str], gold_texts: Sequence[str]) -> float:
+    """P_i = mean over gold passages s of token-F1(retrieved evidence of τ_i, s) (§3.2).
+
+    The retrieved evidence is the concatenation of the *distinct* passages τ_i retrieved
+    (a passage seen twice is one piece of evidence; repeats are the redundancy penalty's
+    business). Returns 0.0 when nothing was retrieved or there is no gold evidence — use
+    ``has_gold = bool(gold_texts)`` to tell the two apart.
+
+    Examples:
+        >>> path_overlap(["x y z w"], ["x y"])  # F1 = 2·(2/4)·(2/2)/(2/4+2/2)
+        0.6666666666666666
+        >>> path_overlap(["x y"], ["x y", "z w"])  # (1.0 + 0.0) / 2
+        0.5
+    """
+    gold = [g for g in gold_texts if str(g).strip()]
+    if not gold:
+        return 0.0
+    distinct = list(dict.fromkeys(str(t) for t in retrieved_texts))
+    pred = _bag(" ".join(distinct))
+    if not pred:
+        return 0.0
+    return sum(_bag_f1(pred, _bag(g)) for g in gold) / len(gold)
+
+
+def route(c: int, p: float, cfg: PathRouterConfig, has_gold: bool = True) -> Route:
+    """The (effective) route of a trajectory with correctness ``c`` and overlap ``p``.
+
+    "answer_only" routing, or a row without gold evidence, counts every trajectory as P↑;
+    "path_only" counts every trajectory as C↑.
+    """
+    p_up = (p >= cfg.theta_p) or cfg.routing == "answer_only" or not has_gold
+    c_up = bool(c) or cfg.routing == "path_only"
+    if c_up:
+        return Route.C_UP_P_UP if p_up else Route.C_UP_P_DOWN
+    return Route.C_DOWN_P_UP if p_up else Route.C_DOWN_P_DOWN
+
+
+def route_weight(r: Route | int, cfg: PathRouterConfig) -> float:
+    """w_route for route ``r`` (1.0 under the "no route scaling" ablation)."""
+    return float(cfg.effective_weights[int(r)])
+
+
+def _count_repeats(queries: Sequence[str]) -> int:
+    seen: set[str] = set()
+    repeats = 0
+    for q in queries:
+        key = normalize_answer(str(q))
+        if key in seen:
+            repeats += 1
+        seen.add(key)
+    return repeats
+
+
+def shaping_reward(
+    num_searches: int,
+    answered: bool,
+    budget_exhausted: bool,
+    queries: Sequence[str],
+    cfg: PathRouterConfig,
+) -> float:
+    """r_s = r_e + r_l + r_o + r_d (§3.4; values in :class:`PathRouterConfig`).
+
+    * exploration bonus r_e: searched at least once **and** answered;
+    * lazy penalty r_l: answered with no search;
+    * timeout penalty r_o: budget exhausted / truncated without an answer;
+    * redundancy penalty r_d: per repeated normalized query, capped.
+
+    Examples:
+        >>> cfg = PathRouterConfig()
+        >>> round(shaping_reward(2, True, False, ["a", "A."], cfg), 4)  # 0.1 - 0.05
+        0.05
+        >>> shaping_reward(0, True, False, [], cfg)
+        -0.2
+    """
+    r = 0.0
+    if answered and num_searches > 0:
+        r += cfg.exploration_bonus
+    if answered and num_searches == 0:
+        r += cfg.lazy_penalty
+    if budget_exhausted and not answered:
+        r += cfg.timeout_penalty
+    r += cfg.redundancy_penalty * min(_count_repeats(queries), cfg.redundancy_max_count)
+    return r
+
+
+@dataclass(frozen=True)
+class PathRouterReward:
+    """Everything the ``path_router`` manager reports for one trajectory."""
+
+    score: float  # R = r_a + α·r_p + r_s
+    r_a: float  # answer F1
+    r_p: float  # P (0 without gold evidence)
+    r_s: float
+    em: float
+    f1: float
+    c: int
+    p: float
+    route: Route
+    route_weight: float
+    distill_select: float
+    num_searches: int
+    has_gold: bool
+
+    def extra_info(self) -> dict[str, float | int]:
+        """Scalar ``reward_extra_info`` (verl stacks and averages these; keep them numeric)."""
+        d = asdict(self)
+        return {
+            "acc": float(self.em),
+            "f1": float(self.f1),
+            "C": int(self.c),
+            "P": float(self.p),
+            "route": int(self.route),
+            "route_weight": float(self.route_weight),
+            "distill_select": float(self.distill_select),
+            "num_searches": int(self.num_searches),
+            "has_gold_evidence": int(self.has_gold),
+            "r_a": float(d["r_a"]),
+            "r_p": float(d["r_p"]),
+            "r_s": float(d["r_s"]),
+        }
+
+
+def path_router_reward(
+    prediction: str | None,
+    golds: Sequence[str],
+    retrieved_texts: Sequence[str],
+    gold_texts: Sequence[str],
+    queries: Sequence[str] = (),
+    num_searches: int | None = None,
+    budget_exhausted: bool = False,
+    cfg: PathRouterConfig | None = None,
+) -> PathRouterReward:
+    """R(τ_i) = r_a + α·r_p + r_s plus the routing diagnostics (§3.2, §3.4).
+
+    Args:
+        prediction: the extracted final answer, or None when the agent never answered.
+        golds: gold answer aliases a*.
+        retrieved_texts: every passage text τ_i retrieved, all turns, in order.
+        gold_texts: gold evidence passages S_gt (Stage-I: target documents' texts).
+        queries: the search queries issued (for the redundancy penalty).
+        num_searches: number of searches; defaults to ``len(queries)``.
+        budget_exhausted: the action budget / response length ran out.
+        cfg: :class:`PathRouterConfig` (defaults when None).
+    """
+    cfg = cfg or PathRouterConfig()
+    n_search = len(queries) if num_searches is None else int(num_searches)
+    answered = prediction is not None and bool(str(prediction).strip())
+    em, f1_score = exact_match(prediction, golds), f1(prediction, golds)
+    c = int(em > 0 or f1_score >= cfg.theta_c)
+    has_gold = any(str(g).strip() for g in gold_texts)
+    p = path_overlap(retrieved_texts, gold_texts) if has_gold else 0.0
+    r_s = shaping_reward(n_search, answered, budget_exhausted, queries, cfg)
+    r = route(c, p, cfg, has_gold=has_gold)
+    evidence_poor = has_gold and p < cfg.theta_p
+    select = cfg.kl.enabled and has_gold and (evidence_poor or not cfg.kl.selective)
+    return PathRouterReward(
+        score=f1_score + cfg.alpha * p + r_s,
+        r_a=f1_score,
+        r_p=p,
+        r_s=r_s,
+        em=em,
+        f1=f1_score,
+        c=c,
+        p=p,
+        route=r,
+        route_weight=route_weight(r, cfg),
+        distill_select=1.0 if select else 0.0,
+        num_searches=n_search,
+        has_gold=has_gold,
+    )

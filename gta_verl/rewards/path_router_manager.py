@@ -1,0 +1,104 @@
+"""verl reward-loop manager ``path_router`` (PathRouter §3.2, §3.4).
+
+Select with ``reward.reward_manager.source=register reward.reward_manager.name=path_router``;
+settings come from the trainer config's ``gta.path_router`` node
+(:class:`gta_verl.rewards.path_router.PathRouterConfig`).
+
+Per finished rollout it returns ``reward_score`` = R and ``reward_extra_info`` with the
+scalars ``acc`` (EM), ``f1``, ``C``, ``P``, ``route`` (0..3 = C+P+, C+P-, C-P+, C-P-),
+``route_weight``, ``distill_select`` (1 = gets the teacher KL), ``num_searches``,
+``has_gold_evidence``, ``r_a``, ``r_p``, ``r_s``. The agent loop's ``as_dict`` multiplies
+its reasoning+query mask by ``distill_select`` (→ ``distill_mask``), the teacher worker
+skips unselected samples, and the ``gta_path_router_sync`` trainer multiplies the GRPO
+advantage by ``route_weight``.
+
+With ``gta.path_router.base_reward=trajectory_guided`` (the GTA + PathRouter combination)
+R is GTA-RAG's R_traj (eqs 15–18, ``gta.reward``) and the trajectory-guided diagnostics
+(``target_doc_cov``, per-turn rewards JSON, …) are reported too; the routing fields are
+the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gta_verl.data.schema import EF_BUDGET_EXHAUSTED, EF_TRUNCATED, EF_TURN_QUERIES, EF_TURN_TEXTS
+from gta_verl.rewards.managers import GTARewardManager
+from gta_verl.rewards.path_router import (
+    PathRouterConfig,
+    path_router_config_from_trainer,
+    path_router_reward,
+)
+from gta_verl.rewards.scoring import ScoringRequest, score_trajectory_guided
+from gta_verl.rewards.trajectory import TrajectoryRewardConfig
+from gta_verl.verl_compat import register_reward_manager
+
+__all__ = ["PathRouterRewardManager", "retrieved_texts", "score_path_router"]
+
+
+def _plain(value: Any) -> Any:
+    return value.tolist() if value is not None and hasattr(value, "tolist") else value
+
+
+def retrieved_texts(request: ScoringRequest) -> list[str]:
+    """Every passage text the rollout retrieved (``gta/turn_texts``, all turns, in order)."""
+    turns = _plain(request.extra_fields.get(EF_TURN_TEXTS)) or []
+    return [str(t) for turn in turns for t in (_plain(turn) or [])]
+
+
+def _queries(request: ScoringRequest) -> list[str]:
+    return [str(q) for q in (_plain(request.extra_fields.get(EF_TURN_QUERIES)) or [])]
+
+
+def _budget_exhausted(request: ScoringRequest) -> bool:
+    ef = request.extra_fields
+    return bool(_plain(ef.get(EF_BUDGET_EXHAUSTED, False))) or bool(_plain(ef.get(EF_TRUNCATED, False)))
+
+
+def score_path_router(
+    request: ScoringRequest,
+    cfg: PathRouterConfig,
+    trajectory_cfg: TrajectoryRewardConfig | None = None,
+) -> tuple[float, dict[str, Any]]:
+    """(R, reward_extra_info) of one rollout; pure (no verl objects).
+
+    Gold evidence S_gt is ``ground_truth.support_texts`` (Stage-I rows carry the target
+    documents' texts; natural-QA rows the gold supporting passages).
+    """
+    result = path_router_reward(
+        prediction=request.prediction,
+        golds=request.answers,
+        retrieved_texts=retrieved_texts(request),
+        gold_texts=request.support_texts,
+        queries=_queries(request),
+        num_searches=request.num_searches,
+        budget_exhausted=_budget_exhausted(request),
+        cfg=cfg,
+    )
+    if cfg.base_reward == "trajectory_guided":
+        score, info = score_trajectory_guided(request, trajectory_cfg or TrajectoryRewardConfig())
+        return float(score), {**info, **result.extra_info()}
+    return float(result.score), result.extra_info()
+
+
+@register_reward_manager("path_router")
+class PathRouterRewardManager(GTARewardManager):
+    """PathRouter's path-aware reward + routing diagnostics (see module docstring)."""
+
+    def __init__(
+        self,
+        config: Any,
+        tokenizer: Any,
+        compute_score: Any = None,
+        reward_router_address: str | None = None,
+        reward_model_tokenizer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            config, tokenizer, compute_score, reward_router_address, reward_model_tokenizer, **kwargs
+        )
+        # Read once per reward worker: a bad gta.path_router value fails at start-up.
+        self.path_router_config = path_router_config_from_trainer(config)
+
+    def score(self, request: ScoringRequest) -> tuple[float, dict[str, Any]]:
+        return score_path_router(request, self.path_router_config, self.reward_config)

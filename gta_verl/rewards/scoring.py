@@ -1,0 +1,216 @@
+"""Translation from verl's per-sample ``DataProto`` to plain scoring inputs, and the scorers.
+
+Every gta reward manager (trajectory_guided, exact_match, PathRouter's path_router) calls
+:func:`scoring_request_from_data` and then scores the :class:`ScoringRequest` with pure
+functions (:func:`score_trajectory_guided`, :func:`score_exact_match`), so the verl-facing
+code is this one function. The module itself does not import
+verl: it only reads the attributes a ``DataProto`` / ``DataProtoItem`` has
+(``batch[...]`` tensors, ``non_tensor_batch`` dict).
+
+What ``RewardManagerBase.run_single`` receives on the agent-loop path (verl 0.9.1):
+``batch`` = ``prompts``, ``responses``, ``attention_mask`` … (one row per agent-loop output,
+unpadded); ``non_tensor_batch`` = every dataset column (``data_source``, ``reward_model``,
+``extra_info``, …) plus ``tool_extra_fields`` (the agent loop's ``extra_fields``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gta_verl.data.schema import (
+    EF_INVALID_ACTIONS,
+    EF_NUM_SEARCHES,
+    EF_RETRIEVAL_ERRORS,
+    EF_TURN_DOC_IDS,
+    parse_ground_truth,
+)
+from gta_verl.rewards.placement import TURN_REWARDS_KEY
+from gta_verl.rewards.qa import extract_answer
+from gta_verl.rewards.trajectory import (
+    TrajectoryReward,
+    TrajectoryRewardConfig,
+    em_reward,
+    trajectory_reward,
+)
+
+__all__ = [
+    "ScoringRequest",
+    "decode_response",
+    "extra_info_from",
+    "score_exact_match",
+    "score_trajectory_guided",
+    "scoring_request_from_data",
+]
+
+
+@dataclass(frozen=True)
+class ScoringRequest:
+    """Everything a reward needs about one rollout, as plain Python data.
+
+    Treat the mapping fields as read-only.
+    """
+
+    response_text: str
+    """Decoded response tokens (special tokens skipped); includes ``<info>`` observations."""
+    answers: tuple[str, ...]
+    """Gold answer and aliases (``reward_model.ground_truth.target``)."""
+    target_doc_ids: tuple[str, ...] = ()
+    """S(x) (``reward_model.ground_truth.target_doc_ids``; may be empty)."""
+    support_texts: tuple[str, ...] = ()
+    """Gold evidence texts (``reward_model.ground_truth.support_texts``)."""
+    extra_fields: Mapping[str, Any] = field(default_factory=dict)
+    """The agent loop's ``extra_fields`` (``gta/...`` keys of :mod:`gta_verl.data.schema`)."""
+    data_source: str = ""
+    extra_info: Mapping[str, Any] = field(default_factory=dict)
+    """The dataset row's ``extra_info`` column."""
+
+    @property
+    def prediction(self) -> str | None:
+        """ŷ: the last ``<answer>`` of the response (None when the rollout never answered)."""
+        return extract_answer(self.response_text)
+
+    @property
+    def turn_doc_ids(self) -> list[list[str]]:
+        """R(q_t) per search turn from ``gta/turn_doc_ids`` (``[]`` without the gta agent loop)."""
+        turns = _plain(self.extra_fields.get(EF_TURN_DOC_IDS)) or []
+        return [[str(d) for d in (_plain(t) or [])] for t in turns]
+
+    @property
+    def num_searches(self) -> int:
+        """``gta/num_searches`` when recorded, else the number of recorded search turns."""
+        value = self.extra_fields.get(EF_NUM_SEARCHES)
+        return int(value) if value is not None else len(self.turn_doc_ids)
+
+
+def _plain(value: Any) -> Any:
+    # numpy arrays / 0-d object arrays come back from parquet and np.array(..., dtype=object).
+    if value is not None and hasattr(value, "tolist"):
+        return value.tolist()
+    return value
+
+
+def _as_mapping(value: Any) -> Mapping[str, Any]:
+    value = _plain(value)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"expected a dict, got {type(value).__name__}: {value!r:.200}")
+    return value
+
+
+def decode_response(item: Any, tokenizer: Any) -> str:
+    """Decode the valid response tokens of one ``DataProtoItem`` (special tokens skipped).
+
+    The valid length is the attention mask's sum over the response window, as in verl's
+    ``naive`` manager (responses are right-padded in padded batches).
+    """
+    response_ids = item.batch["responses"]
+    length = int(response_ids.shape[-1])
+    if "attention_mask" in item.batch.keys():
+        valid = int(item.batch["attention_mask"][-length:].sum())
+    else:
+        valid = length
+    ids = response_ids[:valid].tolist()
+    return tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def scoring_request_from_data(data: Any, tokenizer: Any) -> ScoringRequest:
+    """Build a :class:`ScoringRequest` from the ``DataProto`` given to ``run_single``.
+
+    A multi-output trajectory is scored on its last output (verl's own managers do the
+    same); the gta agent loop emits one output per trajectory.
+
+    Raises:
+        KeyError: when the row has no ``reward_model.ground_truth`` (not a verl RL row).
+    """
+    item = data[len(data) - 1] if _is_batched(data) else data
+    ntb = item.non_tensor_batch
+    reward_model = _as_mapping(ntb.get("reward_model"))
+    if "ground_truth" not in reward_model:
+        raise KeyError(
+            "reward_model.ground_truth missing from the sample; build parquet rows with "
+            "gta_verl.data.schema.make_verl_row"
+        )
+    answers, doc_ids, texts = parse_ground_truth(_plain(reward_model["ground_truth"]))
+    return ScoringRequest(
+        response_text=decode_response(item, tokenizer),
+        answers=tuple(answers),
+        target_doc_ids=tuple(doc_ids),
+        support_texts=tuple(texts),
+        extra_fields=_as_mapping(ntb.get("tool_extra_fields")),
+        data_source=str(_plain(ntb.get("data_source", "")) or ""),
+        extra_info=_as_mapping(ntb.get("extra_info")),
+    )
+
+
+def _is_batched(data: Any) -> bool:
+    """True for a ``DataProto`` (batch of rows), False for a ``DataProtoItem`` (one row)."""
+    batch = getattr(data, "batch", None)
+    return batch is not None and len(getattr(batch, "batch_size", ())) > 0
+
+
+# --------------------------------------------------------------------------- scoring
+def extra_info_from(
+    result: Any, request: ScoringRequest, turn_rewards: Any, answer_reward: float
+) -> dict[str, Any]:
+    """``reward_extra_info`` of the gta managers: scalars only, plus one JSON string.
+
+    verl stacks these per sample with ``np.array`` and averages them in validation, so
+    every value is a float/int (lists would be ragged) and the key set is the same for
+    every sample. ``acc`` feeds verl's ``val-core`` metric. ``search_reward_sum``,
+    ``answer_reward`` and ``turn_rewards_json`` describe the reward actually paid;
+    ``traj_reward`` is R_traj (eq 18) in both stages, for comparison.
+
+    Args:
+        result: the rollout's :class:`TrajectoryReward` (evidence metrics).
+        request: the scored rollout.
+        turn_rewards: the per-search-turn rewards paid (JSON-encoded for placement).
+        answer_reward: the terminal part of the paid reward.
+    """
+    turn_rewards = [float(r) for r in turn_rewards]
+    return {
+        "acc": float(result.em),
+        "f1": float(result.f1),
+        "num_searches": int(result.num_searches),
+        "target_doc_cov": float(result.target_doc_cov),
+        "complete_chain": float(result.complete_chain),
+        "zero_target_turns": int(result.zero_target_turns),
+        "search_reward_sum": float(sum(turn_rewards)),
+        "answer_reward": float(answer_reward),
+        "traj_reward": float(result.total),
+        "has_targets": float(result.has_targets),
+        "has_answer": float(request.prediction is not None),
+        "invalid_actions": int(_plain(request.extra_fields.get(EF_INVALID_ACTIONS, 0)) or 0),
+        "retrieval_errors": int(_plain(request.extra_fields.get(EF_RETRIEVAL_ERRORS, 0)) or 0),
+        TURN_REWARDS_KEY: json.dumps(turn_rewards),
+    }
+
+
+def _trajectory(request: ScoringRequest, config: TrajectoryRewardConfig) -> TrajectoryReward:
+    return trajectory_reward(
+        request.turn_doc_ids, request.target_doc_ids, request.prediction, request.answers, config
+    )
+
+
+def score_trajectory_guided(
+    request: ScoringRequest, config: TrajectoryRewardConfig = TrajectoryRewardConfig()
+) -> tuple[float, dict[str, Any]]:
+    """Stage I: (R_traj of eq 18, reward_extra_info) for one rollout."""
+    result = _trajectory(request, config)
+    return result.total, extra_info_from(result, request, result.search_rewards, result.answer_reward)
+
+
+def score_exact_match(
+    request: ScoringRequest, config: TrajectoryRewardConfig = TrajectoryRewardConfig()
+) -> tuple[float, dict[str, Any]]:
+    """Stage II: (R_EM of eq 19, reward_extra_info).
+
+    The evidence metrics (coverage, zero-target turns, R_traj) are still computed from the
+    trajectory for logging; the paid per-turn rewards are all 0 (R_EM has no search term).
+    """
+    result = _trajectory(request, config)
+    reward = em_reward(request.prediction, request.answers)
+    return reward, extra_info_from(result, request, [0.0] * result.num_searches, reward)

@@ -1,0 +1,202 @@
+"""Trajectory-guided reward of GTA-RAG Stage I (eqs 15–19) and the Stage-II EM reward.
+
+Pure Python on plain data: the per-search-turn retrieved doc ids R(q_t), the target set
+S(x), the predicted answer and the gold aliases. The verl reward managers only translate a
+``DataProto`` into these arguments (:mod:`gta_verl.rewards.scoring`).
+
+Equations (GTA-RAG §3.5), for search turns t = 1..T:
+
+* C_t = targets retrieved before turn t (C_1 = ∅); C_T below means after the last turn.
+* Δ_t = (R(q_t) ∩ S(x)) \\ C_t                                                  (eq 15)
+* r_search_t = +hit_per_doc · |Δ_t| if |Δ_t| > 0 else miss   (+0.25 / −0.10)    (eq 16)
+* r_ans = wrong if EM(ŷ, y*) = 0 (no answer counts as wrong)            (−1)
+          correct_incomplete if EM = 1 and C_T ⊉ S(x)                   (+1)
+          correct_complete   if EM = 1 and C_T ⊇ S(x)                   (+2)      (eq 17)
+* R_traj(τ) = Σ_t r_search_t + r_ans                                              (eq 18)
+* Stage II: R_EM(τ) = 1[EM(ŷ, y*) = 1]                                           (eq 19)
+
+Empty target set S(x) = ∅ (natural QA without gold evidence): the evidence terms carry no
+signal, so every search turn scores 0 (not the −0.10 miss, which would teach "never search"
+on data that simply lacks labels), and the answer term keeps eq 17 with C_T ⊇ ∅ vacuously
+true (+2 / −1). Within a GRPO group all rollouts share S(x), and a two-valued reward is
+invariant to the affine choice after group normalization, so only the search-term choice
+matters for training. Coverage is reported as 1.0 / complete (vacuous) and
+``has_targets=False`` lets metrics filter such samples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from gta_verl.rewards.qa import exact_match, f1
+
+__all__ = ["TrajectoryRewardConfig", "TrajectoryReward", "trajectory_reward", "em_reward"]
+
+
+@dataclass(frozen=True)
+class TrajectoryRewardConfig:
+    """Reward values of eqs 16–17 (paper defaults)."""
+
+    hit_per_doc: float = 0.25
+    """Reward per newly retrieved target document in a search turn (eq 16)."""
+    miss: float = -0.10
+    """Reward of a search turn that retrieves no new target document (eq 16)."""
+    wrong: float = -1.0
+    """Answer reward when EM = 0 or no answer was given (eq 17)."""
+    correct_incomplete: float = 1.0
+    """Answer reward when EM = 1 but some target document was never retrieved (eq 17)."""
+    correct_complete: float = 2.0
+    """Answer reward when EM = 1 and every target document was retrieved (eq 17)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(
+                    f"TrajectoryRewardConfig.{f.name} must be a finite number, got {value!r}; "
+                    f"set gta.reward.{f.name} to a float such as {f.default}"
+                )
+            object.__setattr__(self, f.name, float(value))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None, where: str = "gta.reward") -> TrajectoryRewardConfig:
+        """Build from a mapping, rejecting unknown keys (``where`` names the config node)."""
+        values = dict(values or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown key(s) {unknown} under {where}; valid keys: {sorted(known)}")
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class TrajectoryReward:
+    """The decomposed Stage-I reward of one rollout."""
+
+    total: float
+    """R_traj = Σ search_rewards + answer_reward (eq 18)."""
+    search_rewards: tuple[float, ...]
+    """r_search_t per search turn, in turn order (eq 16)."""
+    answer_reward: float
+    """r_ans (eq 17)."""
+    em: float
+    """EM(ŷ, y*) ∈ {0, 1}."""
+    f1: float
+    """Token F1 of ŷ (max over aliases)."""
+    complete_chain: bool
+    """C_T ⊇ S(x) (vacuously True when S(x) = ∅)."""
+    target_doc_cov: float
+    """|C_T ∩ S(x)| / |S(x)| (1.0 when S(x) = ∅)."""
+    zero_target_turns: int
+    """Search turns with Δ_t = ∅ (retrieved no previously unseen target)."""
+    newly_retrieved: tuple[tuple[str, ...], ...]
+    """Δ_t per search turn, in the order the documents were returned."""
+    has_targets: bool
+    """False when S(x) = ∅ (search turns then score 0, see module docstring)."""
+
+    @property
+    def num_searches(self) -> int:
+        return len(self.search_rewards)
+
+    @property
+    def search_reward_sum(self) -> float:
+        return float(sum(self.search_rewards))
+
+
+def _doc_list(ids: Iterable[Any] | None) -> list[str]:
+    # parquet / numpy hand back arrays; turn everything into plain str lists.
+    if ids is None:
+        return []
+    if hasattr(ids, "tolist"):
+        ids = ids.tolist()
+    if isinstance(ids, str):
+        raise TypeError(f"expected a list of doc ids, got the string {ids!r}")
+    return [str(d) for d in ids]
+
+
+def _answer_reward(em: float, complete: bool, cfg: TrajectoryRewardConfig) -> float:
+    if em < 1.0:
+        return cfg.wrong
+    return cfg.correct_complete if complete else cfg.correct_incomplete
+
+
+def trajectory_reward(
+    turn_doc_ids: Sequence[Iterable[str]],
+    target_doc_ids: Iterable[str],
+    prediction: str | None,
+    gold_answers: Iterable[str] | str,
+    config: TrajectoryRewardConfig = TrajectoryRewardConfig(),
+) -> TrajectoryReward:
+    """Score one rollout with the trajectory-guided reward (eqs 15–18).
+
+    Args:
+        turn_doc_ids: R(q_t) per search turn (a failed retrieval is an empty list and
+            scores as a miss).
+        target_doc_ids: S(x), the target documents (order and duplicates ignored).
+        prediction: ŷ, the extracted answer, or None when the rollout never answered.
+        gold_answers: y* and its aliases.
+        config: reward values.
+
+    Returns:
+        The decomposed reward.
+
+    Examples:
+        Two-hop chain, both documents found in two searches, correct answer:
+        0.25 + 0.25 + 2 = 2.5.
+
+        >>> r = trajectory_reward([["d1", "x"], ["d2"]], ["d1", "d2"], "Paris", ["Paris"])
+        >>> r.total, r.search_rewards, r.answer_reward, r.complete_chain
+        (2.5, (0.25, 0.25), 2.0, True)
+
+        Re-retrieving d1 is a miss (it is already in C_2); correct but incomplete:
+        0.25 − 0.10 + 1 = 1.15.
+
+        >>> round(trajectory_reward([["d1"], ["d1"]], ["d1", "d2"], "Paris", ["Paris"]).total, 4)
+        1.15
+    """
+    targets = set(_doc_list(target_doc_ids))
+    covered: set[str] = set()
+    search_rewards: list[float] = []
+    newly: list[tuple[str, ...]] = []
+    for turn in turn_doc_ids:
+        delta: list[str] = []
+        for doc in _doc_list(turn):
+            if doc in targets and doc not in covered and doc not in delta:
+                delta.append(doc)
+        covered.update(delta)
+        newly.append(tuple(delta))
+        if not targets:
+            search_rewards.append(0.0)
+        elif delta:
+            search_rewards.append(config.hit_per_doc * len(delta))
+        else:
+            search_rewards.append(config.miss)
+
+    complete = covered >= targets
+    em = exact_match(prediction, gold_answers)
+    answer_reward = _answer_reward(em, complete, config)
+    return TrajectoryReward(
+        total=float(sum(search_rewards) + answer_reward),
+        search_rewards=tuple(search_rewards),
+        answer_reward=answer_reward,
+        em=em,
+        f1=f1(prediction, gold_answers),
+        complete_chain=complete,
+        target_doc_cov=(len(covered) / len(targets)) if targets else 1.0,
+        zero_target_turns=sum(1 for d in newly if not d),
+        newly_retrieved=tuple(newly),
+        has_targets=bool(targets),
+    )
+
+
+def em_reward(prediction: str | None, gold_answers: Iterable[str] | str) -> float:
+    """Stage-II reward R_EM = 1[EM(ŷ, y*) = 1] (eq 19).
+
+    Examples:
+        >>> em_reward("paris", ["Paris"]), em_reward(None, ["Paris"])
+        (1.0, 0.0)
+    """
+    return exact_match(prediction, gold_answers)

@@ -1,0 +1,341 @@
+"""Synthesis prompt for LLM generators and the tolerant parser of their replies.
+
+The prompt is ours, written from GTA-RAG §3.4's description (the paper's
+Table 6 template is an image): the generator sees the path documents
+``P1 … PH`` in order plus shuffled distractors ``X1 … Xk`` and must return one
+strict JSON object — question x, answer y*, and a turn-by-turn trajectory
+(reasoning, search query, target document) whose turn ``t`` may use only the
+question and the documents revealed before ``t``.
+
+The parser accepts what real models send: prose or code fences around the
+JSON, trailing commas, key variants (``query``/``search_query``, ``steps``/
+``trajectory`` …) and replies cut off by ``max_tokens`` (it keeps the complete
+prefix; the example survives only if every required field is complete).
+Failures return a reason code, counted by the pipeline's funnel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gta_verl.data.types import Trajectory, TrajectoryTurn
+from gta_verl.kb.knowledge_base import KnowledgeBase
+from gta_verl.synth.generators.base import GenerationOutcome
+from gta_verl.synth.paths import GraphPath, PathIndex, build_path_index
+
+SYSTEM_PROMPT = """You write multi-hop questions for training a search agent.
+You receive a chain of documents P1, P2, ... (in this order) that are connected through shared \
+entities, and some distractor documents X1, X2, ... that must NOT be needed.
+
+Write:
+1. "question": one natural question whose answer requires ALL chain documents, in order: \
+P1 gives a fact that is needed to know what to look up in P2, and so on. The question must \
+not mention the intermediate (bridge) entities, must not contain the answer, and must not \
+copy sentences from the documents.
+2. "answer": a short answer (an entity, date or number of at most a few words) written \
+exactly as it appears in the last chain document.
+3. "trajectory": one turn per chain document, in order. Turn t has
+   - "reasoning": what is known so far and what is still missing. It may use ONLY the \
+question and the documents found in turns before t (turn 1 uses only the question).
+   - "search_query": a short search-engine query that finds document Pt. It may mention \
+only entities from the question or from documents found in earlier turns.
+   - "target_document": "Pt".
+4. "final_reasoning": how the documents found give the answer.
+
+Reply with ONE JSON object and nothing else:
+{"question": "...", "answer": "...", "trajectory": [{"reasoning": "...", \
+"search_query": "...", "target_document": "P1"}, ...], "final_reasoning": "..."}"""
+
+
+@dataclass(frozen=True)
+class LLMPromptConfig:
+    """Prompt knobs shared by the OpenAI and vLLM generators.
+
+    Attributes:
+        n_distractors: Distractor documents shown with the chain (hard negatives
+            sharing an entity with the chain when available, else random).
+        max_doc_chars: Each document is cut to this many characters.
+        seed: Seed of distractor selection (mixed with the path's documents).
+    """
+
+    n_distractors: int = 3
+    max_doc_chars: int = 1500
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n_distractors < 0 or self.max_doc_chars < 100:
+            raise ValueError("LLMPromptConfig: n_distractors must be >= 0 and max_doc_chars >= 100")
+
+
+def select_distractors(
+    index: PathIndex, path: GraphPath, k: int, rng: np.random.Generator
+) -> list[int]:
+    """Pick ``k`` document indices off the path, preferring documents that share an entity with it."""
+    on_path = set(path.doc_indices)
+    near: set[int] = set()
+    for d in path.doc_indices:
+        for e in index.doc_entities[d]:
+            if index.bridge_ok[e]:
+                near.update(int(x) for x in index.entity_docs[e])
+    pool = sorted(near - on_path)
+    picked = [pool[i] for i in rng.permutation(len(pool))[:k]] if pool else []
+    n_docs = index.kb.n_docs
+    while len(picked) < k and len(picked) + len(on_path) < n_docs:
+        d = int(rng.integers(n_docs))
+        if d not in on_path and d not in picked:
+            picked.append(d)
+    return picked
+
+
+def build_synthesis_messages(
+    path: GraphPath, kb: KnowledgeBase, distractors: Sequence[int], config: LLMPromptConfig | None = None
+) -> list[dict[str, str]]:
+    """Chat messages asking for one trajectory over ``path`` (see :data:`SYSTEM_PROMPT`)."""
+    config = config or LLMPromptConfig()
+
+    def doc(label: str, i: int) -> str:
+        p = kb.passages[i]
+        return f"[{label}] {p.title}\n{p.text[: config.max_doc_chars]}"
+
+    chain = "\n\n".join(doc(f"P{t + 1}", d) for t, d in enumerate(path.doc_indices))
+    links = "\n".join(
+        f"- P{h + 1} -> P{h + 2} via: {' ~ '.join(link.entities)}" for h, link in enumerate(path.links)
+    )
+    other = "\n\n".join(doc(f"X{j + 1}", d) for j, d in enumerate(distractors)) or "(none)"
+    user = (
+        f"Chain documents ({path.hops}, in order):\n\n{chain}\n\n"
+        f"Connections between consecutive chain documents:\n{links}\n\n"
+        f"Distractor documents:\n\n{other}\n\n"
+        f"Write the JSON object now. The trajectory must have exactly {path.hops} turns, "
+        f"targeting P1 to P{path.hops} in order."
+    )
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+# ---------------------------------------------------------------- parsing
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)(?:```|$)", flags=re.DOTALL)
+_KEYS = {
+    "question": ("question", "multi_hop_question", "multihop_question", "x", "q"),
+    "answer": ("answer", "final_answer", "gold_answer", "y", "short_answer"),
+    "trajectory": ("trajectory", "turns", "steps", "search_turns", "reasoning_trajectory"),
+    "final_reasoning": ("final_reasoning", "conclusion", "final_thought"),
+    "aliases": ("answer_aliases", "aliases"),
+}
+_TURN_KEYS = {
+    "reasoning": ("reasoning", "thought", "think", "thinking", "rationale"),
+    "query": ("search_query", "query", "search", "searchquery"),
+    "target": ("target_document", "target_doc", "target", "document", "doc", "target_document_id"),
+}
+
+
+class ParseFailure(Exception):
+    """Reply not usable; ``args[0]`` is the reason code (``parse:...``)."""
+
+
+def _scan_json(text: str) -> tuple[str, bool]:
+    """Cut the first JSON object out of ``text``; repair it if the text ends inside it.
+
+    Walks the characters with a container stack and remembers the last point
+    right after a complete value. A reply cut off by ``max_tokens`` is cut back
+    to that point and its open containers are closed, so every value kept is one
+    the model finished. Trailing commas are dropped on the way.
+
+    Returns:
+        ``(json text, truncated)``.
+    """
+    start = text.find("{")
+    if start < 0:
+        raise ParseFailure("parse:no_json")
+    out: list[str] = []
+    stack: list[str] = []  # "{" or "["
+    in_str = esc = str_is_key = False
+    expect_key = False  # inside an object, the next string is a key
+    safe = (0, ())  # (len(out), stack snapshot) after the last complete value
+    for ch in text[start:]:
+        if in_str:
+            out.append(ch)
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+                if not str_is_key:
+                    safe = (len(out), tuple(stack))
+            continue
+        if ch == '"':
+            in_str, str_is_key = True, bool(stack) and stack[-1] == "{" and expect_key
+            out.append(ch)
+        elif ch in "{[":
+            stack.append(ch)
+            expect_key = ch == "{"
+            out.append(ch)
+        elif ch in "}]":
+            while out and out[-1].isspace():
+                out.pop()
+            if out and out[-1] == ",":
+                out.pop()  # trailing comma
+            if not stack:
+                raise ParseFailure("parse:invalid_json")
+            stack.pop()
+            out.append(ch)
+            if not stack:
+                return "".join(out), False
+            safe = (len(out), tuple(stack))
+            expect_key = False
+        elif ch == ",":
+            if stack and stack[-1] == "{":
+                expect_key = True
+            if out and out[-1] not in "{[,":
+                safe = (len(out), tuple(stack))  # a bare number / literal just ended
+            out.append(ch)
+        elif ch == ":":
+            expect_key = False
+            out.append(ch)
+        else:
+            out.append(ch)
+    n, open_stack = safe
+    if n == 0:
+        raise ParseFailure("parse:truncated")
+    body = "".join(out[:n]).rstrip().rstrip(",")
+    closers = "".join("}" if c == "{" else "]" for c in reversed(open_stack))
+    return body + closers, True
+
+
+def _get(d: Mapping[str, Any], names: Sequence[str]) -> Any:
+    lowered = {str(k).strip().lower().replace(" ", "_").replace("-", "_"): v for k, v in d.items()}
+    for name in names:
+        if name in lowered and lowered[name] not in (None, ""):
+            return lowered[name]
+    return None
+
+
+def _target_index(value: Any, path: GraphPath, kb: KnowledgeBase) -> int:
+    """Map a target label (``"P2"``, ``2``, ``"[P2]"``, a title or doc id) to a path position."""
+    s = str(value).strip().strip("[]()").strip()
+    m = re.fullmatch(r"(?:document\s*|doc\s*)?([pPxX]?)\s*(\d+)", s, flags=re.IGNORECASE)
+    if m:
+        if m.group(1).lower() == "x":
+            raise ParseFailure("parse:distractor_target")
+        pos = int(m.group(2)) - 1
+        if 0 <= pos < path.hops:
+            return pos
+        raise ParseFailure("parse:unknown_target")
+    for pos, d in enumerate(path.doc_indices):
+        p = kb.passages[d]
+        if s in (p.doc_id, p.title) or s.lower() == p.title.lower():
+            return pos
+    raise ParseFailure("parse:unknown_target")
+
+
+def _load(text: str) -> tuple[dict[str, Any], bool]:
+    if not text or not text.strip():
+        raise ParseFailure("parse:empty_reply")
+    fenced = _FENCE.search(text)
+    candidate = fenced.group(1) if fenced and "{" in fenced.group(1) else text
+    body, truncated = _scan_json(candidate)
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise ParseFailure("parse:truncated" if truncated else "parse:invalid_json") from exc
+    if not isinstance(obj, dict):
+        raise ParseFailure("parse:invalid_json")
+    return obj, truncated
+
+
+def parse_synthesis_reply(text: str, path: GraphPath, kb: KnowledgeBase, generator: str) -> Trajectory:
+    """Parse one LLM reply into a :class:`Trajectory` over ``path``.
+
+    Raises:
+        ParseFailure: with a ``parse:*`` reason code (``empty_reply``, ``no_json``,
+            ``invalid_json``, ``truncated``, ``missing_question``, ``missing_answer``,
+            ``missing_trajectory``, ``missing_query``, ``distractor_target``,
+            ``unknown_target``).
+    """
+    obj, truncated = _load(text)
+
+    def need(key: str) -> Any:
+        value = _get(obj, _KEYS[key])
+        if value is None:
+            raise ParseFailure("parse:truncated" if truncated else f"parse:missing_{key}")
+        return value
+
+    question, answer = str(need("question")).strip(), need("answer")
+    if isinstance(answer, list):
+        answer = answer[0] if answer else ""
+    steps = need("trajectory")
+    if not isinstance(steps, list) or not steps:
+        raise ParseFailure("parse:missing_trajectory")
+    turns = []
+    for step in steps:
+        if not isinstance(step, Mapping):
+            raise ParseFailure("parse:missing_query")
+        query, target = _get(step, _TURN_KEYS["query"]), _get(step, _TURN_KEYS["target"])
+        if query is None or target is None:
+            raise ParseFailure("parse:truncated" if truncated else "parse:missing_query")
+        pos = _target_index(target, path, kb)
+        reasoning = _get(step, _TURN_KEYS["reasoning"]) or ""
+        turns.append(TrajectoryTurn(str(reasoning).strip(), str(query).strip(), path.doc_ids[pos]))
+    if truncated and len(turns) < path.hops:
+        raise ParseFailure("parse:truncated")
+    aliases = _get(obj, _KEYS["aliases"]) or []
+    return Trajectory(
+        question=question,
+        answer=str(answer).strip(),
+        turns=tuple(turns),
+        path_doc_ids=path.doc_ids,
+        bridge_entities=path.bridge_entities,
+        generator=generator,
+        final_reasoning=str(_get(obj, _KEYS["final_reasoning"]) or "").strip(),
+        answer_aliases=tuple(str(a) for a in aliases if str(a).strip()) if isinstance(aliases, list) else (),
+    )
+
+
+class LLMPromptBuilder:
+    """Builds prompts for paths of one KB and turns replies into outcomes (shared by LLM backends)."""
+
+    def __init__(self, config: LLMPromptConfig | None = None) -> None:
+        self.config = config or LLMPromptConfig()
+        self._index: PathIndex | None = None
+
+    def _index_for(self, kb: KnowledgeBase) -> PathIndex:
+        if self._index is None or self._index.kb is not kb:
+            self._index = build_path_index(kb)
+        return self._index
+
+    def messages(self, paths: Sequence[GraphPath], kb: KnowledgeBase) -> list[list[dict[str, str]]]:
+        """One conversation per path; distractors depend only on (seed, path)."""
+        index = self._index_for(kb)
+        out = []
+        for path in paths:
+            digest = hashlib.sha1("|".join(path.doc_ids).encode()).digest()
+            rng = np.random.default_rng([self.config.seed, int.from_bytes(digest[:8], "little")])
+            distractors = select_distractors(index, path, self.config.n_distractors, rng)
+            out.append(build_synthesis_messages(path, kb, distractors, self.config))
+        return out
+
+    @staticmethod
+    def outcomes(
+        paths: Sequence[GraphPath], replies: Sequence[str | Exception], kb: KnowledgeBase, generator: str
+    ) -> list[GenerationOutcome]:
+        """Parse replies; an exception in ``replies`` is a failed generation call."""
+        out = []
+        for path, reply in zip(paths, replies, strict=True):
+            if isinstance(reply, Exception):
+                out.append(GenerationOutcome.failure(path, "generate", "generate:llm_error", raw=str(reply)))
+                continue
+            try:
+                traj = parse_synthesis_reply(reply, path, kb, generator)
+            except ParseFailure as exc:
+                out.append(GenerationOutcome.failure(path, "parse", str(exc.args[0]), raw=reply))
+                continue
+            out.append(GenerationOutcome(path=path, trajectory=traj, raw=reply))
+        return out

@@ -1,0 +1,122 @@
+# Shared knobs of the PathRouter recipes. Sourced by every script in this folder; not run directly.
+#
+# Every knob is an environment variable with a default (${VAR:-default}); anything after the
+# script name is passed through to verl as Hydra overrides ("$@"), after ours, so it wins.
+# DRY_RUN=1 prints the command (one argument per line, then "----") instead of running it;
+# tests/algos/test_path_router_recipes_on_cpu.py composes those printed overrides under Hydra.
+#
+# GPU layout (per node): GPUS_PER_NODE for the actor/rollout/reference pool PLUS
+# TEACHER_GPUS_PER_NODE for the frozen gold-evidence teacher (verl's distillation pool,
+# distillation.n_gpus_per_node x distillation.nnodes). Default on 8-GPU nodes: 6 + 2.
+# The teacher is the same base checkpoint as the actor/reference (MODEL_PATH).
+
+PYTHON=${PYTHON:-python3}
+# 3b | 7b | an HF model path or repo id (scripts set it).
+MODEL=${MODEL:-3b}
+# path_router (PathRouter alone) | gta_path_router (GTA trajectory-guided reward + PathRouter).
+CONFIG_NAME=${CONFIG_NAME:-path_router}
+# full | no_route_scaling | answer_only | path_only | no_kl | uniform_kl | constant_lambda
+ABLATION=${ABLATION:-full}
+# Prepared parquet files (README.md, "Data"): rows need ground_truth.support_texts (gold evidence).
+DATA_DIR=${DATA_DIR:-$HOME/data/path_router}
+TRAIN_FILES=${TRAIN_FILES:-$DATA_DIR/train.parquet}
+VAL_FILES=${VAL_FILES:-$DATA_DIR/val.parquet}
+# KB directory from `gta-verl kb build`.
+KB_DIR=${KB_DIR:-$DATA_DIR/kb}
+# Checkpoint root; must be shared storage for multi-node runs.
+CKPT_DIR=${CKPT_DIR:-$HOME/checkpoints/path_router}
+NNODES=${NNODES:-1}
+# Actor / rollout / reference GPUs per node.
+GPUS_PER_NODE=${GPUS_PER_NODE:-6}
+# Teacher pool: GPUs per node and nodes (extra GPUs, never shared with the actor).
+TEACHER_GPUS_PER_NODE=${TEACHER_GPUS_PER_NODE:-2}
+TEACHER_NNODES=${TEACHER_NNODES:-$NNODES}
+# Prompts per step; x ROLLOUT_N rollouts must divide by NNODES x GPUS_PER_NODE (120 x 5 = 600).
+TRAIN_BATCH=${TRAIN_BATCH:-120}
+ROLLOUT_N=${ROLLOUT_N:-5}
+STEPS=${STEPS:-120}
+# PathRouter knobs (gta.path_router; defaults and reasons in docs/path_router.md).
+THETA_C=${THETA_C:-0.5}
+THETA_P=${THETA_P:-0.1}
+ALPHA=${ALPHA:-1.0}
+ROUTE_WEIGHTS=${ROUTE_WEIGHTS:-[1.0,0.5,0.5,1.0]}
+TOPK=${TOPK:-32}
+LAMBDA_MAX=${LAMBDA_MAX:-0.1}
+WARMUP_STEPS=${WARMUP_STEPS:-20}
+PROJECT=${PROJECT:-gta_verl}
+# Hydra list, e.g. '[console,wandb]'.
+LOGGER=${LOGGER:-[console]}
+RUN_NAME=${RUN_NAME:-${CONFIG_NAME}_${MODEL//\//_}_${ABLATION}}
+DRY_RUN=${DRY_RUN:-0}
+
+case "$MODEL" in
+  3b) MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-3B-Instruct}; TP=${TP:-1}; MICRO=${MICRO:-4}; TEACHER_TP=${TEACHER_TP:-1} ;;
+  7b) MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-7B-Instruct}; TP=${TP:-2}; MICRO=${MICRO:-2}; TEACHER_TP=${TEACHER_TP:-1} ;;
+  *)  MODEL_PATH=${MODEL_PATH:-$MODEL}; TP=${TP:-1}; MICRO=${MICRO:-4}; TEACHER_TP=${TEACHER_TP:-1} ;;
+esac
+
+# The ablations of issue 6 / paper Tables 2-4, as gta.path_router overrides.
+case "$ABLATION" in
+  full)             ABLATION_ARGS=() ;;
+  no_route_scaling) ABLATION_ARGS=(gta.path_router.route_scaling=false) ;;
+  answer_only)      ABLATION_ARGS=(gta.path_router.routing=answer_only) ;;
+  path_only)        ABLATION_ARGS=(gta.path_router.routing=path_only) ;;
+  no_kl)            ABLATION_ARGS=(gta.path_router.kl.enabled=false) ;;
+  uniform_kl)       ABLATION_ARGS=(gta.path_router.kl.selective=false) ;;
+  constant_lambda)  ABLATION_ARGS=(gta.path_router.kl.schedule=constant) ;;
+  *) echo "error: unknown ABLATION=$ABLATION (full|no_route_scaling|answer_only|path_only|no_kl|uniform_kl|constant_lambda)" >&2
+     exit 2 ;;
+esac
+
+# The YAML ships inside the installed package (gta_verl/config/path_router.yaml).
+GTA_CONFIG_DIR=${GTA_CONFIG_DIR:-$("$PYTHON" -c 'import gta_verl, os; print(os.path.join(os.path.dirname(gta_verl.__file__), "config"))')}
+
+LAUNCH=("$PYTHON" -m verl.trainer.main_ppo --config-path "$GTA_CONFIG_DIR" --config-name "$CONFIG_NAME")
+
+COMMON_ARGS=(
+  data.train_files="$TRAIN_FILES"
+  data.val_files="$VAL_FILES"
+  data.train_batch_size="$TRAIN_BATCH"
+  actor_rollout_ref.model.path="$MODEL_PATH"
+  actor_rollout_ref.actor.ppo_mini_batch_size="$TRAIN_BATCH"
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$MICRO"
+  actor_rollout_ref.rollout.n="$ROLLOUT_N"
+  actor_rollout_ref.rollout.tensor_model_parallel_size="$TP"
+  trainer.nnodes="$NNODES"
+  trainer.n_gpus_per_node="$GPUS_PER_NODE"
+  trainer.total_training_steps="$STEPS"
+  trainer.project_name="$PROJECT"
+  trainer.experiment_name="$RUN_NAME"
+  trainer.logger="$LOGGER"
+  trainer.default_local_dir="$CKPT_DIR/$RUN_NAME"
+  distillation.n_gpus_per_node="$TEACHER_GPUS_PER_NODE"
+  distillation.nnodes="$TEACHER_NNODES"
+  distillation.teacher_models.teacher_model.model_path="$MODEL_PATH"
+  distillation.teacher_models.teacher_model.inference.tensor_model_parallel_size="$TEACHER_TP"
+  gta.retriever.kb_dir="$KB_DIR"
+  gta.path_router.theta_c="$THETA_C"
+  gta.path_router.theta_p="$THETA_P"
+  gta.path_router.alpha="$ALPHA"
+  gta.path_router.route_weights="$ROUTE_WEIGHTS"
+  gta.path_router.kl.topk="$TOPK"
+  gta.path_router.kl.lambda_max="$LAMBDA_MAX"
+  gta.path_router.kl.warmup_steps="$WARMUP_STEPS"
+)
+
+# Run a command, or print it (one argument per line, then "----") when DRY_RUN=1.
+run() {
+  if [[ "$DRY_RUN" == 1 ]]; then
+    printf '%s\n' "$@"
+    echo "----"
+  else
+    "$@"
+  fi
+}
+
+# Fail early, with the fix, when an input file is missing (skipped in DRY_RUN).
+require_file() {
+  if [[ "$DRY_RUN" != 1 && ! -e "$1" ]]; then
+    echo "error: $2 not found at $1 — $3" >&2
+    exit 2
+  fi
+}

@@ -1,0 +1,112 @@
+"""Session-wide fixtures on the bundled real data (assets/musique).
+
+``musique_kb_dir`` is built exactly like ``gta-verl kb build`` (same function,
+default ``KBConfig``) from the bundled corpus and GPT-3.5 OpenIE file. The build
+is cached under ``$GTA_VERL_CACHE/kb`` keyed by the input files, the KB code and
+the schema version, so later sessions (and parallel ones, behind a file lock)
+reuse it; set ``GTA_VERL_FRESH_KB=1`` to build into the pytest tmp dir instead.
+Treat the directory as read-only: copy it before modifying anything.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+ASSETS = REPO / "assets"
+MUSIQUE_CORPUS = ASSETS / "musique" / "musique_train_corpus.json"
+MUSIQUE_QA = ASSETS / "musique" / "musique_train.json"
+MUSIQUE_OPENIE = ASSETS / "musique" / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
+MUSIQUE_OPENIE_SPEC = f"precomputed:{MUSIQUE_OPENIE}"
+
+# Code that determines the built KB (cli/other backends do not).
+_KB_CODE = ("gta_verl/data/ids.py", "gta_verl/data/types.py", "gta_verl/data/loaders.py",
+            "gta_verl/kb/*.py", "gta_verl/kb/openie/base.py", "gta_verl/kb/openie/precomputed.py")
+
+
+def musique_kb_key() -> str:
+    """sha256 over the input files, the KB code and the schema version."""
+    import gta_verl
+    from gta_verl.kb.build import KBConfig
+
+    h = hashlib.sha256(f"schema={gta_verl.SCHEMA_VERSION};config={KBConfig()!r}".encode())
+    files = [MUSIQUE_CORPUS, MUSIQUE_OPENIE]
+    for pattern in _KB_CODE:
+        files += sorted(p for p in REPO.glob(pattern) if p.name != "cli.py")
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _build(out: Path) -> Path:
+    from gta_verl.kb.build import build_kb_from_files
+
+    build_kb_from_files(MUSIQUE_CORPUS, "hipporag", MUSIQUE_OPENIE_SPEC, out, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def musique_kb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Path of the MuSiQue KB (1,890 document nodes) built from precomputed triples."""
+    if os.environ.get("GTA_VERL_FRESH_KB"):
+        return _build(tmp_path_factory.mktemp("kb") / "musique")
+    from gta_verl.kb.embed import cache_root
+    from gta_verl.kb.store import KBLoadError, verify_kb
+
+    root = cache_root() / "kb"
+    root.mkdir(parents=True, exist_ok=True)
+    out = root / f"musique-{musique_kb_key()[:16]}"
+    with open(root / "musique.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel sessions: one builds, the others wait and reuse
+        try:
+            if out.exists():
+                try:
+                    verify_kb(out)
+                    return out
+                except KBLoadError:
+                    pass
+            return _build(out)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def musique_kb(musique_kb_dir: Path):
+    """The loaded MuSiQue :class:`~gta_verl.kb.knowledge_base.KnowledgeBase` (treat as read-only)."""
+    from gta_verl.kb.store import load_kb
+
+    return load_kb(musique_kb_dir)
+
+
+@pytest.fixture(scope="session")
+def musique_passages():
+    """The 1,890 bundled MuSiQue passages, in corpus order."""
+    from gta_verl.data.loaders import read_hipporag_corpus
+
+    return read_hipporag_corpus(MUSIQUE_CORPUS, strict=True).records
+
+
+@pytest.fixture(scope="session")
+def musique_qa(musique_passages):
+    """The 100 MuSiQue questions with gold doc ids (all mapped into the corpus)."""
+    from gta_verl.data.loaders import read_musique_qa
+
+    corpus = {p.doc_id: p for p in musique_passages}
+    return read_musique_qa(MUSIQUE_QA, corpus_ids=corpus, strict=True).records
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The shared all-MiniLM-L6-v2 embedder (process-cached model + disk vector cache)."""
+    from gta_verl.kb.embed import load_embedder
+
+    return load_embedder()

@@ -1,0 +1,172 @@
+"""The verl reward managers on hand-built DataProtos with the real Qwen2.5 tokenizer."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from gta_verl.agent.prompt import build_messages
+from gta_verl.agent.tokenizer import load_qwen_tokenizer
+from gta_verl.data.schema import (
+    EF_ANSWER,
+    EF_INVALID_ACTIONS,
+    EF_NUM_SEARCHES,
+    EF_RETRIEVAL_ERRORS,
+    EF_TURN_DOC_IDS,
+    make_ground_truth,
+)
+from gta_verl.rewards.scoring import scoring_request_from_data
+from gta_verl.verl_compat import DataProto, get_reward_manager_cls
+from tests.rewards.cases import CASES
+
+EXTRA_KEYS = {
+    "acc", "f1", "num_searches", "target_doc_cov", "complete_chain", "zero_target_turns",
+    "search_reward_sum", "answer_reward", "traj_reward", "has_targets", "has_answer",
+    "invalid_actions", "retrieval_errors", "turn_rewards_json",
+}
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return load_qwen_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(tok):
+    # The real prompt, whose instructions contain the "<answer> Beijing </answer>" example.
+    text = tok.apply_chat_template(build_messages("Which city?"), add_generation_prompt=True, tokenize=False)
+    return tok.encode(text, add_special_tokens=False)
+
+
+def make_data(tok, prompt_ids, case, pad: int = 0, as_numpy: bool = False) -> DataProto:
+    """One agent-loop output as verl's AgentLoopWorker._compute_score builds it."""
+    resp = tok.encode(case.response + "<|im_end|>", add_special_tokens=False)
+    responses = torch.tensor([resp + [tok.pad_token_id] * pad])
+    attention = torch.tensor([[1] * (len(prompt_ids) + len(resp)) + [0] * pad])
+    gt = make_ground_truth(case.answers, case.targets)
+    if as_numpy:  # what parquet → RLHFDataset hands back
+        gt = {k: np.array(v, dtype=object) for k, v in gt.items()}
+    turns = [list(t) for t in case.turn_doc_ids]
+    fields = {
+        EF_TURN_DOC_IDS: [np.array(t, dtype=object) for t in turns] if as_numpy else turns,
+        EF_NUM_SEARCHES: len(turns),
+        EF_INVALID_ACTIONS: 0,
+        EF_RETRIEVAL_ERRORS: sum(1 for t in turns if not t),
+        EF_ANSWER: None,
+    }
+    return DataProto.from_single_dict({
+        "prompts": torch.tensor([prompt_ids]),
+        "responses": responses,
+        "attention_mask": attention,
+        "input_ids": torch.cat([torch.tensor([prompt_ids]), responses], dim=1),
+        "data_source": np.array(["gta_synth"], dtype=object),
+        "reward_model": np.array([{"style": "rule", "ground_truth": gt}], dtype=object),
+        "extra_info": np.array([{"index": 0, "split": "train"}], dtype=object),
+        "tool_extra_fields": np.array([fields], dtype=object),
+        "__num_turns__": np.array([2 * len(turns) + 2]),
+    })
+
+
+def make_manager(name, tok, gta=None, reward=None):
+    cfg = OmegaConf.create({"gta": gta or {}, "reward": reward or {}})
+    cls = get_reward_manager_cls(name)
+    return cls(config=cfg, tokenizer=tok, compute_score=None, reward_router_address=None, reward_model_tokenizer=None)
+
+
+def _check_extra(info):
+    assert set(info) == EXTRA_KEYS
+    for key, value in info.items():
+        assert isinstance(value, str if key == "turn_rewards_json" else (int, float)), key
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+async def test_trajectory_guided_table(tok, prompt_ids, case):
+    out = await make_manager("trajectory_guided", tok).run_single(make_data(tok, prompt_ids, case))
+    assert isinstance(out["reward_score"], float)
+    assert out["reward_score"] == pytest.approx(case.total)
+    info = out["reward_extra_info"]
+    _check_extra(info)
+    assert info["acc"] == case.em
+    assert info["complete_chain"] == float(case.complete)
+    assert info["target_doc_cov"] == pytest.approx(case.cov)
+    assert info["zero_target_turns"] == case.zero_turns
+    assert info["num_searches"] == len(case.turn_doc_ids)
+    assert json.loads(info["turn_rewards_json"]) == pytest.approx(list(case.search_rewards))
+    assert info["search_reward_sum"] == pytest.approx(sum(case.search_rewards))
+    assert info["answer_reward"] == case.answer_reward
+    assert info["traj_reward"] == pytest.approx(case.total)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+async def test_exact_match_table(tok, prompt_ids, case):
+    out = await make_manager("exact_match", tok).run_single(make_data(tok, prompt_ids, case))
+    assert out["reward_score"] == case.em
+    info = out["reward_extra_info"]
+    _check_extra(info)
+    assert info["acc"] == case.em
+    # Evidence metrics are logged in Stage II too; the reward has no search term.
+    assert info["target_doc_cov"] == pytest.approx(case.cov)
+    assert info["search_reward_sum"] == 0.0
+    assert info["answer_reward"] == case.em
+    assert info["traj_reward"] == pytest.approx(case.total)
+    assert json.loads(info["turn_rewards_json"]) == [0.0] * len(case.turn_doc_ids)
+
+
+async def test_padding_numpy_and_special_tokens(tok, prompt_ids):
+    case = next(c for c in CASES if c.name == "repeated_doc")
+    data = make_data(tok, prompt_ids, case, pad=7, as_numpy=True)
+    request = scoring_request_from_data(data, tok)
+    assert not request.response_text.endswith("<|im_end|>")  # special tokens skipped
+    assert "<|endoftext|>" not in request.response_text  # padding cut by the attention mask
+    assert request.target_doc_ids == ("d1", "d2")
+    assert request.turn_doc_ids == [["d1"], ["d1"], ["d2"]]
+    out = await make_manager("trajectory_guided", tok).run_single(data)
+    assert out["reward_score"] == pytest.approx(2.4)
+
+
+async def test_multi_output_scores_last(tok, prompt_ids):
+    wrong = next(c for c in CASES if c.name == "shortcut_wrong")
+    right = next(c for c in CASES if c.name == "shortcut_correct")
+    a, b = make_data(tok, prompt_ids, wrong, pad=40), make_data(tok, prompt_ids, right)
+    b.batch["responses"] = torch.nn.functional.pad(b.batch["responses"], (0, a.batch["responses"].shape[1] - b.batch["responses"].shape[1]))
+    width = a.batch["attention_mask"].shape[1]
+    b.batch["attention_mask"] = torch.nn.functional.pad(b.batch["attention_mask"], (0, width - b.batch["attention_mask"].shape[1]))
+    b.batch["input_ids"] = torch.nn.functional.pad(b.batch["input_ids"], (0, width - b.batch["input_ids"].shape[1]))
+    data = DataProto.concat([a, b])
+    out = await make_manager("trajectory_guided", tok).run_single(data)
+    assert out["reward_score"] == 1.0
+
+
+async def test_reward_values_from_config(tok, prompt_ids):
+    case = next(c for c in CASES if c.name == "partial_chain")  # one hit, one miss, correct+incomplete
+    mgr = make_manager(
+        "trajectory_guided", tok,
+        gta={"reward": {"miss": -0.2, "correct_incomplete": 0.5}},
+        reward={"reward_kwargs": {"hit_per_doc": 1.0, "overlong_buffer_cfg": None}},  # foreign key ignored
+    )
+    out = await mgr.run_single(make_data(tok, prompt_ids, case))
+    assert out["reward_score"] == pytest.approx(1.0 - 0.2 + 0.5)
+
+
+def test_bad_reward_config_fails_at_construction(tok):
+    with pytest.raises(ValueError, match="unknown key"):
+        make_manager("trajectory_guided", tok, gta={"reward": {"mis": -0.2}})
+
+
+def test_missing_ground_truth(tok, prompt_ids):
+    data = make_data(tok, prompt_ids, CASES[0])
+    data.non_tensor_batch["reward_model"] = np.array([{"style": "rule"}], dtype=object)
+    with pytest.raises(KeyError, match="make_verl_row"):
+        scoring_request_from_data(data, tok)
+
+
+async def test_without_gta_agent_loop_fields(tok, prompt_ids):
+    # A third-party loop (no gta/ extra fields) still scores: no searches recorded.
+    data = make_data(tok, prompt_ids, CASES[0])
+    data.non_tensor_batch.pop("tool_extra_fields")
+    out = await make_manager("trajectory_guided", tok).run_single(data)
+    assert out["reward_score"] == 1.0 and out["reward_extra_info"]["num_searches"] == 0
