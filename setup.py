@@ -31,6 +31,8 @@ INSTALL_REQUIRES = [
 EXTRAS = {
     # The GPU cluster install: vLLM rollouts, faiss on GPU, flash attention.
     "gpu": ["verl[vllm]==0.9.1", "faiss-gpu-cu12", "flash-attn"],
+    # Alias of "gpu" for in-process vLLM backends (OpenIE, synthesis, evaluation).
+    "vllm": ["verl[vllm]==0.9.1"],
     "test": ["pytest>=8", "pytest-asyncio>=0.23", "networkx>=3.0"],
 }
 

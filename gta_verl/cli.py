@@ -52,6 +52,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        # verl and faiss log per-call INFO lines (tokenizer wiring, loader probing) that bury our tables.
+        for noisy in ("verl", "faiss", "httpx"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

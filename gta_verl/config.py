@@ -31,10 +31,10 @@ from gta_verl.agent.config import AgentConfig
 from gta_verl.rewards.trajectory import TrajectoryRewardConfig
 
 __all__ = [
+    "RETRIEVER_MODES",
     "AgentConfig",
     "GTAConfig",
     "RetrieverSection",
-    "RETRIEVER_MODES",
     "reward_config_from_trainer",
 ]
 

@@ -55,42 +55,60 @@ class QuickstartContext:
 
 
 def _stage_prep(ctx: QuickstartContext) -> StageLog:
+    import pandas as pd
+
     from gta_verl.data.prep import prepare_musique
 
-    result = prepare_musique(ctx.out / "data")
-    ctx.paths.update({k: Path(v) for k, v in result.paths.items()})
-    return StageLog("Data preparation (MuSiQue subset)", result.markdown(), 0.0, result.to_dict())
+    paths = prepare_musique(ctx.out / "data", verbose=True)
+    ctx.paths.update({k: Path(v) for k, v in paths.items()})
+    rows = [f"| {k} | `{v}` | {len(pd.read_parquet(v)):,} |" for k, v in paths.items()]
+    md = "| table | path | rows |\n|---|---|---:|\n" + "\n".join(rows)
+    return StageLog("Data preparation (MuSiQue subset)", md, 0.0, {k: str(v) for k, v in paths.items()})
 
 
 def _stage_kb(ctx: QuickstartContext) -> StageLog:
     from gta_verl.kb.build import KBConfig, build_kb_from_files
-    from gta_verl.kb.stats import format_stats_table, kb_stats
+    from gta_verl.kb.stats import kb_stats, stats_markdown
 
     kb_dir = ctx.out / "kb_musique"
-    kb = build_kb_from_files(
-        MUSIQUE_CORPUS, "hipporag", f"precomputed:{MUSIQUE_OPENIE}", kb_dir, KBConfig()
-    )
+    kb = build_kb_from_files(MUSIQUE_CORPUS, "hipporag", f"precomputed:{MUSIQUE_OPENIE}", kb_dir, KBConfig())
     ctx.paths["kb"] = kb_dir
     stats = kb_stats(kb)
-    return StageLog("Knowledge base (GTA-RAG Table 5 layout)", format_stats_table(stats), 0.0, stats)
+    return StageLog("Knowledge base (GTA-RAG Table 5 layout)", stats_markdown(stats, "MuSiQue subset"), 0.0, stats)
 
 
 def _stage_retrieval(ctx: QuickstartContext) -> StageLog:
-    from gta_verl.retrieval.evaluate import evaluate_retrieval, format_recall_table
+    from gta_verl.kb.store import load_kb
+    from gta_verl.retrieval.evaluate import evaluate_retrieval, format_recall_table, load_qa
 
-    result = evaluate_retrieval(
-        ctx.paths["kb"], ctx.paths["qa"], modes=("dense", "graph", "hybrid"), ks=(1, 2, 5, 10)
-    )
+    kb = load_kb(ctx.paths["kb"])
+    qa = load_qa(ctx.paths["qa"], kb.passages)
+    result = evaluate_retrieval(ctx.paths["kb"], qa, modes=("dense", "graph", "hybrid"), ks=(1, 2, 5, 10))
     return StageLog("Retrieval recall@k on the 100 MuSiQue questions", format_recall_table(result), 0.0, result)
 
 
 def _stage_synth(ctx: QuickstartContext) -> StageLog:
-    from gta_verl.synth.pipeline import run_synthesis
+    from gta_verl.kb.store import load_kb
+    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.synth.generators.registry import make_generator
+    from gta_verl.synth.pipeline import synthesize
+    from gta_verl.synth.writer import stats_markdown, write_stage1_parquet
 
+    kb = load_kb(ctx.paths["kb"])
+    # The deployed retriever, same default config as training (hybrid, K_g = K_d = 3).
+    retriever = GraphRetriever.from_kb_dir(ctx.paths["kb"])
+    result = synthesize(kb, retriever, make_generator("template", seed=ctx.seed), n=ctx.n_synth, seed=ctx.seed)
+    passages = {p.doc_id: p for p in kb.passages}
     out = ctx.out / "stage1_template.parquet"
-    result = run_synthesis(kb_dir=ctx.paths["kb"], out=out, generator="template", n=ctx.n_synth, seed=ctx.seed)
+    funnel = result.funnel.to_dict()
+    write_stage1_parquet(result.validated, out, passages, validated=True, metadata={"funnel": funnel})
+    if result.unvalidated:  # the "w/o trajectory validation" ablation set
+        write_stage1_parquet(
+            result.unvalidated, ctx.out / "stage1_template_unvalidated.parquet", passages, validated=False
+        )
     ctx.paths["stage1"] = out
-    return StageLog("Trajectory synthesis (template generator)", result.markdown(), 0.0, result.to_dict())
+    data = {"stats": result.stats, "funnel": funnel, "timings": result.timings}
+    return StageLog("Trajectory synthesis (template generator)", stats_markdown(result.stats, funnel), 0.0, data)
 
 
 def _stage_smoke(ctx: QuickstartContext) -> StageLog:
@@ -107,17 +125,55 @@ def _stage_smoke(ctx: QuickstartContext) -> StageLog:
 
 
 def _stage_eval(ctx: QuickstartContext) -> StageLog:
-    from gta_verl.eval.quick import run_quick_eval
+    """Two evaluation runs through the real agent loop and retriever.
 
-    result = run_quick_eval(
-        kb_dir=ctx.paths["kb"],
-        qa_parquet=ctx.paths["qa"],
-        stage1_parquet=ctx.paths["stage1"],
-        out_dir=ctx.out / "eval",
-        max_questions=ctx.eval_questions,
-        seed=ctx.seed,
+    * ``tiny-random-qwen2`` on the MuSiQue questions and the Stage-I set: the untrained
+      policy of the smoke run (expect ~0 everywhere; it shows the harness end to end);
+    * ``reference-replay`` on the Stage-I set: τ* replayed as scripted text — the oracle
+      row, which must reach full target coverage because synthesis kept only trajectories
+      the deployed retriever can execute.
+    """
+    import pandas as pd
+
+    from gta_verl.agent.backends import ScriptedServerManager
+    from gta_verl.agent.tokenizer import load_qwen_tokenizer
+    from gta_verl.eval.replay import reference_scripts
+    from gta_verl.eval.runner import evaluate_policy
+
+    n = ctx.eval_questions
+    tiny = evaluate_policy(
+        "tiny-random-qwen2",
+        [ctx.paths["qa"], ctx.paths["stage1"]],
+        ctx.paths["kb"],
+        out_dir=ctx.out / "eval" / "tiny_random_qwen2",
+        max_questions=n,
     )
-    return StageLog("Evaluation report", result.markdown(), 0.0, result.to_dict())
+    rows = pd.read_parquet(ctx.paths["stage1"]).head(n).to_dict("records")
+    tok = load_qwen_tokenizer()
+    replay = evaluate_policy(
+        "reference-replay",
+        [ctx.paths["stage1"]],
+        ctx.paths["kb"],
+        out_dir=ctx.out / "eval" / "reference_replay",
+        max_questions=n,
+        server_manager=ScriptedServerManager(tok, reference_scripts(rows)),
+        tokenizer=tok,
+    )
+    parts, data = [], {}
+    for label, res in (("tiny-random-qwen2 (untrained)", tiny), ("reference-replay (oracle τ*)", replay)):
+        md = res.report.markdown.read_text(encoding="utf-8")
+        plots = ", ".join(f"`{p}`" for p in res.report.plots.values())
+        parts.append(f"### {label}\n\nReport: `{res.report.markdown}`; plots: {plots}\n\n{_body(md)}")
+        data[label] = {"report": str(res.report.markdown), "plots": [str(p) for p in res.report.plots.values()]}
+    return StageLog("Evaluation (agent loop + retriever on the bundled data)", "\n\n".join(parts), 0.0, data)
+
+
+def _body(markdown: str) -> str:
+    """Drop a report's top-level title so it nests under the summary's headings."""
+    lines = markdown.splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    return "\n".join(line.replace("## ", "#### ", 1) if line.startswith("## ") else line for line in lines)
 
 
 STAGES: tuple[tuple[str, Callable[[QuickstartContext], StageLog]], ...] = (
@@ -133,6 +189,10 @@ STAGES: tuple[tuple[str, Callable[[QuickstartContext], StageLog]], ...] = (
 def run_quickstart(ctx: QuickstartContext, stages: tuple[str, ...] | None = None) -> list[StageLog]:
     """Run the stages in order, print each stage's table, and write ``summary.md``."""
     ctx.out.mkdir(parents=True, exist_ok=True)
+    # Default locations, so a later stage can be re-run alone (--stages eval) on an earlier run's outputs.
+    for key, rel in (("corpus", "data/musique_corpus.parquet"), ("qa", "data/musique_train.parquet"),
+                     ("kb", "kb_musique"), ("stage1", "stage1_template.parquet")):
+        ctx.paths.setdefault(key, ctx.out / rel)
     logs: list[StageLog] = []
     for name, fn in STAGES:
         if stages and name not in stages:

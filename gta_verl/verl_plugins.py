@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 
 logger = logging.getLogger("gta_verl.verl_plugins")
 
@@ -38,7 +39,23 @@ REGISTERED_NAMES: dict[str, tuple[str, ...]] = {
 LOADED: dict[str, bool] = {}
 
 
+def _compat_half_imported() -> bool:
+    """True while ``gta_verl.verl_compat`` is mid-import (it imported verl, which imported us).
+
+    Our plugin modules import names from ``verl_compat``; they cannot load until it
+    finishes, and ``verl_compat`` re-runs the registration at its end. ``VERL_VERSION_PINNED``
+    is assigned after all of its verl imports, so its absence marks the half-imported state.
+    """
+    compat = sys.modules.get("gta_verl.verl_compat")
+    return compat is not None and not hasattr(compat, "VERL_VERSION_PINNED")
+
+
 def _register_all() -> None:
+    if _compat_half_imported():
+        for name in PLUGIN_MODULES:
+            LOADED[name] = False
+        logger.debug("deferring gta-verl plugin registration until gta_verl.verl_compat is imported")
+        return
     for name in PLUGIN_MODULES:
         try:
             importlib.import_module(name)

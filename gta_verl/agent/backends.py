@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from gta_verl.verl_compat import TokenOutput
@@ -45,9 +44,11 @@ def cut_at_stop(text: str, stops: Sequence[str]) -> str:
     return text[: pos + len(stop)]
 
 
-@dataclass
 class ScriptedServerManager:
     """Server manager returning scripted text, one script (list of turns) per rollout.
+
+    A plain class on purpose: ``hydra.utils.instantiate`` (how verl builds agent
+    loops) would turn a dataclass argument into a config node.
 
     Args:
         tokenizer: Tokenizer used to turn scripted text into token ids.
@@ -58,30 +59,43 @@ class ScriptedServerManager:
         honor_stop: Cut the text after the first stop string like vLLM; False
             returns the whole scripted text (a backend ignoring stops, verl #935).
         logprob: Log-prob reported for every token (None → report none).
+        calls: Shared call log (``for_rollout`` views append to their parent's).
     """
 
-    tokenizer: Any
-    scripts: Sequence[Sequence[str]]
-    honor_stop: bool = True
-    logprob: float | None = -0.5
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    _script_of: dict[str, int] = field(default_factory=dict)
-    _count: dict[str, int] = field(default_factory=dict)
-    _bound: int | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __post_init__(self) -> None:
-        if not self.scripts:
+    def __init__(
+        self,
+        tokenizer: Any,
+        scripts: Sequence[Sequence[str]],
+        honor_stop: bool = True,
+        logprob: float | None = -0.5,
+        calls: list[dict[str, Any]] | None = None,
+    ) -> None:
+        if not scripts:
             raise ValueError("ScriptedServerManager needs at least one script")
+        self.tokenizer = tokenizer
+        self.scripts = scripts
+        self.honor_stop = honor_stop
+        self.logprob = logprob
+        self.calls: list[dict[str, Any]] = [] if calls is None else calls
+        self._script_of: dict[str, int] = {}
+        self._count: dict[str, int] = {}
+        self._bound: int | None = None
+        self._lock = threading.Lock()
 
-    def for_rollout(self, row_index: int, sample_index: int, n_samples: int = 1) -> "ScriptedServerManager":
+    def for_rollout(self, row_index: int, sample_index: int, n_samples: int = 1) -> ScriptedServerManager:
         """A view bound to script ``row_index * n_samples + sample_index`` (shares ``calls``)."""
         view = ScriptedServerManager(self.tokenizer, self.scripts, self.honor_stop, self.logprob, self.calls)
         view._bound = (row_index * n_samples + sample_index) % len(self.scripts)
         return view
 
     async def generate(
-        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], image_data: Any = None, **kw: Any
+        self,
+        request_id: str,
+        *,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        image_data: Any = None,
+        **kw: Any,
     ) -> TokenOutput:
         """Return the next scripted turn of this rollout as a :class:`TokenOutput`."""
         with self._lock:
@@ -93,7 +107,11 @@ class ScriptedServerManager:
             call = self._count.get(request_id, 0)
             self._count[request_id] = call + 1
             self.calls.append(
-                {"request_id": request_id, "prompt_ids": list(prompt_ids), "sampling_params": dict(sampling_params)}
+                {
+                    "request_id": request_id,
+                    "prompt_ids": list(prompt_ids),
+                    "sampling_params": dict(sampling_params),
+                }
             )
         text = script[call] if call < len(script) else ""
         if self.honor_stop:
@@ -115,6 +133,8 @@ class HFServerManager:
             sampled tokens (None or past the end → ordinary free generation).
         free_tokens: Tokens the model samples freely before forced text (its "reasoning").
         seed: Base seed; each rollout view draws from its own generator.
+        max_tokens_per_call: Optional cap on the tokens of one free (unguided) call,
+            below the loop's ``max_tokens`` (a stand-in for the EOS a random model never emits).
     """
 
     def __init__(
@@ -124,6 +144,7 @@ class HFServerManager:
         guide: GuideFn | None = None,
         free_tokens: int = 8,
         seed: int = 0,
+        max_tokens_per_call: int | None = None,
     ) -> None:
         import torch
 
@@ -132,6 +153,7 @@ class HFServerManager:
         self.guide = guide
         self.free_tokens = int(free_tokens)
         self.seed = int(seed)
+        self.max_tokens_per_call = None if max_tokens_per_call is None else int(max_tokens_per_call)
         self.device = next(model.parameters()).device
         self._plan: GuidePlan = ()
         self._calls: dict[str, int] = {}
@@ -139,7 +161,7 @@ class HFServerManager:
         self._stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
         self._lock = threading.Lock()  # one forward at a time per model (executor threads)
 
-    def for_rollout(self, row_index: int, sample_index: int, n_samples: int = 1) -> "HFServerManager":
+    def for_rollout(self, row_index: int, sample_index: int, n_samples: int = 1) -> HFServerManager:
         """A view with this rollout's guide plan and its own seeded sampler."""
         view = HFServerManager.__new__(HFServerManager)
         view.__dict__.update(self.__dict__)
@@ -147,11 +169,19 @@ class HFServerManager:
         view._calls = {}
         import torch
 
-        view._gen = torch.Generator(device="cpu").manual_seed(self.seed * 1_000_003 + row_index * 1009 + sample_index)
+        view._gen = torch.Generator(device="cpu").manual_seed(
+            self.seed * 1_000_003 + row_index * 1009 + sample_index
+        )
         return view
 
     async def generate(
-        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], image_data: Any = None, **kw: Any
+        self,
+        request_id: str,
+        *,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        image_data: Any = None,
+        **kw: Any,
     ) -> TokenOutput:
         """Generate up to ``max_tokens`` tokens; see the class docstring."""
         call = self._calls.get(request_id, 0)
@@ -168,6 +198,8 @@ class HFServerManager:
         import torch
 
         max_tokens = max(1, int(params.get("max_tokens", 256)))
+        if self.max_tokens_per_call is not None and forced is None:
+            max_tokens = min(max_tokens, self.max_tokens_per_call)
         stops = tuple(params.get("stop") or ())
         free = min(self.free_tokens, max_tokens) if forced is not None else max_tokens
         with self._lock, torch.no_grad():
@@ -179,13 +211,17 @@ class HFServerManager:
                 ids += forced_ids
         return ids, logprobs
 
-    def _forward(self, ids: list[int], past: Any) -> tuple[Any, Any]:
+    def _forward(self, ids: list[int], past: Any, keep: int = 1) -> tuple[Any, Any]:
+        """Extend the KV cache by ``ids``; return it and the logits of the last ``keep`` positions."""
         import torch
 
         out = self.model(
-            input_ids=torch.tensor([ids], device=self.device), past_key_values=past, use_cache=True
+            input_ids=torch.tensor([ids], device=self.device),
+            past_key_values=past,
+            use_cache=True,
+            logits_to_keep=keep,  # the 151k-way head only where it is needed
         )
-        return out.past_key_values, out.logits[0, -1].float()
+        return out.past_key_values, out.logits[0].float()
 
     def _sample(
         self, prompt_ids: list[int], n: int, params: dict[str, Any], stops: Sequence[str], check_stop: bool
@@ -193,26 +229,30 @@ class HFServerManager:
         import torch
 
         past, logits = self._forward(prompt_ids, None)
+        logits = logits[-1]
         ids: list[int] = []
         logprobs: list[float] = []
         for _ in range(n):
             token = self._pick(logits, params)
             logprobs.append(float(torch.log_softmax(logits, -1)[token]))
             ids.append(token)
-            past, logits = self._forward([token], past)
             if check_stop and (token in self._stop_ids or self._hit_stop(ids, stops)):
                 break
+            past, logits = self._forward([token], past)
+            logits = logits[-1]
         return ids, logprobs, past, logits
 
     def _score(self, forced_ids: list[int], past: Any, logits: Any) -> list[float]:
-        """Teacher-force ``forced_ids`` and return the model's log-prob of each."""
+        """Teacher-force ``forced_ids`` in one pass and return the model's log-prob of each."""
         import torch
 
-        out: list[float] = []
-        for token in forced_ids:
-            out.append(float(torch.log_softmax(logits, -1)[token]))
-            past, logits = self._forward([token], past)
-        return out
+        if not forced_ids:
+            return []
+        _, forced_logits = self._forward(forced_ids, past, keep=len(forced_ids))
+        # position j's distribution predicts token j+1; the first forced token uses ``logits``
+        dists = torch.cat([logits[None], forced_logits[:-1]], 0)
+        lp = torch.log_softmax(dists, -1).gather(-1, torch.tensor(forced_ids, device=dists.device)[:, None])
+        return [float(x) for x in lp[:, 0]]
 
     def _hit_stop(self, ids: list[int], stops: Sequence[str]) -> bool:
         if not stops:

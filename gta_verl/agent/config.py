@@ -49,13 +49,17 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         if int(self.max_actions) < 1:
-            raise ValueError(f"gta.agent.max_actions must be >= 1 (the action budget B), got {self.max_actions}")
+            raise ValueError(
+                f"gta.agent.max_actions must be >= 1 (the action budget B), got {self.max_actions}"
+            )
         if int(self.max_obs_tokens) < 16:
             raise ValueError(
                 f"gta.agent.max_obs_tokens must be >= 16 to fit '<info>…</info>', got {self.max_obs_tokens}"
             )
         if not isinstance(self.place_turn_rewards, bool):
-            raise ValueError(f"gta.agent.place_turn_rewards must be true/false, got {self.place_turn_rewards!r}")
+            raise TypeError(
+                f"gta.agent.place_turn_rewards must be true/false, got {self.place_turn_rewards!r}"
+            )
         if self.retriever_transport not in RETRIEVER_TRANSPORTS:
             raise ValueError(
                 f"gta.agent.retriever_transport={self.retriever_transport!r}; "
@@ -65,7 +69,7 @@ class AgentConfig:
             raise ValueError("gta.agent.retriever_transport=http needs gta.agent.retriever_url")
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None) -> "AgentConfig":
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> AgentConfig:
         """Build from a plain mapping (or OmegaConf node), rejecting unknown keys."""
         if values is None:
             return cls()
@@ -74,7 +78,7 @@ class AgentConfig:
 
             values = OmegaConf.to_container(values, resolve=True)  # type: ignore[assignment]
         if not isinstance(values, Mapping):
-            raise ValueError(f"gta.agent must be a mapping, got {type(values).__name__}")
+            raise TypeError(f"gta.agent must be a mapping, got {type(values).__name__}")
         values = dict(values)  # type: ignore[arg-type]
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)

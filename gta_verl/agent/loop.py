@@ -175,15 +175,13 @@ class GTASearchAgentLoop(AgentLoopBase):
             timing["generate_sequences"] += time.perf_counter() - tic
             state.actions += 1
             tic = time.perf_counter()
-            truncated = await self._take_turn(state, list(out.token_ids)[:remaining], out.log_probs, remaining)
+            truncated = await self._take_turn(state, list(out.token_ids)[:remaining], out.log_probs)
             timing["tool_calls"] += time.perf_counter() - tic
             if truncated:
                 break
         return self._output(prompt_ids, state, truncated, timing)
 
-    async def _take_turn(
-        self, state: _Rollout, gen_ids: list[int], logprobs: list[float] | None, remaining: int
-    ) -> bool:
+    async def _take_turn(self, state: _Rollout, gen_ids: list[int], logprobs: list[float] | None) -> bool:
         """Append one generated turn and its environment response; return True if truncated."""
         text = self._decode(gen_ids)
         action = parse_action(text)
@@ -238,7 +236,9 @@ class GTASearchAgentLoop(AgentLoopBase):
         except asyncio.CancelledError:
             raise
         except asyncio.TimeoutError:
-            logger.warning("gta agent loop: retrieval timed out after %.1fs for %r", self.retrieval_timeout_s, query)
+            logger.warning(
+                "gta agent loop: retrieval timed out after %.1fs for %r", self.retrieval_timeout_s, query
+            )
             return RetrievalResult(query=query, error=f"timeout after {self.retrieval_timeout_s:g}s")
         except Exception as exc:  # noqa: BLE001 - becomes an observation + metric
             logger.warning("gta agent loop: retrieval failed for %r: %r", query, exc)
@@ -259,7 +259,8 @@ class GTASearchAgentLoop(AgentLoopBase):
             schema.EF_INVALID_ACTIONS: state.invalid,
             schema.EF_ANSWER: state.answer,
             schema.EF_TURN_SPANS: [list(s) for s in spans],
-            schema.EF_BUDGET_EXHAUSTED: state.answer is None and state.actions >= self.agent_config.max_actions,
+            schema.EF_BUDGET_EXHAUSTED: state.answer is None
+            and state.actions >= self.agent_config.max_actions,
             schema.EF_TRUNCATED: bool(truncated),
             EF_PLACE_TURN_REWARDS: bool(self.agent_config.place_turn_rewards),
             EF_TRAILING_DROPPED: state.trailing,

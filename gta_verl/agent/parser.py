@@ -122,7 +122,9 @@ def token_index_for_char(
     return max(0, _first_prefix(token_ids, lambda length: length > char_pos, decode) - 1) if n else 0
 
 
-def _first_prefix(token_ids: Sequence[int], ok: Callable[[int], bool], decode: Callable[[Sequence[int]], str]) -> int:
+def _first_prefix(
+    token_ids: Sequence[int], ok: Callable[[int], bool], decode: Callable[[Sequence[int]], str]
+) -> int:
     """Smallest k in [0, n] with ``ok(len(decode(ids[:k])))``; n + 1 if none (monotone ``ok``)."""
     lo, hi = 0, len(token_ids) + 1
     while lo < hi:

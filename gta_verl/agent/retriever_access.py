@@ -75,7 +75,13 @@ def get_retriever_client(trainer_config: Any, agent: AgentConfig) -> AsyncRetrie
     transport = agent.retriever_transport
     if transport == "auto":
         transport = "ray" if _ray_initialized() else "inprocess"
-    key = (transport, section.kb_dir, section.actor_name, agent.retriever_url, repr(sorted(section.knobs.items())))
+    key = (
+        transport,
+        section.kb_dir,
+        section.actor_name,
+        agent.retriever_url,
+        repr(sorted(section.knobs.items())),
+    )
     with _LOCK:  # held while creating: concurrent trajectories wait for one client
         if key not in _CLIENTS:
             _CLIENTS[key] = _make_client(transport, section, agent)
@@ -114,7 +120,10 @@ def _make_client(transport: str, section: Any, agent: AgentConfig) -> AsyncRetri
             from gta_verl.retrieval.actor import get_or_create_retriever_actor
 
             handle = get_or_create_retriever_actor(
-                _require_kb_dir(section, transport), section.retriever_config(), name=section.actor_name
+                _require_kb_dir(section, transport),
+                section.retriever_config(),
+                name=section.actor_name,
+                num_cpus=section.num_cpus,
             )
         return rclient.RayRetrieverClient(handle, timeout_s=section.timeout_s)
     from gta_verl.retrieval.retriever import GraphRetriever

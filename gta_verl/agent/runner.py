@@ -200,10 +200,19 @@ def run_agent_rollouts(
     except RuntimeError:
         return asyncio.run(
             arun_agent_rollouts(
-                rows, server_manager, tokenizer, retriever_client, trainer_config, n_samples, concurrency, validate
+                rows,
+                server_manager,
+                tokenizer,
+                retriever_client,
+                trainer_config,
+                n_samples,
+                concurrency,
+                validate,
             )
         )
-    raise RuntimeError("run_agent_rollouts called inside a running event loop; await arun_agent_rollouts instead")
+    raise RuntimeError(
+        "run_agent_rollouts called inside a running event loop; await arun_agent_rollouts instead"
+    )
 
 
 def rollout_data_proto(rollout: AgentRollout) -> DataProto:

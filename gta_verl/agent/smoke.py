@@ -69,7 +69,7 @@ class SmokeReport:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def format(self) -> str:
+    def markdown(self) -> str:
         """A short markdown report."""
         lines = [
             f"# gta-verl CPU RL smoke ({self.n_questions} questions x {self.group} rollouts, seed {self.seed})",
@@ -86,12 +86,18 @@ class SmokeReport:
                 )
         lines += [
             "",
-            f"- response tokens {self.response_tokens} (generated {self.generated_tokens}, "
-            f"masked observation/invalid {self.masked_tokens})",
-            f"- policy loss (verl vanilla, token-mean) {self.loss:+.5f}; grad norm {self.grad_norm:.5f}; "
-            f"ppo_kl {self.ppo_kl:.2e}",
-            f"- max |dL/dlogp| on mask-0 tokens = {self.max_abs_grad_on_masked:.1e} (must be 0); "
-            f"generated tokens with non-zero gradient: {self.generated_tokens_with_grad}",
+            (
+                f"- response tokens {self.response_tokens} (generated {self.generated_tokens}, "
+                f"masked observation/invalid {self.masked_tokens})"
+            ),
+            (
+                f"- policy loss (verl vanilla, token-mean) {self.loss:+.5f}; grad norm {self.grad_norm:.5f}; "
+                f"ppo_kl {self.ppo_kl:.2e}"
+            ),
+            (
+                f"- max |dL/dlogp| on mask-0 tokens = {self.max_abs_grad_on_masked:.1e} (must be 0); "
+                f"generated tokens with non-zero gradient: {self.generated_tokens_with_grad}"
+            ),
             f"- {self.seconds:.1f} s. Guided rollouts: a smoke of the machinery, not learning.",
         ]
         return "\n".join(lines)
@@ -146,10 +152,10 @@ def load_rows(data_parquet: str | Path, n_questions: int) -> list[dict[str, Any]
 
 
 def _make_retriever_client(kb_dir: str | Path) -> Any:
-    from gta_verl.retrieval.client import InProcessRetrieverClient
+    from gta_verl.agent.retriever_access import in_process_client
     from gta_verl.retrieval.retriever import GraphRetriever
 
-    return InProcessRetrieverClient(GraphRetriever.from_kb_dir(kb_dir))
+    return in_process_client(GraphRetriever.from_kb_dir(kb_dir))
 
 
 def _batch(rollouts: Sequence[Any]) -> dict[str, Any]:
@@ -173,20 +179,30 @@ def _batch(rollouts: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def _response_logprobs(model: Any, prompt_ids: list[int], response_ids: list[int]) -> Any:
-    """log π(y_t | x, y_<t) for every response token, [L], differentiable."""
+def _response_logprobs(model: Any, prompt_ids: list[int], response_ids: list[int], mask: Any) -> Any:
+    """log π(y_t | x, y_<t) for the response, [L]; differentiable where ``mask`` is 1.
+
+    The 151k-way head is applied only at generated positions (the only ones the
+    loss can use): observation positions hold a constant 0.0, the value verl's
+    agent loop records for them. Whether the loss really ignores them is what the
+    gradient probe in :func:`policy_gradient_step` checks.
+    """
     import torch
 
     ids = torch.tensor([prompt_ids + response_ids])
     hidden = model.model(input_ids=ids).last_hidden_state[0]
-    # Only the positions that predict response tokens go through the 151k-way head.
-    pred = hidden[len(prompt_ids) - 1 : len(prompt_ids) + len(response_ids) - 1]
+    live = torch.nonzero(mask[: len(response_ids)] > 0)[:, 0]
+    pred = hidden[len(prompt_ids) - 1 + live]  # the state before token t predicts token t
     logits = model.lm_head(pred).float()
-    target = torch.tensor(response_ids)
-    return logits.gather(-1, target[:, None])[:, 0] - torch.logsumexp(logits, -1)
+    target = torch.tensor(response_ids)[live]
+    lp_live = logits.gather(-1, target[:, None])[:, 0] - torch.logsumexp(logits, -1)
+    out = torch.zeros(len(response_ids))
+    return out.index_put((live,), lp_live)
 
 
-def policy_gradient_step(model: Any, rollouts: Sequence[Any], batch: Mapping[str, Any], adv: Any, lr: float) -> dict:
+def policy_gradient_step(
+    model: Any, rollouts: Sequence[Any], batch: Mapping[str, Any], adv: Any, lr: float
+) -> dict:
     """One verl ``vanilla`` PG step, micro-batched per rollout with the global token count.
 
     Args:
@@ -209,8 +225,13 @@ def policy_gradient_step(model: Any, rollouts: Sequence[Any], batch: Mapping[str
     # verl's agg_loss with a global batch_num_tokens makes micro-batch losses sum to
     # the full-batch token-mean loss, exactly as verl's actor micro-batches.
     actor_cfg = OmegaConf.create(
-        {"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.2, "clip_ratio_c": 3.0,
-         "global_batch_info": {"dp_size": 1, "batch_num_tokens": float(total_tokens)}}
+        {
+            "clip_ratio": 0.2,
+            "clip_ratio_low": 0.2,
+            "clip_ratio_high": 0.2,
+            "clip_ratio_c": 3.0,
+            "global_batch_info": {"dp_size": 1, "batch_num_tokens": float(total_tokens)},
+        }
     )
     loss_fn = get_policy_loss_fn("vanilla")
     model.train()
@@ -219,17 +240,23 @@ def policy_gradient_step(model: Any, rollouts: Sequence[Any], batch: Mapping[str
     for i, r in enumerate(rollouts):
         n = len(r.response_ids)
         lp = torch.zeros(1, mask.size(1))
-        lp[0, :n] = _response_logprobs(model, r.prompt_ids, r.response_ids)
+        lp[0, :n] = _response_logprobs(model, r.prompt_ids, r.response_ids, mask[i])
         lp.retain_grad()
         loss, metrics = loss_fn(
-            old_log_prob=batch["rollout_log_probs"][i : i + 1], log_prob=lp, advantages=adv[i : i + 1],
-            response_mask=mask[i : i + 1], loss_agg_mode="token-mean", config=actor_cfg,
+            old_log_prob=batch["rollout_log_probs"][i : i + 1],
+            log_prob=lp,
+            advantages=adv[i : i + 1],
+            response_mask=mask[i : i + 1],
+            loss_agg_mode="token-mean",
+            config=actor_cfg,
         )
         loss.backward()
-        total_loss += float(loss)
+        total_loss += loss.item()
         kl += float(metrics["actor/ppo_kl"]) * float(mask[i].sum() / total_tokens)
         grad = lp.grad[0]
-        probe_masked = max(probe_masked, float(grad[mask[i] == 0].abs().max()) if (mask[i] == 0).any() else 0.0)
+        probe_masked = max(
+            probe_masked, float(grad[mask[i] == 0].abs().max()) if (mask[i] == 0).any() else 0.0
+        )
         probe_live += int(((grad != 0) & (mask[i] == 1)).sum())
     params = [p for p in model.parameters() if p.grad is not None]
     grad_norm = float(torch.nn.utils.clip_grad_norm_(params, float("inf")))
@@ -252,18 +279,106 @@ async def _score_all(rollouts: Sequence[Any], trainer_config: Any, tokenizer: An
         await ascore_rollout(manager, r)
 
 
+def _rollouts(
+    rows: list[dict[str, Any]],
+    kb_dir: str | Path,
+    group: int,
+    seed: int,
+    client: Any,
+    settings: Mapping[str, int],
+) -> tuple[Any, list[Any]]:
+    """Guided rollouts of the tiny model through the real loop, scored by ``trajectory_guided``."""
+    from gta_verl.agent.backends import HFServerManager
+    from gta_verl.agent.runner import make_trainer_config, run_agent_rollouts
+    from gta_verl.agent.tokenizer import load_qwen_tokenizer, tiny_qwen2
+
+    tokenizer = load_qwen_tokenizer()
+    model = tiny_qwen2(seed)
+    backend = HFServerManager(
+        model,
+        tokenizer,
+        guide=lambda i, g: guide_plan(rows[i], g, group),
+        free_tokens=settings["free_tokens"],
+        seed=seed,
+        max_tokens_per_call=settings["free_call_tokens"],
+    )
+    gta = {"retriever": {"kb_dir": str(kb_dir)}, "agent": {"max_obs_tokens": settings["max_obs_tokens"]}}
+    cfg = make_trainer_config(prompt_length=1024, response_length=settings["response_length"], gta=gta)
+    rollouts = run_agent_rollouts(rows, backend, tokenizer, client, cfg, n_samples=group, concurrency=group)
+    asyncio.run(_score_all(rollouts, cfg, tokenizer))
+    return model, rollouts
+
+
+def _report(
+    rows: list[dict[str, Any]],
+    rollouts: list[Any],
+    batch: Mapping[str, Any],
+    seq_adv: list[float],
+    step: Mapping[str, Any],
+    group: int,
+    seed: int,
+    seconds: float,
+) -> SmokeReport:
+    n_questions = len(rows)
+
+    def grid(values: Sequence[Any]) -> list[list[Any]]:
+        return [list(values[q * group : (q + 1) * group]) for q in range(n_questions)]
+
+    info = [r.extra_fields["reward_extra_info"] for r in rollouts]
+    generated = int(batch["response_mask"].sum())
+    total = sum(len(r.response_ids) for r in rollouts)
+    forced = [
+        sum(1 for a in guide_plan(rows[r.row_index], r.sample_index, group) if a and "<search>" in a)
+        for r in rollouts
+    ]
+    return SmokeReport(
+        n_questions=n_questions,
+        group=group,
+        seed=seed,
+        rewards=grid([float(r.reward) for r in rollouts]),
+        searches=grid([int(r.extra_fields["gta/num_searches"]) for r in rollouts]),
+        forced_searches=grid(forced),
+        target_doc_cov=grid([float(i.get("target_doc_cov", 0.0)) for i in info]),
+        complete_chain=grid([float(i.get("complete_chain", 0.0)) for i in info]),
+        acc=grid([float(i.get("acc", 0.0)) for i in info]),
+        advantages=grid(seq_adv),
+        response_tokens=total,
+        generated_tokens=generated,
+        masked_tokens=total - generated,
+        loss=step["loss"],
+        grad_norm=step["grad_norm"],
+        max_abs_grad_on_masked=step["masked"],
+        generated_tokens_with_grad=step["live"],
+        ppo_kl=step["kl"],
+        seconds=seconds,
+    )
+
+
 def run_smoke(
     kb_dir: str | Path,
     data_parquet: str | Path,
     n_questions: int = 4,
     group: int = 4,
     seed: int = 0,
-    response_length: int = 320,
+    response_length: int = 1024,
+    max_obs_tokens: int = 128,
     free_tokens: int = 6,
+    free_call_tokens: int = 24,
     lr: float = 1e-2,
     retriever_client: Any = None,
 ) -> SmokeReport:
     """Run the CPU RL smoke (module docstring) and return its report.
+
+    Args:
+        kb_dir: KB directory for the in-process graph retriever.
+        data_parquet: verl parquet; the first ``n_questions`` rows with gold documents are used.
+        n_questions, group, seed: N questions × G rollouts; seeds model init and sampling.
+        response_length: ``rollout.response_length``.
+        max_obs_tokens: ``gta.agent.max_obs_tokens`` (small: keeps the smoke fast).
+        free_tokens: Tokens the model samples per guided turn before the forced action.
+        free_call_tokens: Cap per free (unguided) call: stands in for the EOS a random model never emits.
+        lr: SGD step size of the single update.
+        retriever_client: Reuse an ``AsyncRetriever`` instead of loading one from ``kb_dir``.
 
     Raises:
         AssertionError: if a mask-0 token receives gradient, no generated token does,
@@ -272,9 +387,6 @@ def run_smoke(
     import numpy as np
     import torch
 
-    from gta_verl.agent.backends import HFServerManager
-    from gta_verl.agent.runner import make_trainer_config, run_agent_rollouts
-    from gta_verl.agent.tokenizer import load_qwen_tokenizer, tiny_qwen2
     from gta_verl.verl_compat import get_adv_estimator_fn
 
     if group < 2:
@@ -282,17 +394,14 @@ def run_smoke(
     tic = time.perf_counter()
     torch.manual_seed(seed)
     rows = load_rows(data_parquet, n_questions)
-    tokenizer = load_qwen_tokenizer()
-    model = tiny_qwen2(seed)
     client = retriever_client or _make_retriever_client(kb_dir)
-    backend = HFServerManager(
-        model, tokenizer, guide=lambda i, g: guide_plan(rows[i], g, group), free_tokens=free_tokens, seed=seed
-    )
-    cfg = make_trainer_config(
-        prompt_length=1024, response_length=response_length, gta={"retriever": {"kb_dir": str(kb_dir)}}
-    )
-    rollouts = run_agent_rollouts(rows, backend, tokenizer, client, cfg, n_samples=group, concurrency=group)
-    asyncio.run(_score_all(rollouts, cfg, tokenizer))
+    settings = {
+        "response_length": response_length,
+        "max_obs_tokens": max_obs_tokens,
+        "free_tokens": free_tokens,
+        "free_call_tokens": free_call_tokens,
+    }
+    model, rollouts = _rollouts(rows, kb_dir, group, seed, client, settings)
 
     batch = _batch(rollouts)
     uids = np.array([f"q{r.row_index}" for r in rollouts], dtype=object)
@@ -300,30 +409,9 @@ def run_smoke(
         token_level_rewards=batch["rm_scores"], response_mask=batch["response_mask"], index=uids
     )
     step = policy_gradient_step(model, rollouts, batch, adv, lr)
-    seq_adv = [float(adv[i][batch["response_mask"][i] > 0][0]) if batch["response_mask"][i].any() else 0.0
-               for i in range(len(rollouts))]
+    mask = batch["response_mask"]
+    seq_adv = [float(adv[i][mask[i] > 0][0]) if mask[i].any() else 0.0 for i in range(len(rollouts))]
     assert step["masked"] == 0.0, f"mask-0 tokens received gradient (max {step['masked']})"
     assert step["live"] > 0, "no generated token received gradient"
     assert any(a != 0.0 for a in seq_adv), "all GRPO advantages are zero: the guided group did not diversify"
-
-    def grid(values: Sequence[Any]) -> list[list[Any]]:
-        return [list(values[q * group : (q + 1) * group]) for q in range(n_questions)]
-
-    info = [r.extra_fields["reward_extra_info"] for r in rollouts]
-    mask = batch["response_mask"]
-    total = sum(len(r.response_ids) for r in rollouts)
-    return SmokeReport(
-        n_questions=n_questions, group=group, seed=seed,
-        rewards=grid([float(r.reward) for r in rollouts]),
-        searches=grid([int(r.extra_fields["gta/num_searches"]) for r in rollouts]),
-        forced_searches=grid([sum(1 for a in guide_plan(rows[r.row_index], r.sample_index, group)
-                                  if a and "<search>" in a) for r in rollouts]),
-        target_doc_cov=grid([float(i.get("target_doc_cov", 0.0)) for i in info]),
-        complete_chain=grid([float(i.get("complete_chain", 0.0)) for i in info]),
-        acc=grid([float(i.get("acc", 0.0)) for i in info]),
-        advantages=grid(seq_adv),
-        response_tokens=total, generated_tokens=int(mask.sum()), masked_tokens=total - int(mask.sum()),
-        loss=step["loss"], grad_norm=step["grad_norm"], max_abs_grad_on_masked=step["masked"],
-        generated_tokens_with_grad=step["live"], ppo_kl=step["kl"],
-        seconds=time.perf_counter() - tic,
-    )
+    return _report(rows, rollouts, batch, seq_adv, step, group, seed, time.perf_counter() - tic)

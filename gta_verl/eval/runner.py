@@ -307,15 +307,17 @@ def evaluate_policy(
                             batch_size, concurrency, progress)
     writer.flush()
     records = read_records(out / "records")
-    meta = {"policy": settings.policy, "backend": settings.backend, "data": ", ".join(data),
-            "kb": str(kb_dir),
-            "n_samples": settings.n_samples, "temperature": settings.effective_temperature,
-            "action budget B": settings.max_actions}
-    report = write_report(records, out, name=name or Path(settings.policy).name or settings.policy, meta=meta,
-                          metrics_log=metrics_log)
+    report = write_report(records, out, name=name or Path(settings.policy).name or settings.policy,
+                          meta=_report_meta(settings, data, kb_dir), metrics_log=metrics_log)
     summary = summarize([score_record(r.rollout) for r in records])
     return EvalResult(out_dir=out, records_dir=out / "records", report=report, summary=summary,
                       n_records=len(records), n_new=n_new, n_skipped=writer.n_skipped)
+
+
+def _report_meta(settings: EvalSettings, data: Sequence[str], kb_dir: Path | str) -> dict[str, Any]:
+    return {"policy": settings.policy, "backend": settings.backend, "data": ", ".join(data), "kb": str(kb_dir),
+            "n_samples": settings.n_samples, "temperature": settings.effective_temperature,
+            "action budget B": settings.max_actions}
 
 
 def _key(row: Mapping[str, Any], sample_idx: int) -> RecordKey:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 import uuid
@@ -194,7 +195,8 @@ class EmbeddingCache:
             try:
                 with np.load(shard) as z:
                     keys, vecs = z["keys"], z["vecs"]
-            except Exception:  # a shard from a killed writer cannot exist (rename), but be safe
+            except (OSError, ValueError, KeyError) as exc:  # unreadable shard: re-encode, never crash
+                logging.getLogger(__name__).warning("skipping unreadable embedding cache shard %s: %s", shard, exc)
                 continue
             self._seen_shards.add(shard.name)
             for k, v in zip(keys.tolist(), vecs):

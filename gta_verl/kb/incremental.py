@@ -45,8 +45,9 @@ def add_passages(kb: KnowledgeBase, old_extractions: Mapping[str, Extraction], n
 
 
 def add_to_kb(kb_dir: str | Path, corpus_path: str | Path, corpus_format: str | None, openie_spec: str,
-              config: KBConfig = KBConfig(), progress: bool = True, strict: bool = False) -> KnowledgeBase:
+              config: KBConfig | None = None, progress: bool = True, strict: bool = False) -> KnowledgeBase:
     """Read ``corpus_path``, extract its new passages, rebuild and re-save ``kb_dir`` atomically."""
+    config = config or KBConfig()
     from gta_verl.data.loaders import read_corpus
     from gta_verl.kb.store import load_extractions, load_kb, save_kb
 

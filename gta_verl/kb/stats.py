@@ -45,4 +45,4 @@ def stats_markdown(stats: dict[str, Any], name: str = "KB") -> str:
         return f"{v:,.2f}" if isinstance(v, float) else f"{v:,}"
 
     row = f"| {name} | " + " | ".join(fmt(stats[k]) for k, _ in TABLE5_COLUMNS) + " |"
-    return "\n".join((head, sep, row))
+    return f"{head}\n{sep}\n{row}"

@@ -22,6 +22,15 @@ logger = logging.getLogger(__name__)
 DEFAULT_ACTOR_NAME = "gta_verl_graph_retriever"
 
 
+def _import_factory(path: str) -> Any:
+    import importlib
+
+    module, _, attr = path.partition(":")
+    if not module or not attr:
+        raise ValueError(f"embedder must be 'module:callable', got {path!r}")
+    return getattr(importlib.import_module(module), attr)
+
+
 class GraphRetrieverActor:
     """Body of the Ray actor (use :func:`get_or_create_retriever_actor`, not this class directly).
 
@@ -30,6 +39,8 @@ class GraphRetrieverActor:
         config: ``RetrieverConfig.to_dict()`` (a plain dict pickles across versions).
         max_batch: Most queries in one batched call.
         max_wait_ms: How long a call waits for others to join its batch.
+        embedder: ``"module:callable"`` import path of a zero-argument factory of the
+            query encoder (default: ``load_embedder(kb.embedder_name)``).
     """
 
     def __init__(
@@ -38,11 +49,13 @@ class GraphRetrieverActor:
         config: dict[str, Any] | None = None,
         max_batch: int = 256,
         max_wait_ms: float = 5.0,
+        embedder: str | None = None,
     ) -> None:
         from gta_verl.retrieval.retriever import GraphRetriever
 
         self.kb_dir = str(kb_dir)
-        self.retriever = GraphRetriever.from_kb_dir(kb_dir, RetrieverConfig.from_dict(config))
+        enc = _import_factory(embedder)() if embedder else None
+        self.retriever = GraphRetriever.from_kb_dir(kb_dir, RetrieverConfig.from_dict(config), enc)
         self.batcher = MicroBatcher(
             self.retriever.retrieve,
             validate=lambda q: self.retriever.prepare_queries([q]),
@@ -75,11 +88,14 @@ def get_or_create_retriever_actor(
     max_batch: int = 256,
     max_wait_ms: float = 5.0,
     max_concurrency: int = 4096,
+    embedder: str | None = None,
 ) -> Any:
     """Return the named retriever actor, creating it if it does not exist yet.
 
     Safe to call from every rollout worker: ``get_if_exists=True`` makes all of them
-    share one actor. Needs ``ray.init`` to have been called.
+    share one actor. Needs ``ray.init`` to have been called. Ray destroys a
+    non-detached actor when its creator's handle goes out of scope: keep the
+    returned handle alive for the training run, or pass ``lifetime="detached"``.
 
     Args:
         kb_dir: KB directory (must be readable from the actor's node).
@@ -93,6 +109,7 @@ def get_or_create_retriever_actor(
         max_batch: See :class:`GraphRetrieverActor`.
         max_wait_ms: See :class:`GraphRetrieverActor`.
         max_concurrency: Concurrent calls the async actor accepts.
+        embedder: See :class:`GraphRetrieverActor`.
 
     Returns:
         A Ray ``ActorHandle``.
@@ -112,4 +129,4 @@ def get_or_create_retriever_actor(
         num_gpus=num_gpus,
         max_restarts=max_restarts,
         max_concurrency=max_concurrency,
-    ).remote(str(kb_dir), (config or RetrieverConfig()).to_dict(), max_batch, max_wait_ms)
+    ).remote(str(kb_dir), (config or RetrieverConfig()).to_dict(), max_batch, max_wait_ms, embedder)

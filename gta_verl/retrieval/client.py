@@ -49,6 +49,25 @@ class RayRetrieverClient:
             self._handle = ray.get_actor(self._name, namespace=self.namespace)
         return self._handle
 
+    def _actor_sync(self, deadline: float) -> Any:
+        # A just-created named actor becomes visible asynchronously: retry until the deadline.
+        while True:
+            try:
+                return self._actor()
+            except ValueError:
+                if time.perf_counter() + 0.1 > deadline:
+                    raise
+                time.sleep(0.1)
+
+    async def _actor_async(self, deadline: float) -> Any:
+        while True:
+            try:
+                return self._actor()
+            except ValueError:
+                if time.perf_counter() + 0.1 > deadline:
+                    raise
+                await asyncio.sleep(0.1)
+
     def _failed(self, queries: Sequence[str], exc: BaseException, t0: float) -> list[RetrievalResult]:
         if self._name is not None:
             self._handle = None  # look the actor up again next time
@@ -65,7 +84,9 @@ class RayRetrieverClient:
         t0 = time.perf_counter()
         queries = list(queries)
         try:
-            return ray.get(self._actor().retrieve.remote(queries), timeout=self.timeout_s)
+            actor = self._actor_sync(t0 + self.timeout_s)
+            remaining = max(0.001, self.timeout_s - (time.perf_counter() - t0))
+            return ray.get(actor.retrieve.remote(queries), timeout=remaining)
         except Exception as exc:  # noqa: BLE001 - converted to error results by design
             return self._failed(queries, exc, t0)
 
@@ -74,8 +95,10 @@ class RayRetrieverClient:
         t0 = time.perf_counter()
         queries = list(queries)
         try:
-            ref = self._actor().retrieve.remote(queries)
-            return await asyncio.wait_for(asyncio.wrap_future(ref.future()), self.timeout_s)
+            actor = await self._actor_async(t0 + self.timeout_s)
+            remaining = max(0.001, self.timeout_s - (time.perf_counter() - t0))
+            ref = actor.retrieve.remote(queries)
+            return await asyncio.wait_for(asyncio.wrap_future(ref.future()), remaining)
         except Exception as exc:  # noqa: BLE001
             return self._failed(queries, exc, t0)
 
@@ -98,13 +121,8 @@ class InProcessRetrieverClient:
             try:
                 return self.retriever.retrieve(queries)
             except (ValueError, TypeError):
-                if len(queries) == 1:
-                    raise_ok = False
-                else:
-                    raise_ok = True
-                if raise_ok:  # one bad query must not fail the others: answer one by one
-                    return [self._one(q) for q in queries]
-                return [self._one(queries[0])]
+                # one bad query must not fail the others: answer them one by one
+                return [self._one(q) for q in queries]
             except Exception as exc:  # noqa: BLE001
                 return error_results(queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000)
 

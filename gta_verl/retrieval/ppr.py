@@ -195,6 +195,26 @@ class _Ops:
     def matmul(self, x):  # noqa: ANN001, ANN201
         return self.mat @ x
 
+    def coldot(self, a, b):  # noqa: ANN001, ANN201
+        """Column-wise inner products ``[b]`` of two ``[N, b]`` blocks, without a temporary."""
+        if self.backend == "scipy":
+            return np.einsum("ij,ij->j", a, b)
+        import torch
+
+        return torch.einsum("ij,ij->j", a, b)
+
+    def axpy(self, y, step, x, scratch=None):  # noqa: ANN001, ANN201
+        """``y += x * step`` in place (``step`` per column)."""
+        if self.backend == "scipy":
+            np.multiply(x, step, out=scratch)
+            y += scratch
+        else:
+            y.addcmul_(x, step.unsqueeze(0))
+        return y
+
+    def copy(self, a):  # noqa: ANN001, ANN201
+        return a.copy() if self.backend == "scipy" else a.clone()
+
 
 def _resolve_backend(backend: Backend, device: str) -> str:
     if backend == "scipy" and device != "cpu":
@@ -211,22 +231,30 @@ def _resolve_backend(backend: Backend, device: str) -> str:
 
 
 def _cg_block(ops: _Ops, rhs, c: float, tol: float, max_iter: int):  # noqa: ANN001, ANN202
-    """Solve ``(I − c S) y = rhs`` for every column of ``rhs`` [N, b] by batched CG."""
+    """Solve ``(I − c S) y = rhs`` for every column of ``rhs`` [N, b] by batched CG.
+
+    Conjugate gradients run independently per column (per-column step sizes); the
+    block stops when every column's residual is below ``tol`` × its right-hand side.
+    """
     y = rhs * 0
-    res = rhs.clone() if ops.backend == "torch" else rhs.copy()
-    direction = res.clone() if ops.backend == "torch" else res.copy()
-    rs = (res * res).sum(0)
+    res = ops.copy(rhs)
+    direction = ops.copy(rhs)
+    scratch = ops.copy(rhs) if ops.backend == "scipy" else None
+    rs = ops.coldot(res, res)
     stop = rs * (tol * tol)
     for it in range(max_iter):
         if bool((rs <= stop).all()):
             return y, it
-        a_dir = direction - c * ops.matmul(direction)
-        denom = (direction * a_dir).sum(0)
+        a_dir = ops.matmul(direction)
+        a_dir *= -c
+        a_dir += direction  # (I − cS) d
+        denom = ops.coldot(direction, a_dir)
         step = rs / (denom + (denom == 0))  # a converged (zero) column has denom 0: step 0
-        y = y + step * direction
-        res = res - step * a_dir
-        rs_new = (res * res).sum(0)
-        direction = res + (rs_new / (rs + (rs == 0))) * direction
+        ops.axpy(y, step, direction, scratch)
+        ops.axpy(res, -step, a_dir, scratch)
+        rs_new = ops.coldot(res, res)
+        direction *= rs_new / (rs + (rs == 0))
+        direction += res
         rs = rs_new
     return y, max_iter
 

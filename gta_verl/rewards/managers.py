@@ -32,7 +32,7 @@ from gta_verl.rewards.scoring import (
 )
 from gta_verl.verl_compat import RewardManagerBase, register_reward_manager
 
-__all__ = ["GTARewardManager", "TrajectoryGuidedRewardManager", "ExactMatchRewardManager"]
+__all__ = ["ExactMatchRewardManager", "GTARewardManager", "TrajectoryGuidedRewardManager"]
 
 
 class GTARewardManager(RewardManagerBase):

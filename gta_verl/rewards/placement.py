@@ -20,10 +20,10 @@ from typing import Any
 
 __all__ = [
     "TURN_REWARDS_KEY",
-    "place_turn_rewards",
-    "turn_rewards_from_info",
-    "query_end_positions",
     "place_from_extra_fields",
+    "place_turn_rewards",
+    "query_end_positions",
+    "turn_rewards_from_info",
 ]
 
 #: ``reward_extra_info`` key holding the JSON list of per-search-turn rewards.

@@ -18,7 +18,7 @@ from typing import Any
 
 from gta_verl.agent.prompt import ANSWER_CLOSE, ANSWER_OPEN, INFO_CLOSE, INFO_OPEN
 
-__all__ = ["normalize_answer", "exact_match", "f1", "extract_answer", "compute_score"]
+__all__ = ["compute_score", "exact_match", "extract_answer", "f1", "normalize_answer"]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = frozenset(string.punctuation)

@@ -109,7 +109,7 @@ def decode_response(item: Any, tokenizer: Any) -> str:
     """
     response_ids = item.batch["responses"]
     length = int(response_ids.shape[-1])
-    if "attention_mask" in item.batch.keys():
+    if "attention_mask" in item.batch.keys():  # noqa: SIM118 - TensorDict has no `in`
         valid = int(item.batch["attention_mask"][-length:].sum())
     else:
         valid = length
@@ -153,6 +153,9 @@ def _is_batched(data: Any) -> bool:
 
 
 # --------------------------------------------------------------------------- scoring
+_DEFAULT_REWARD = TrajectoryRewardConfig()
+
+
 def extra_info_from(
     result: Any, request: ScoringRequest, turn_rewards: Any, answer_reward: float
 ) -> dict[str, Any]:
@@ -196,7 +199,7 @@ def _trajectory(request: ScoringRequest, config: TrajectoryRewardConfig) -> Traj
 
 
 def score_trajectory_guided(
-    request: ScoringRequest, config: TrajectoryRewardConfig = TrajectoryRewardConfig()
+    request: ScoringRequest, config: TrajectoryRewardConfig = _DEFAULT_REWARD
 ) -> tuple[float, dict[str, Any]]:
     """Stage I: (R_traj of eq 18, reward_extra_info) for one rollout."""
     result = _trajectory(request, config)
@@ -204,7 +207,7 @@ def score_trajectory_guided(
 
 
 def score_exact_match(
-    request: ScoringRequest, config: TrajectoryRewardConfig = TrajectoryRewardConfig()
+    request: ScoringRequest, config: TrajectoryRewardConfig = _DEFAULT_REWARD
 ) -> tuple[float, dict[str, Any]]:
     """Stage II: (R_EM of eq 19, reward_extra_info).
 

@@ -20,8 +20,9 @@ signal, so every search turn scores 0 (not the −0.10 miss, which would teach "
 on data that simply lacks labels), and the answer term keeps eq 17 with C_T ⊇ ∅ vacuously
 true (+2 / −1). Within a GRPO group all rollouts share S(x), and a two-valued reward is
 invariant to the affine choice after group normalization, so only the search-term choice
-matters for training. Coverage is reported as 1.0 / complete (vacuous) and
-``has_targets=False`` lets metrics filter such samples.
+matters for training. Coverage is reported as 1.0 / complete (vacuous), zero-target turns
+keep their literal definition (every search), and ``has_targets=False`` lets metrics
+filter such samples.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 
 from gta_verl.rewards.qa import exact_match, f1
 
-__all__ = ["TrajectoryRewardConfig", "TrajectoryReward", "trajectory_reward", "em_reward"]
+__all__ = ["TrajectoryReward", "TrajectoryRewardConfig", "em_reward", "trajectory_reward"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,9 @@ class TrajectoryRewardConfig:
             object.__setattr__(self, f.name, float(value))
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None, where: str = "gta.reward") -> TrajectoryRewardConfig:
+    def from_mapping(
+        cls, values: Mapping[str, Any] | None, where: str = "gta.reward"
+    ) -> TrajectoryRewardConfig:
         """Build from a mapping, rejecting unknown keys (``where`` names the config node)."""
         values = dict(values or {})
         known = {f.name for f in fields(cls)}

@@ -33,23 +33,58 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--kb", required=True, help="KB directory (gta-verl kb build --out)")
     p.add_argument("--out", required=True, help="output parquet (written atomically)")
-    p.add_argument("--generator", choices=GENERATOR_NAMES, default="template",
-                   help="template: offline, CPU, lower quality; openai: OpenAI-compatible endpoint; "
-                   "vllm: in-process vLLM (GPU)")
+    p.add_argument(
+        "--generator",
+        choices=GENERATOR_NAMES,
+        default="template",
+        help="template: offline, CPU, lower quality; openai: OpenAI-compatible endpoint; "
+        "vllm: in-process vLLM (GPU)",
+    )
     p.add_argument("--n", type=int, default=200, help="validated trajectories wanted (default 200)")
-    p.add_argument("--hops", type=_hops, default=(2, 3, 4),
-                   help="allowed hop counts; weights from the paper mix 0.8/0.15/0.05 (default 2,3,4)")
+    p.add_argument(
+        "--hops",
+        type=_hops,
+        default=(2, 3, 4),
+        help="allowed hop counts; weights from the paper mix 0.8/0.15/0.05 (default 2,3,4)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of path sampling and generation (default 0)")
     p.add_argument("--batch-size", type=int, default=64, help="paths per round (default 64)")
-    p.add_argument("--max-sampled-docs", type=int, default=10,
-                   help="cap on document nodes sampled per path (paper: 10)")
-    p.add_argument("--no-validation", action="store_true",
-                   help="skip the retriever check (the 'w/o trajectory validation' ablation)")
-    p.add_argument("--keep-unvalidated", default=None, metavar="PATH",
-                   help="also write every rule-passing trajectory, retriever check ignored")
-    p.add_argument("--retriever-config", default=None, metavar="JSON",
-                   help="JSON file of RetrieverConfig fields (default: the training defaults)")
-    p.add_argument("--llm-base-url", default=None, help="endpoint for --generator openai, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument(
+        "--max-sampled-docs", type=int, default=10, help="cap on document nodes sampled per path (paper: 10)"
+    )
+    p.add_argument(
+        "--no-validation",
+        action="store_true",
+        help="skip the retriever check (the 'w/o trajectory validation' ablation)",
+    )
+    p.add_argument(
+        "--keep-unvalidated",
+        default=None,
+        metavar="PATH",
+        help="also write every rule-passing trajectory, retriever check ignored",
+    )
+    p.add_argument(
+        "--retriever-config",
+        default=None,
+        metavar="JSON",
+        help="JSON file of RetrieverConfig fields (default: the training defaults)",
+    )
+    p.add_argument(
+        "--retriever-actor",
+        default=None,
+        metavar="NAME",
+        help="validate through this running Ray retriever actor (joins the cluster at address=auto)",
+    )
+    p.add_argument("--ray-namespace", default=None, help="Ray namespace of --retriever-actor")
+    p.add_argument(
+        "--retriever-url",
+        default=None,
+        metavar="URL",
+        help="validate through a 'gta-verl retriever serve' HTTP server",
+    )
+    p.add_argument(
+        "--llm-base-url", default=None, help="endpoint for --generator openai, e.g. http://127.0.0.1:8000/v1"
+    )
     p.add_argument("--llm-model", default=None, help="model name (openai) or path (vllm)")
     p.add_argument("--llm-api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
     p.add_argument("--temperature", type=float, default=0.7, help="LLM sampling temperature (default 0.7)")
@@ -59,58 +94,109 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=cmd_synth)
 
 
-def _retriever(kb_dir: str, config_path: str | None) -> Any:
+def _retriever(args: argparse.Namespace) -> Any:
+    """The deployed retriever: in-process (default), a Ray actor, or an HTTP server."""
+    if args.retriever_url:
+        from gta_verl.retrieval.client import HTTPRetrieverClient
+
+        return HTTPRetrieverClient(args.retriever_url)
+    if args.retriever_actor:
+        import ray
+
+        from gta_verl.retrieval.client import RayRetrieverClient
+
+        if not ray.is_initialized():
+            ray.init(address="auto", namespace=args.ray_namespace, log_to_driver=False)
+        return RayRetrieverClient(args.retriever_actor, namespace=args.ray_namespace)
     from gta_verl.retrieval.config import RetrieverConfig
     from gta_verl.retrieval.retriever import GraphRetriever
 
-    fields = json.loads(Path(config_path).read_text()) if config_path else {}
-    return GraphRetriever.from_kb_dir(kb_dir, RetrieverConfig(**fields))
+    fields = json.loads(Path(args.retriever_config).read_text()) if args.retriever_config else {}
+    return GraphRetriever.from_kb_dir(args.kb, RetrieverConfig(**fields))
 
 
-def cmd_synth(args: argparse.Namespace) -> int:
-    """Run :func:`gta_verl.synth.pipeline.synthesize` and write the parquet(s)."""
+def _config(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
-    from gta_verl.kb.store import load_kb
-    from gta_verl.synth.generators.registry import make_generator
-    from gta_verl.synth.pipeline import SynthesisConfig, synthesize
-    from gta_verl.synth.writer import stats_markdown, write_stage1_parquet
+    from gta_verl.synth.pipeline import SynthesisConfig
 
-    llm_kwargs = {}
-    if args.generator != "template":
-        llm_kwargs = {"temperature": args.temperature, "max_tokens": args.max_tokens}
-    generator = make_generator(
-        args.generator, seed=args.seed, llm_base_url=args.llm_base_url, llm_model=args.llm_model,
-        llm_api_key=os.environ.get(args.llm_api_key_env), **llm_kwargs,
-    )
-    kb = load_kb(args.kb)
     config = SynthesisConfig(batch_size=args.batch_size)
-    config = replace(
+    return replace(
         config,
         sampler=replace(config.sampler, max_sampled_docs=args.max_sampled_docs),
         validation=replace(config.validation, check_retrieval=not args.no_validation),
     )
-    retriever = None if args.no_validation else _retriever(args.kb, args.retriever_config)
-    result = synthesize(kb, retriever, generator, n=args.n, hops=args.hops, seed=args.seed,
-                        progress=not args.no_progress, config=config)
-    funnel = result.funnel.to_dict()
-    report = {"out": str(args.out), "generator": generator.name, "stats": result.stats, "funnel": funnel,
-              "timings": result.timings}
+
+
+def _generator(args: argparse.Namespace) -> Any:
+    from gta_verl.synth.generators.registry import make_generator
+
+    llm_kwargs = {}
+    if args.generator != "template":
+        llm_kwargs = {"temperature": args.temperature, "max_tokens": args.max_tokens}
+    return make_generator(
+        args.generator,
+        seed=args.seed,
+        llm_base_url=args.llm_base_url,
+        llm_model=args.llm_model,
+        llm_api_key=os.environ.get(args.llm_api_key_env),
+        **llm_kwargs,
+    )
+
+
+def _write(args: argparse.Namespace, result: Any, kb: Any, report: dict[str, Any]) -> None:
+    from gta_verl.synth.writer import write_stage1_parquet
+
     passages = {p.doc_id: p for p in kb.passages}
     if result.validated:
-        write_stage1_parquet(result.validated, args.out, passages, validated=not args.no_validation,
-                             metadata=report)
+        write_stage1_parquet(
+            result.validated, args.out, passages, validated=not args.no_validation, metadata=report
+        )
     if args.keep_unvalidated and result.unvalidated:
-        write_stage1_parquet(result.unvalidated, args.keep_unvalidated, passages, validated=False,
-                             metadata=report)
+        write_stage1_parquet(
+            result.unvalidated, args.keep_unvalidated, passages, validated=False, metadata=report
+        )
         report["unvalidated_out"] = str(args.keep_unvalidated)
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    """Run :func:`gta_verl.synth.pipeline.synthesize` and write the parquet(s)."""
+    from gta_verl.kb.store import load_kb
+    from gta_verl.synth.pipeline import synthesize
+    from gta_verl.synth.writer import stats_markdown
+
+    generator = _generator(args)
+    kb = load_kb(args.kb)
+    retriever = None if args.no_validation else _retriever(args)
+    result = synthesize(
+        kb,
+        retriever,
+        generator,
+        n=args.n,
+        hops=args.hops,
+        seed=args.seed,
+        progress=not args.no_progress,
+        config=_config(args),
+    )
+    funnel = result.funnel.to_dict()
+    report = {
+        "out": str(args.out),
+        "generator": generator.name,
+        "stats": result.stats,
+        "funnel": funnel,
+        "timings": result.timings,
+    }
+    _write(args, result, kb, report)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print(stats_markdown(result.stats, funnel))
-        print(f"wrote {len(result.validated)} trajectories to {args.out}" if result.validated
-              else "no trajectory passed validation; nothing written")
+        if result.validated:
+            print(f"wrote {len(result.validated)} trajectories to {args.out}")
     if not result.validated:
-        print(f"synth: 0 of {funnel['sampled']} sampled paths passed; see the funnel", file=sys.stderr)
+        print(
+            f"synth: 0 of {funnel['sampled']} sampled paths passed validation; nothing written (see the funnel)",
+            file=sys.stderr,
+        )
         return 1
     return 0

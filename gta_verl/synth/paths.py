@@ -180,8 +180,32 @@ class PathIndex:
 
 
 _MONTHS = frozenset(
-    "january february march april may june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+    [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    ]
 )
 
 
@@ -416,13 +440,17 @@ def build_path(index: PathIndex, doc_indices: Sequence[int], bridges: Sequence[S
     for h, names in enumerate(bridges):
         ents = tuple(ent_id[n] for n in names)
         src, dst = doc_indices[h], doc_indices[h + 1]
-        if not (1 <= len(ents) <= 2 and ents[0] in index.doc_entities[src] and ents[-1] in index.doc_entities[dst]):
+        if not (
+            1 <= len(ents) <= 2 and ents[0] in index.doc_entities[src] and ents[-1] in index.doc_entities[dst]
+        ):
             raise ValueError(f"build_path: bridge {names} does not link documents {src} and {dst}")
         kind = LINK_SHARED
         if len(ents) == 2:
             kinds = [k for other, k in index.entity_links[ents[0]] if other == ents[1]]
             if not kinds:
-                raise ValueError(f"build_path: no relation/synonymy edge between {names[0]!r} and {names[1]!r}")
+                raise ValueError(
+                    f"build_path: no relation/synonymy edge between {names[0]!r} and {names[1]!r}"
+                )
             kind = kinds[0]
         links.append(_make_link(index, src, dst, ents, kind))
     return GraphPath(

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -67,15 +68,19 @@ class Funnel:
 
     def check(self) -> None:
         """Assert the accounting identity count(stage) = count(next) + rejected(next)."""
-        for prev, stage in zip(FUNNEL_STAGES, FUNNEL_STAGES[1:]):
+        for prev, stage in pairwise(FUNNEL_STAGES):
             rejected = sum(self.reasons[stage].values())
             if self.counts[prev] != self.counts[stage] + rejected:
                 raise AssertionError(f"funnel: {prev}={self.counts[prev]} != {stage}+rejected")
 
     def to_dict(self) -> dict[str, Any]:
         stages = [
-            {"name": s, "count": self.counts[s], "rejected": sum(self.reasons[s].values()),
-             "reasons": dict(self.reasons[s])}
+            {
+                "name": s,
+                "count": self.counts[s],
+                "rejected": sum(self.reasons[s].values()),
+                "reasons": dict(self.reasons[s]),
+            }
             for s in FUNNEL_STAGES
         ]
         sampled = max(self.counts["sampled"], 1)
@@ -113,10 +118,79 @@ def _load(kb: KnowledgeBase | str | Path) -> KnowledgeBase:
     return load_kb(kb)
 
 
-def _keep_example(store: list[dict[str, Any]], per_reason: Counter, reason: str, item: dict) -> None:
-    if per_reason[reason] < 3:
-        per_reason[reason] += 1
-        store.append({"reason": reason, **item})
+def _prepare(
+    n: int, hops: Sequence[int] | None, retriever: Retriever | None, config: SynthesisConfig | None
+) -> SynthesisConfig:
+    """Check the arguments of :func:`synthesize` and fold ``hops`` into the sampler config."""
+    if n < 1:
+        raise ValueError(f"synthesize: n must be >= 1, got {n}")
+    config = config or SynthesisConfig()
+    if hops is not None:
+        config = replace(config, sampler=replace(config.sampler, hop_mix=hop_mix_for(hops)))
+    if config.validation.check_retrieval and retriever is None:
+        raise ValueError("synthesize: pass the deployed retriever, or disable check_retrieval")
+    return config
+
+
+@dataclass
+class _Run:
+    """Mutable state of one :func:`synthesize` call."""
+
+    funnel: Funnel = field(default_factory=Funnel)
+    kept: list[Trajectory] = field(default_factory=list)
+    unvalidated: list[Trajectory] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    per_reason: Counter = field(default_factory=Counter)
+    timings: dict[str, float] = field(
+        default_factory=lambda: {"sampling_s": 0.0, "generation_s": 0.0, "validation_s": 0.0}
+    )
+
+    def reject(self, reason: str, item: dict[str, Any]) -> None:
+        """Keep the first few rejected examples of each reason."""
+        if self.per_reason[reason] < 3:
+            self.per_reason[reason] += 1
+            self.rejected.append({"reason": reason, **item})
+
+
+def _round(
+    run: _Run,
+    paths: list,
+    kb: KnowledgeBase,
+    generator: Generator,
+    retriever: Retriever | None,
+    passages: dict,
+    config: SynthesisConfig,
+) -> None:
+    """Generate and validate one batch of paths, updating the funnel."""
+    run.funnel.counts["sampled"] += len(paths)
+    t0 = time.perf_counter()
+    outcomes = generator.generate(paths, kb)
+    run.timings["generation_s"] += time.perf_counter() - t0
+    trajs = []
+    for o in outcomes:
+        run.funnel.add("generated", o.generated, o.reason)
+        if o.generated:
+            run.funnel.add("parsed", o.trajectory is not None, o.reason)
+        if o.trajectory is None:
+            run.reject(o.reason or "", {"doc_ids": list(o.path.doc_ids), "raw": o.raw})
+        else:
+            trajs.append(o.trajectory)
+    t0 = time.perf_counter()
+    reports = validate_trajectories(trajs, retriever, passages, config.validation)
+    run.timings["validation_s"] += time.perf_counter() - t0
+    for r in reports:
+        run.funnel.add("rules_passed", r.rules_ok, r.reason)
+        if r.rules_ok:
+            run.unvalidated.append(r.trajectory)
+            run.funnel.add("validated", r.ok, r.reason)
+        if r.ok:
+            run.kept.append(r.trajectory)
+        else:
+            t = r.trajectory
+            run.reject(
+                r.reason or "",
+                {"question": t.question, "answer": t.answer, "queries": [x.query for x in t.turns]},
+            )
 
 
 def synthesize(
@@ -147,76 +221,42 @@ def synthesize(
         A :class:`SynthesisResult`; ``validated`` has fewer than ``n`` items only
         when the path budget or the graph ran out.
     """
-    if n < 1:
-        raise ValueError(f"synthesize: n must be >= 1, got {n}")
-    config = config or SynthesisConfig()
-    if hops is not None:
-        config = replace(config, sampler=replace(config.sampler, hop_mix=hop_mix_for(hops)))
-    if config.validation.check_retrieval and retriever is None:
-        raise ValueError("synthesize: pass the deployed retriever, or disable check_retrieval")
+    config = _prepare(n, hops, retriever, config)
     kb = _load(kb)
     passages = {p.doc_id: p for p in kb.passages}
-    timings = {"sampling_s": 0.0, "generation_s": 0.0, "validation_s": 0.0}
+    run = _Run()
     t0 = time.perf_counter()
     sampler = PathSampler(build_path_index(kb, config.sampler), config.sampler, seed)
-    timings["index_s"] = time.perf_counter() - t0
-    funnel, kept, unvalidated = Funnel(), [], []
-    rejected, per_reason = [], Counter()
+    run.timings["index_s"] = time.perf_counter() - t0
     max_paths = config.max_paths_factor * n
     bar = _progress(n, progress)
-    while len(kept) < n and funnel.counts["sampled"] < max_paths:
+    while len(run.kept) < n and run.funnel.counts["sampled"] < max_paths:
         t0 = time.perf_counter()
-        paths = sampler.sample(min(config.batch_size, max_paths - funnel.counts["sampled"]))
-        timings["sampling_s"] += time.perf_counter() - t0
+        paths = sampler.sample(min(config.batch_size, max_paths - run.funnel.counts["sampled"]))
+        run.timings["sampling_s"] += time.perf_counter() - t0
         if not paths:
             break  # graph exhausted: no new unique path within the attempt budget
-        funnel.counts["sampled"] += len(paths)
-        t0 = time.perf_counter()
-        outcomes = generator.generate(paths, kb)
-        timings["generation_s"] += time.perf_counter() - t0
-        trajs = []
-        for o in outcomes:
-            funnel.add("generated", o.generated, o.reason)
-            if o.generated:
-                funnel.add("parsed", o.trajectory is not None, o.reason)
-            if o.trajectory is None:
-                _keep_example(rejected, per_reason, o.reason or "", {"doc_ids": list(o.path.doc_ids), "raw": o.raw})
-            else:
-                trajs.append(o.trajectory)
-        t0 = time.perf_counter()
-        reports = validate_trajectories(trajs, retriever, passages, config.validation)
-        timings["validation_s"] += time.perf_counter() - t0
-        for r in reports:
-            funnel.add("rules_passed", r.rules_ok, r.reason)
-            if r.rules_ok:
-                unvalidated.append(r.trajectory)
-                funnel.add("validated", r.ok, r.reason)
-            if r.ok:
-                kept.append(r.trajectory)
-            else:
-                _keep_example(rejected, per_reason, r.reason or "",
-                              {"question": r.trajectory.question, "answer": r.trajectory.answer,
-                               "queries": [t.query for t in r.trajectory.turns]})
+        _round(run, paths, kb, generator, retriever, passages, config)
         if bar is not None:
-            bar.update(min(len(kept), n) - bar.n)
-            bar.set_postfix(sampled=funnel.counts["sampled"], kept=len(kept))
+            bar.update(min(len(run.kept), n) - bar.n)
+            bar.set_postfix(sampled=run.funnel.counts["sampled"], kept=len(run.kept))
     if bar is not None:
         bar.close()
-    funnel.sampling = sampler.stats.to_dict()
-    funnel.surplus = max(0, len(kept) - n)
-    funnel.check()
-    kept = kept[:n]
+    run.funnel.sampling = sampler.stats.to_dict()
+    run.funnel.surplus = max(0, len(run.kept) - n)
+    run.funnel.check()
+    kept = run.kept[:n]
     return SynthesisResult(
         validated=kept,
-        unvalidated=unvalidated,
-        funnel=funnel,
+        unvalidated=run.unvalidated,
+        funnel=run.funnel,
         stats=table4_stats(kept, config.sampler.max_sampled_docs),
-        timings=timings,
-        rejected_examples=rejected,
+        timings=run.timings,
+        rejected_examples=run.rejected,
     )
 
 
-def _progress(total: int, enabled: bool):  # noqa: ANN202 - tqdm type
+def _progress(total: int, enabled: bool):
     if not enabled:
         return None
     from tqdm.auto import tqdm

@@ -143,6 +143,8 @@ def stats_markdown(stats: Mapping[str, int], funnel: Mapping[str, Any] | None = 
     if funnel:
         lines += ["", "| Stage | Count | Rejected | Reasons |", "|---|---:|---:|---|"]
         for stage in funnel.get("stages", []):
-            reasons = ", ".join(f"{k}: {v}" for k, v in sorted(stage["reasons"].items(), key=lambda kv: -kv[1]))
+            reasons = ", ".join(
+                f"{k}: {v}" for k, v in sorted(stage["reasons"].items(), key=lambda kv: -kv[1])
+            )
             lines.append(f"| {stage['name']} | {stage['count']:,} | {stage['rejected']:,} | {reasons} |")
     return "\n".join(lines) + "\n"

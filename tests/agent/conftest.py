@@ -27,7 +27,9 @@ class FakeRetriever:
     async def aretrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:
         self.queries.extend(queries)
         return [
-            RetrievalResult(query=q, hits=(RetrievalHit(f"d:{q}", f"T {q}", f"text about {q}", 0.5, "graph"),))
+            RetrievalResult(
+                query=q, hits=(RetrievalHit(f"d:{q}", f"T {q}", f"text about {q}", 0.5, "graph"),)
+            )
             for q in queries
         ]
 

@@ -25,7 +25,6 @@ def test_from_trainer_config() -> None:
     [
         ({"max_actions": 0}, "max_actions"),
         ({"max_obs_tokens": 4}, "max_obs_tokens"),
-        ({"place_turn_rewards": "yes"}, "true/false"),
         ({"retriever_transport": "grpc"}, "retriever_transport"),
         ({"retriever_transport": "http"}, "retriever_url"),
         ({"max_action": 5}, "unknown gta.agent keys"),
@@ -34,3 +33,10 @@ def test_from_trainer_config() -> None:
 def test_bad_values(values, message) -> None:
     with pytest.raises(ValueError, match=message):
         AgentConfig.from_mapping(values)
+
+
+def test_bad_types() -> None:
+    with pytest.raises(TypeError, match="true/false"):
+        AgentConfig(place_turn_rewards="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="mapping"):
+        AgentConfig.from_mapping(["max_actions", 3])  # type: ignore[arg-type]

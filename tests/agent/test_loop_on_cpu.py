@@ -7,6 +7,7 @@ MuSiQue KB (``musique_retriever_client``) or a failing client for the failure mo
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -42,7 +43,7 @@ def check_invariants(out, response_length):
     assert len(out.response_mask) == n and (out.response_logprobs is None or len(out.response_logprobs) == n)
     spans = out.extra_fields[schema.EF_TURN_SPANS]
     assert spans and spans[0][1] == 0 and spans[-1][2] == n  # spans tile the response
-    assert all(a[2] == b[1] for a, b in zip(spans, spans[1:]))
+    assert all(a[2] == b[1] for a, b in itertools.pairwise(spans))
     assert out.response_mask == response_mask_from_spans(n, spans)
     if out.response_logprobs is not None:
         for k, s, e in spans:
@@ -61,15 +62,27 @@ def test_search_then_answer_masks_spans_doc_ids(qwen_tokenizer, musique_retrieve
         f"Next hop.\n<search>{titles[1]}</search>",
         f"So the answer is <answer> {ex.answers[0]} </answer>",
     ]
-    out, manager = rollout(tok, client, [script])
-    check_invariants(out, 1024)
+    # room for two uncapped observations of K_g + K_d = 6 MuSiQue paragraphs each
+    out, manager = rollout(
+        tok, client, [script], response_length=4096, gta={"agent": {"max_obs_tokens": 2048}}
+    )
+    check_invariants(out, 4096)
     ef = out.extra_fields
     assert ef[schema.EF_TURN_QUERIES] == titles
     assert ef[schema.EF_NUM_SEARCHES] == 2 and ef[schema.EF_ANSWER] == ex.answers[0]
     assert ef[schema.EF_INVALID_ACTIONS] == 0 and ef[schema.EF_RETRIEVAL_ERRORS] == 0
     assert not ef[schema.EF_BUDGET_EXHAUSTED] and not ef[schema.EF_TRUNCATED]
     kinds = [k for k, _, _ in ef[schema.EF_TURN_SPANS]]
-    assert kinds == ["reasoning", "query", "observation", "reasoning", "query", "observation", "reasoning", "answer"]
+    assert kinds == [
+        "reasoning",
+        "query",
+        "observation",
+        "reasoning",
+        "query",
+        "observation",
+        "reasoning",
+        "answer",
+    ]
     expected = asyncio.run(client.aretrieve(titles))
     assert ef[schema.EF_TURN_DOC_IDS] == [r.doc_ids for r in expected]
     assert ef[schema.EF_TURN_TEXTS][0] == [f"{h.title}\n{h.text}" for h in expected[0].hits]
@@ -77,8 +90,10 @@ def test_search_then_answer_masks_spans_doc_ids(qwen_tokenizer, musique_retrieve
     for (s, e), res in zip(spans_of(out, "observation"), expected):
         assert tok.decode(out.response_ids[s:e]) == format_observation(res.hits)
     for (s, e), title in zip(spans_of(out, "query"), titles):
-        assert tok.decode(out.response_ids[s:e]).strip().replace(" ", "") == f"<search>{title}</search>".replace(" ", "")
-    (a_s, a_e), = spans_of(out, "answer")
+        assert tok.decode(out.response_ids[s:e]).strip().replace(
+            " ", ""
+        ) == f"<search>{title}</search>".replace(" ", "")
+    ((a_s, a_e),) = spans_of(out, "answer")
     assert tok.decode(out.response_ids[a_s:a_e]).strip() == f"<answer> {ex.answers[0]} </answer>"
     # a gold document is retrieved by its own title
     assert any(d in ex.supporting_doc_ids for d in ef[schema.EF_TURN_DOC_IDS][0])
@@ -90,13 +105,13 @@ def test_search_then_answer_masks_spans_doc_ids(qwen_tokenizer, musique_retrieve
         assert sp["stop"] == ["</search>", "</answer>"] and sp["include_stop_str_in_output"] is True
         grown = len(c["prompt_ids"]) - len(out.prompt_ids)
         assert c["prompt_ids"] == out.prompt_ids + out.response_ids[:grown]
-        assert sp["max_tokens"] == 1024 - grown
+        assert sp["max_tokens"] == 4096 - grown
 
 
 def test_invalid_action_message_is_masked(qwen_tokenizer, fake_retriever) -> None:
     out, _ = rollout(qwen_tokenizer, fake_retriever, [["I am not sure what to do.", "<answer> x </answer>"]])
     check_invariants(out, 1024)
-    (s, e), = spans_of(out, "invalid")
+    ((s, e),) = spans_of(out, "invalid")
     assert qwen_tokenizer.decode(out.response_ids[s:e]) == INVALID_ACTION_MESSAGE
     assert out.response_mask[s:e] == [0] * (e - s)
     assert out.extra_fields[schema.EF_INVALID_ACTIONS] == 1
@@ -116,7 +131,10 @@ def test_budget_exhaustion(qwen_tokenizer, fake_retriever) -> None:
 
 def test_answer_on_last_allowed_action_is_not_budget_exhausted(qwen_tokenizer, fake_retriever) -> None:
     out, _ = rollout(
-        qwen_tokenizer, fake_retriever, [["<search> a </search>", "<answer> b </answer>"]], gta={"agent": {"max_actions": 2}}
+        qwen_tokenizer,
+        fake_retriever,
+        [["<search> a </search>", "<answer> b </answer>"]],
+        gta={"agent": {"max_actions": 2}},
     )
     assert out.extra_fields[schema.EF_ANSWER] == "b" and not out.extra_fields[schema.EF_BUDGET_EXHAUSTED]
 
@@ -155,14 +173,17 @@ def test_retriever_failure_is_an_observation(qwen_tokenizer, client, gta, error_
     ef = out.extra_fields
     assert ef[schema.EF_RETRIEVAL_ERRORS] == 1 and ef[schema.EF_NUM_SEARCHES] == 1
     assert ef[schema.EF_TURN_DOC_IDS] == [[]] and ef[schema.EF_ANSWER] == "a"  # the rollout continued
-    (s, e), = spans_of(out, "observation")
+    ((s, e),) = spans_of(out, "observation")
     assert error_text in qwen_tokenizer.decode(out.response_ids[s:e])
     assert len(manager.calls) == 2
 
 
 def test_text_past_the_stop_string_is_dropped(qwen_tokenizer, fake_retriever) -> None:
     # A backend ignoring the stop strings (verl #935): only the first action counts.
-    script = ["<search> q </search> <info> hallucinated </info>", "<answer> A </answer> trailing <answer> B </answer>"]
+    script = [
+        "<search> q </search> <info> hallucinated </info>",
+        "<answer> A </answer> trailing <answer> B </answer>",
+    ]
     out, _ = rollout(qwen_tokenizer, fake_retriever, [script], honor_stop=False)
     check_invariants(out, 1024)
     assert out.extra_fields[EF_TRAILING_DROPPED] == 2
@@ -179,10 +200,12 @@ def test_no_logprobs_from_backend(qwen_tokenizer, fake_retriever) -> None:
 def test_observation_cap(qwen_tokenizer, fake_retriever) -> None:
     long_q = "very long query " * 40
     out, _ = rollout(
-        qwen_tokenizer, fake_retriever, [[f"<search> {long_q} </search>", "<answer> a </answer>"]],
+        qwen_tokenizer,
+        fake_retriever,
+        [[f"<search> {long_q} </search>", "<answer> a </answer>"]],
         gta={"agent": {"max_obs_tokens": 20}},
     )
-    (s, e), = spans_of(out, "observation")
+    ((s, e),) = spans_of(out, "observation")
     assert e - s == 20 and qwen_tokenizer.decode(out.response_ids[s:e]).endswith("</info>\n\n")
 
 
@@ -221,3 +244,45 @@ def test_registered_and_selectable_by_name() -> None:
     from gta_verl.verl_compat import AGENT_LOOP_REGISTRY
 
     assert AGENT_LOOP_REGISTRY["gta_search_agent"]["_target_"] == "gta_verl.agent.loop.GTASearchAgentLoop"
+
+
+def test_built_by_hydra_like_verl_and_stored_in_transfer_queue_layout(qwen_tokenizer, fake_retriever) -> None:
+    """verl's worker path: hydra.instantiate from the registry → run → as_dict → TQ tensordict."""
+    import hydra
+    from verl.experimental.agent_loop.agent_loop import ToolListWrap
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    from gta_verl.agent.runner import row_to_kwargs, sampling_params_from_config
+    from gta_verl.verl_compat import AGENT_LOOP_REGISTRY, DictConfigWrap, RLHFDataset
+
+    cfg = make_trainer_config(gta={"agent": {"place_turn_rewards": True}})
+
+    async def one(script):
+        loop = hydra.utils.instantiate(
+            config=AGENT_LOOP_REGISTRY["gta_search_agent"],
+            trainer_config=DictConfigWrap(config=cfg),
+            server_manager=ScriptedServerManager(qwen_tokenizer, [script]),
+            tokenizer=qwen_tokenizer,
+            processor=None,
+            hf_model_type="qwen2",
+            dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(cfg.data),
+            tools=ToolListWrap([]),
+            retriever_client=fake_retriever,
+        )
+        kwargs = {**row_to_kwargs(make_verl_row(QUESTION, 0)), "uid": "u", "session_id": 0, "global_steps": 1}
+        return await loop.run(sampling_params_from_config(cfg), **kwargs), kwargs
+
+    fields = []
+    for script in (["<search> q </search>", "<answer> a </answer>"], ["<answer> b </answer>"]):
+        out, kwargs = asyncio.run(one(script))
+        out.reward_score = 1.0  # what _compute_score sets before as_dict()
+        out.extra_fields["reward_extra_info"] = {"turn_rewards_json": "[0.25]", "acc": 1.0}
+        field = out.as_dict()
+        field.update(kwargs)
+        field["loss_mask"] = field["response_mask"]
+        fields.append(field)
+    td = list_of_dict_to_tensordict(fields)
+    for key in ("responses", "response_mask", "rollout_log_probs", "rm_scores", "distill_mask"):
+        assert td[key].is_nested and td[key].size(0) == 2
+    assert [float(t.sum()) for t in td["rm_scores"].unbind()] == pytest.approx([1.0, 1.0])

@@ -54,12 +54,14 @@ def test_hand_computed_two_groups():
     # Group A, 2 rollouts, length 4. Row 0: r = [0, 0.25, 0, 2] (R = 2.25);
     # row 1: r = [0, -0.1, 0, -1] (R = -1.1). Mask hides position 2 (observation).
     # Group B, 2 rollouts, length 4: row 2 R = 1 on the last token; row 3 R = 0.
-    rewards = torch.tensor([
-        [0.0, 0.25, 0.0, 2.0],
-        [0.0, -0.1, 0.0, -1.0],
-        [0.0, 0.0, 0.0, 1.0],
-        [0.0, 0.0, 0.0, 0.0],
-    ])
+    rewards = torch.tensor(
+        [
+            [0.0, 0.25, 0.0, 2.0],
+            [0.0, -0.1, 0.0, -1.0],
+            [0.0, 0.0, 0.0, 1.0],
+            [0.0, 0.0, 0.0, 0.0],
+        ]
+    )
     mask = torch.tensor([[1.0, 1.0, 0.0, 1.0]] * 4)
     index = np.array(["A", "A", "B", "B"], dtype=object)
     eps = 1e-6
@@ -87,10 +89,12 @@ def test_mask_respected_and_shapes():
 def test_placement_changes_only_turn_tokens():
     """Placed turn rewards keep grpo's total per row; tokens after a search turn lose that
     turn's reward from their return-to-go."""
-    placed = torch.tensor([
-        place_turn_rewards(6, 1.15, [1, 3], [0.25, -0.1]),
-        place_turn_rewards(6, -1.0, [], []),
-    ])
+    placed = torch.tensor(
+        [
+            place_turn_rewards(6, 1.15, [1, 3], [0.25, -0.1]),
+            place_turn_rewards(6, -1.0, [], []),
+        ]
+    )
     mask = torch.ones(2, 6)
     index = np.array([0, 0])
     adv, ret = compute_turn_grpo_advantage(placed, mask, index, norm_adv_by_std_in_grpo=False)

@@ -11,7 +11,7 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
 def _listed() -> dict[str, str]:
     text = (ASSETS / "SOURCES.md").read_text()
-    return {m.group(2): m.group(1) for m in re.finditer(r"^([0-9a-f]{64})\s+(\S+)$", text, flags=re.M)}
+    return {m.group(2): m.group(1) for m in re.finditer(r"^([0-9a-f]{64})\s+(\S+)$", text, flags=re.MULTILINE)}
 
 
 def test_every_listed_asset_matches_its_sha256():

@@ -8,6 +8,7 @@ path with real generation. Resumability: rerun, interrupted run, growing questio
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pandas as pd
@@ -188,9 +189,7 @@ def test_row_identity_falls_back_to_prompt_and_vllm_is_guarded(musique):
     row = make_verl_row(qa[0], 0)
     row["extra_info"] = {}
     assert row_identity(row) == ("musique", qa[0].question, qa[0].question, 0)
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("vllm") is None:
         with pytest.raises(ImportError, match="backend='vllm' needs vLLM"):
             VLLMServerManager("some/model")
     with pytest.raises(ValueError, match="hf backend only"):
@@ -227,3 +226,17 @@ def test_verl_dump_of_real_rollouts_matches_agent_records(tmp_path, musique, tok
         mg, mw = score_record(g.rollout), score_record(w.rollout)
         assert (mg.em, mg.n_targets_hit, mg.zero_target_turns, mg.route) == (
             mw.em, mw.n_targets_hit, mw.zero_target_turns, mw.route)
+
+
+def test_cli_policy_mode_on_bundled_kb(tmp_path, data_parquet, musique_kb_dir, capsys):
+    pytest.importorskip("gta_verl.retrieval.client")
+    from gta_verl.cli import main
+
+    out = tmp_path / "out"
+    argv = ["eval", "--policy", "tiny-random-qwen2", "--data", str(data_parquet), "--kb", str(musique_kb_dir),
+            "--max-questions", "1", "--max-actions", "1", "--response-length", "32", "--no-progress",
+            "--retriever", "k_dense=2", "--out", str(out)]
+    assert main(argv) == 0
+    assert "1 rollouts (1 new, 0 already done)" in capsys.readouterr().out
+    assert json.loads((out / "run.json").read_text())["settings"]["retriever"] == {"k_dense": 2}
+    assert (out / "report.md").is_file() and (out / "plots" / "search_turns.png").is_file()

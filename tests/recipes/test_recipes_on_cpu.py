@@ -43,7 +43,11 @@ N_LAUNCHES = {
 def dry_run(script: str, *args: str, **env: str) -> list[list[str]]:
     """Run a recipe with DRY_RUN=1; return the argv of each command it would launch."""
     full_env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("STAGE", "RUN_NAME", "MODEL", "RETRIEVER"))},
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("STAGE", "RUN_NAME", "MODEL", "RETRIEVER"))
+        },
         "DRY_RUN": "1",
         "PYTHON": sys.executable,
         "GTA_CONFIG_DIR": str(CONFIG_DIR),
@@ -51,7 +55,12 @@ def dry_run(script: str, *args: str, **env: str) -> list[list[str]]:
         **env,
     }
     proc = subprocess.run(
-        ["bash", str(RECIPES / script), *args], capture_output=True, text=True, env=full_env, timeout=120
+        ["bash", str(RECIPES / script), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     blocks, current = [], []
@@ -69,14 +78,14 @@ def overrides_of(argv: list[str]) -> tuple[str, list[str]]:
     assert argv[1:3] == ["-m", "verl.trainer.main_ppo"], argv[:3]
     assert argv[argv.index("--config-path") + 1] == str(CONFIG_DIR)
     name = argv[argv.index("--config-name") + 1]
-    return name, argv[argv.index("--config-name") + 2:]
+    return name, argv[argv.index("--config-name") + 2 :]
 
 
 def compose_cfg(name: str, overrides: list[str]):
     return _compose(name, tuple(overrides)).copy()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compose(name: str, overrides: tuple[str, ...]):
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose(config_name=name, overrides=list(overrides))
@@ -185,7 +194,9 @@ def test_stage2_standalone_from_base_model():
 
 def test_per_turn_opt_in_composes():
     (argv,) = dry_run(
-        "stage1_trajectory_guided.sh", "gta.agent.place_turn_rewards=true", "algorithm.adv_estimator=gta_turn_grpo"
+        "stage1_trajectory_guided.sh",
+        "gta.agent.place_turn_rewards=true",
+        "algorithm.adv_estimator=gta_turn_grpo",
     )
     cfg = compose_cfg(*overrides_of(argv))
     assert check_cfg(cfg).agent.place_turn_rewards is True
@@ -201,9 +212,18 @@ def test_bad_gta_override_is_rejected():
 def test_submit_ray_job_dry_run():
     proc = subprocess.run(
         ["bash", str(RECIPES / "submit_ray_job.sh"), "trainer.logger=[console,wandb]"],
-        capture_output=True, text=True, timeout=60,
-        env={**os.environ, "DRY_RUN": "1", "PYTHON": sys.executable, "NNODES": "2", "MODEL": "7b",
-             "RAY_ADDRESS": "http://head:8265"},
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "DRY_RUN": "1",
+            "PYTHON": sys.executable,
+            "NNODES": "2",
+            "MODEL": "7b",
+            "RAY_ADDRESS": "http://head:8265",
+        },
     )
     assert proc.returncode == 0, proc.stderr
     argv = proc.stdout.splitlines()
@@ -211,12 +231,16 @@ def test_submit_ray_job_dry_run():
     runtime_env = json.loads(argv[argv.index("--runtime-env-json") + 1])
     assert runtime_env["env_vars"]["NNODES"] == "2" and runtime_env["env_vars"]["MODEL"] == "7b"
     assert Path(runtime_env["working_dir"]) == REPO
-    assert argv[argv.index("--") + 1:] == ["bash", "recipes/gta_rag/run_two_stage.sh", "trainer.logger=[console,wandb]"]
+    assert argv[argv.index("--") + 1 :] == [
+        "bash",
+        "recipes/gta_rag/run_two_stage.sh",
+        "trainer.logger=[console,wandb]",
+    ]
 
 
 def test_required_verl_pins_0_9_1():
     text = (RECIPES / "REQUIRED_VERL.txt").read_text()
-    assert re.search(r"^PIP_INSTALL=.*verl\[verl-core\]==0\.9\.1", text, re.M)
+    assert re.search(r"^PIP_INSTALL=.*verl\[verl-core\]==0\.9\.1", text, re.MULTILINE)
 
 
 def test_yaml_comment_above_every_key():
@@ -236,7 +260,18 @@ def test_yaml_comment_above_every_key():
 
 
 def test_yaml_gta_defaults_match_dataclasses():
-    cfg = compose_cfg("gta_grpo", ["data.train_files=x", "data.val_files=y", "actor_rollout_ref.model.path=m"])
+    cfg = compose_cfg(
+        "gta_grpo", ["data.train_files=x", "data.val_files=y", "actor_rollout_ref.model.path=m"]
+    )
     gta = GTAConfig.from_trainer_config(cfg)
     assert gta == GTAConfig.from_dict({"retriever": {"kb_dir": None}})
     assert OmegaConf.select(cfg, "gta.path_router") is None
+
+
+@pytest.mark.parametrize("yaml_name", sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
+def test_every_packaged_yaml_composes(yaml_name):
+    """Every YAML shipped in gta_verl/config (ours and PathRouter's) composes against verl 0.9.1
+    and its gta: node validates."""
+    cfg = compose_cfg(yaml_name, ["data.train_files=x", "data.val_files=y", "actor_rollout_ref.model.path=m"])
+    assert "actor_rollout_ref" in cfg and "gta" in cfg
+    GTAConfig.from_trainer_config(cfg)

@@ -24,9 +24,20 @@ from gta_verl.verl_compat import DataProto, get_reward_manager_cls
 from tests.rewards.cases import CASES
 
 EXTRA_KEYS = {
-    "acc", "f1", "num_searches", "target_doc_cov", "complete_chain", "zero_target_turns",
-    "search_reward_sum", "answer_reward", "traj_reward", "has_targets", "has_answer",
-    "invalid_actions", "retrieval_errors", "turn_rewards_json",
+    "acc",
+    "f1",
+    "num_searches",
+    "target_doc_cov",
+    "complete_chain",
+    "zero_target_turns",
+    "search_reward_sum",
+    "answer_reward",
+    "traj_reward",
+    "has_targets",
+    "has_answer",
+    "invalid_actions",
+    "retrieval_errors",
+    "turn_rewards_json",
 }
 
 
@@ -58,23 +69,27 @@ def make_data(tok, prompt_ids, case, pad: int = 0, as_numpy: bool = False) -> Da
         EF_RETRIEVAL_ERRORS: sum(1 for t in turns if not t),
         EF_ANSWER: None,
     }
-    return DataProto.from_single_dict({
-        "prompts": torch.tensor([prompt_ids]),
-        "responses": responses,
-        "attention_mask": attention,
-        "input_ids": torch.cat([torch.tensor([prompt_ids]), responses], dim=1),
-        "data_source": np.array(["gta_synth"], dtype=object),
-        "reward_model": np.array([{"style": "rule", "ground_truth": gt}], dtype=object),
-        "extra_info": np.array([{"index": 0, "split": "train"}], dtype=object),
-        "tool_extra_fields": np.array([fields], dtype=object),
-        "__num_turns__": np.array([2 * len(turns) + 2]),
-    })
+    return DataProto.from_single_dict(
+        {
+            "prompts": torch.tensor([prompt_ids]),
+            "responses": responses,
+            "attention_mask": attention,
+            "input_ids": torch.cat([torch.tensor([prompt_ids]), responses], dim=1),
+            "data_source": np.array(["gta_synth"], dtype=object),
+            "reward_model": np.array([{"style": "rule", "ground_truth": gt}], dtype=object),
+            "extra_info": np.array([{"index": 0, "split": "train"}], dtype=object),
+            "tool_extra_fields": np.array([fields], dtype=object),
+            "__num_turns__": np.array([2 * len(turns) + 2]),
+        }
+    )
 
 
 def make_manager(name, tok, gta=None, reward=None):
     cfg = OmegaConf.create({"gta": gta or {}, "reward": reward or {}})
     cls = get_reward_manager_cls(name)
-    return cls(config=cfg, tokenizer=tok, compute_score=None, reward_router_address=None, reward_model_tokenizer=None)
+    return cls(
+        config=cfg, tokenizer=tok, compute_score=None, reward_router_address=None, reward_model_tokenizer=None
+    )
 
 
 def _check_extra(info):
@@ -132,10 +147,16 @@ async def test_multi_output_scores_last(tok, prompt_ids):
     wrong = next(c for c in CASES if c.name == "shortcut_wrong")
     right = next(c for c in CASES if c.name == "shortcut_correct")
     a, b = make_data(tok, prompt_ids, wrong, pad=40), make_data(tok, prompt_ids, right)
-    b.batch["responses"] = torch.nn.functional.pad(b.batch["responses"], (0, a.batch["responses"].shape[1] - b.batch["responses"].shape[1]))
+    b.batch["responses"] = torch.nn.functional.pad(
+        b.batch["responses"], (0, a.batch["responses"].shape[1] - b.batch["responses"].shape[1])
+    )
     width = a.batch["attention_mask"].shape[1]
-    b.batch["attention_mask"] = torch.nn.functional.pad(b.batch["attention_mask"], (0, width - b.batch["attention_mask"].shape[1]))
-    b.batch["input_ids"] = torch.nn.functional.pad(b.batch["input_ids"], (0, width - b.batch["input_ids"].shape[1]))
+    b.batch["attention_mask"] = torch.nn.functional.pad(
+        b.batch["attention_mask"], (0, width - b.batch["attention_mask"].shape[1])
+    )
+    b.batch["input_ids"] = torch.nn.functional.pad(
+        b.batch["input_ids"], (0, width - b.batch["input_ids"].shape[1])
+    )
     data = DataProto.concat([a, b])
     out = await make_manager("trajectory_guided", tok).run_single(data)
     assert out["reward_score"] == 1.0
@@ -144,7 +165,8 @@ async def test_multi_output_scores_last(tok, prompt_ids):
 async def test_reward_values_from_config(tok, prompt_ids):
     case = next(c for c in CASES if c.name == "partial_chain")  # one hit, one miss, correct+incomplete
     mgr = make_manager(
-        "trajectory_guided", tok,
+        "trajectory_guided",
+        tok,
         gta={"reward": {"miss": -0.2, "correct_incomplete": 0.5}},
         reward={"reward_kwargs": {"hit_per_doc": 1.0, "overlong_buffer_cfg": None}},  # foreign key ignored
     )

@@ -54,8 +54,12 @@ def test_errors(args, match):
 
 def test_from_extra_fields():
     spans = [
-        ["reasoning", 0, 3], ["query", 3, 6], ["observation", 6, 10],
-        ["reasoning", 10, 12], ["query", 12, 14], ["observation", 14, 18],
+        ["reasoning", 0, 3],
+        ["query", 3, 6],
+        ["observation", 6, 10],
+        ["reasoning", 10, 12],
+        ["query", 12, 14],
+        ["observation", 14, 18],
         ["answer", 18, 20],
     ]
     assert query_end_positions(spans) == [5, 13]

@@ -40,7 +40,9 @@ def test_newly_retrieved_tracks_delta():
 
 
 def test_custom_values():
-    cfg = TrajectoryRewardConfig(hit_per_doc=1.0, miss=-0.5, wrong=-2.0, correct_incomplete=3.0, correct_complete=5.0)
+    cfg = TrajectoryRewardConfig(
+        hit_per_doc=1.0, miss=-0.5, wrong=-2.0, correct_incomplete=3.0, correct_complete=5.0
+    )
     # turn 1: 2 new docs → 2.0; turn 2: miss −0.5; correct and complete → 5.
     assert trajectory_reward([["a", "b"], ["a"]], ["a", "b"], "y", ["y"], cfg).total == pytest.approx(6.5)
     # incomplete and correct → 3; one hit 1.0.
@@ -59,9 +61,7 @@ def test_rejects_string_turn():
         trajectory_reward(["d1"], ["d1"], "a", ["a"])
 
 
-@pytest.mark.parametrize(
-    "bad", [{"miss": float("nan")}, {"wrong": "x"}, {"hit_per_doc": True}]
-)
+@pytest.mark.parametrize("bad", [{"miss": float("nan")}, {"wrong": "x"}, {"hit_per_doc": True}])
 def test_config_validation(bad):
     with pytest.raises(ValueError, match="finite number"):
         TrajectoryRewardConfig(**bad)

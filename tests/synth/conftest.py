@@ -19,22 +19,46 @@ from gta_verl.data.types import Passage, RetrievalHit, RetrievalResult, Triple
 from gta_verl.kb.knowledge_base import KnowledgeBase
 
 TINY_DOCS: list[tuple[str, str, list[tuple[str, str, str]]]] = [
-    ("Barack Obama", "Barack Obama was born in Honolulu. He was the 44th president of the United States.",
-     [("barack obama", "born in", "honolulu"), ("barack obama", "president of", "united states")]),
-    ("Honolulu", "Honolulu is the capital of Hawaii. It is located on the island of Oahu.",
-     [("honolulu", "capital of", "hawaii"), ("honolulu", "located on", "oahu")]),
-    ("Hawaii", "Hawaii became a state in 1959. Its governor is Josh Green.",
-     [("hawaii", "became state in", "1959"), ("hawaii", "governor", "josh green")]),
-    ("Josh Green", "Josh Green is a physician who was born in Kingston, New York.",
-     [("josh green", "born in", "kingston")]),
+    (
+        "Barack Obama",
+        "Barack Obama was born in Honolulu. He was the 44th president of the United States.",
+        [("barack obama", "born in", "honolulu"), ("barack obama", "president of", "united states")],
+    ),
+    (
+        "Honolulu",
+        "Honolulu is the capital of Hawaii. It is located on the island of Oahu.",
+        [("honolulu", "capital of", "hawaii"), ("honolulu", "located on", "oahu")],
+    ),
+    (
+        "Hawaii",
+        "Hawaii became a state in 1959. Its governor is Josh Green.",
+        [("hawaii", "became state in", "1959"), ("hawaii", "governor", "josh green")],
+    ),
+    (
+        "Josh Green",
+        "Josh Green is a physician who was born in Kingston, New York.",
+        [("josh green", "born in", "kingston")],
+    ),
     ("Oahu", "Oahu is known as The Gathering Place.", [("oahu", "known as", "the gathering place")]),
-    ("Michelle Obama", "Michelle Obama was born in Chicago. She is married to Barack Obama.",
-     [("michelle obama", "born in", "chicago"), ("michelle obama", "married to", "barack obama")]),
+    (
+        "Michelle Obama",
+        "Michelle Obama was born in Chicago. She is married to Barack Obama.",
+        [("michelle obama", "born in", "chicago"), ("michelle obama", "married to", "barack obama")],
+    ),
     ("Chicago", "Chicago is the largest city in Illinois.", [("chicago", "largest city in", "illinois")]),
-    ("Kingston, New York", "Kingston is a city in Ulster County, New York.",
-     [("kingston", "city in", "ulster county")]),
-    ("Obama Presidential Center", "The Obama Presidential Center is located in Chicago and honors Obama.",
-     [("obama presidential center", "located in", "chicago"), ("obama presidential center", "honors", "obama")]),
+    (
+        "Kingston, New York",
+        "Kingston is a city in Ulster County, New York.",
+        [("kingston", "city in", "ulster county")],
+    ),
+    (
+        "Obama Presidential Center",
+        "The Obama Presidential Center is located in Chicago and honors Obama.",
+        [
+            ("obama presidential center", "located in", "chicago"),
+            ("obama presidential center", "honors", "obama"),
+        ],
+    ),
 ]
 SYNONYMS = [("obama", "barack obama")]
 
@@ -52,7 +76,7 @@ def build_tiny_kb() -> KnowledgeBase:
                     entities.append(e)
     eid = {e: j for j, e in enumerate(entities)}
     n_docs = len(passages)
-    triples, tids, edges, kinds = [], [], {}, []
+    triples, tids, edges = [], [], {}
     for i, (_, _, trs) in enumerate(TINY_DOCS):
         for s, r, o in trs:
             triples.append(Triple(s, r, o, passages[i].doc_id))
@@ -110,9 +134,15 @@ class LexicalRetriever:
             scores = [len(qt & t) / math.sqrt(len(t) or 1) for t in self._toks]
             order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[: self.k]
             hits = tuple(
-                RetrievalHit(self.passages[i].doc_id, self.passages[i].title, self.passages[i].text,
-                             float(scores[i]), "dense")
-                for i in order if scores[i] > 0
+                RetrievalHit(
+                    self.passages[i].doc_id,
+                    self.passages[i].title,
+                    self.passages[i].text,
+                    float(scores[i]),
+                    "dense",
+                )
+                for i in order
+                if scores[i] > 0
             )
             out.append(RetrievalResult(query=q, hits=hits))
         return out
@@ -143,5 +173,12 @@ def musique_synthesis(musique_kb, musique_retriever):
     from gta_verl.synth.generators.template import TemplateGenerator
     from gta_verl.synth.pipeline import SynthesisConfig, synthesize
 
-    return synthesize(musique_kb, musique_retriever, TemplateGenerator(), n=12, seed=0, progress=False,
-                      config=SynthesisConfig(batch_size=16))
+    return synthesize(
+        musique_kb,
+        musique_retriever,
+        TemplateGenerator(),
+        n=12,
+        seed=0,
+        progress=False,
+        config=SynthesisConfig(batch_size=16),
+    )

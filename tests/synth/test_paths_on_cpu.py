@@ -113,10 +113,15 @@ def test_tiny_kb_link_kinds_and_manual_path(tiny_kb):
     path = build_path(index, [titles.index("Barack Obama"), titles.index("Honolulu")], [["honolulu"]])
     (link,) = path.links
     assert link.kind == "shared"
-    assert [(t.subject, t.relation, t.object) for t in link.src_triples] == [("barack obama", "born in", "honolulu")]
+    assert [(t.subject, t.relation, t.object) for t in link.src_triples] == [
+        ("barack obama", "born in", "honolulu")
+    ]
     assert {t.relation for t in link.dst_triples} == {"capital of", "located on"}
-    syn = build_path(index, [titles.index("Barack Obama"), titles.index("Obama Presidential Center")],
-                     [["barack obama", "obama"]])
+    syn = build_path(
+        index,
+        [titles.index("Barack Obama"), titles.index("Obama Presidential Center")],
+        [["barack obama", "obama"]],
+    )
     assert syn.links[0].kind == "synonymy"
     with pytest.raises(ValueError, match="does not link"):
         build_path(index, [titles.index("Oahu"), titles.index("Chicago")], [["oahu"]])

@@ -35,10 +35,13 @@ def test_two_hop_question_chains_the_bridge_triples(tiny_kb, tiny):
 
 def test_synonym_link_and_backward_triple(tiny_kb, tiny):
     index, doc = tiny
-    path = build_path(index, [doc("Michelle Obama"), doc("Barack Obama"), doc("Honolulu")],
-                      [["barack obama"], ["honolulu"]])
+    path = build_path(
+        index, [doc("Michelle Obama"), doc("Barack Obama"), doc("Honolulu")], [["barack obama"], ["honolulu"]]
+    )
     traj = TemplateGenerator(TemplateConfig(seed=3)).compose(path, tiny_kb)
-    assert traj.turns[0].query == "married to Barack Obama" or traj.turns[0].query == "Michelle Obama married to"
+    assert (
+        traj.turns[0].query == "married to Barack Obama" or traj.turns[0].query == "Michelle Obama married to"
+    )
     assert traj.turns[1].query == "Barack Obama born in"
     assert traj.hops == 3 and len(traj.turns) == 3
 

@@ -10,7 +10,9 @@ from gta_verl.data.types import Trajectory, TrajectoryTurn
 from gta_verl.synth.validate import ValidationConfig, check_rules, validate_trajectories
 
 
-def _traj(kb, titles, queries, answer="Hawaii", question="Which state has as capital the city where Obama was born?"):
+def _traj(
+    kb, titles, queries, answer="Hawaii", question="Which state has as capital the city where Obama was born?"
+):
     ids = [kb.passages[[p.title for p in kb.passages].index(t)].doc_id for t in titles]
     turns = tuple(TrajectoryTurn(f"step {i}", q, d) for i, (q, d) in enumerate(zip(queries, ids)))
     return Trajectory(question=question, answer=answer, turns=turns, path_doc_ids=tuple(ids))
@@ -32,8 +34,12 @@ def test_accepts_executable_and_rejects_unretrievable(tiny_kb, lexical_retriever
 
 
 def test_rules_run_before_retrieval(tiny_kb, lexical_retriever, passages):
-    leaked = _traj(tiny_kb, ["Barack Obama", "Honolulu"], ["Barack Obama born", "Honolulu capital"],
-                   question="Is Hawaii the state whose capital is Obama's birthplace?")
+    leaked = _traj(
+        tiny_kb,
+        ["Barack Obama", "Honolulu"],
+        ["Barack Obama born", "Honolulu capital"],
+        question="Is Hawaii the state whose capital is Obama's birthplace?",
+    )
     (r,) = validate_trajectories([leaked], lexical_retriever, passages)
     assert r.reason == "rule:answer_in_question" and not r.rules_ok and lexical_retriever.calls == 0
 
@@ -51,15 +57,20 @@ def test_each_rule_has_its_reason(tiny_kb, passages):
     assert check_rules(base, passages) is None
     cases = {
         "rule:empty_answer": replace(base, answer=" the "),
-        "rule:long_answer": replace(base, answer="the capital city of the state of Hawaii in the middle of the Pacific Ocean"),
+        "rule:long_answer": replace(
+            base, answer="the capital city of the state of Hawaii in the middle of the Pacific Ocean"
+        ),
         "rule:answer_not_in_last_doc": replace(base, answer="Illinois"),
-        "rule:duplicate_queries": replace(base, turns=(base.turns[0], replace(base.turns[1], query="barack obama BORN"))),
+        "rule:duplicate_queries": replace(
+            base, turns=(base.turns[0], replace(base.turns[1], query="barack obama BORN"))
+        ),
         "rule:empty_query": replace(base, turns=(base.turns[0], replace(base.turns[1], query="  "))),
         "rule:turns_ne_hops": replace(base, turns=base.turns[:1]),
         "rule:target_order": replace(base, turns=base.turns[::-1]),
         "rule:unknown_doc": replace(base, path_doc_ids=("dnope", base.path_doc_ids[1])),
         "rule:pasted_document_text": replace(
-            base, question="Barack Obama was born in Honolulu. He was the 44th president of which place?"),
+            base, question="Barack Obama was born in Honolulu. He was the 44th president of which place?"
+        ),
     }
     for reason, traj in cases.items():
         assert check_rules(traj, passages, ValidationConfig(paste_ngram=8)) == reason, reason
@@ -71,12 +82,17 @@ def test_real_retriever_accepts_and_rejects_on_musique(musique_kb, musique_retri
     d1, d2 = (passages[d] for d in qa.supporting_doc_ids)
     answer = qa.answers[0]
     good = Trajectory(
-        question=qa.question, answer=answer,
-        turns=(TrajectoryTurn("", d1.title + " " + d1.text[:80], d1.doc_id),
-               TrajectoryTurn("", d2.title + " " + d2.text[:80], d2.doc_id)),
+        question=qa.question,
+        answer=answer,
+        turns=(
+            TrajectoryTurn("", d1.title + " " + d1.text[:80], d1.doc_id),
+            TrajectoryTurn("", d2.title + " " + d2.text[:80], d2.doc_id),
+        ),
         path_doc_ids=(d1.doc_id, d2.doc_id),
     )
-    bad = replace(good, turns=(good.turns[0], replace(good.turns[1], query="recipe for banana bread with walnuts")))
+    bad = replace(
+        good, turns=(good.turns[0], replace(good.turns[1], query="recipe for banana bread with walnuts"))
+    )
     cfg = ValidationConfig(paste_ngram=64)
     r_good, r_bad = validate_trajectories([good, bad], musique_retriever, passages, cfg)
     if r_good.reason and r_good.reason.startswith("rule:"):

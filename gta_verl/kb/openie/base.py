@@ -44,7 +44,7 @@ class Extraction:
                 "n_malformed": self.n_malformed, "error": self.error}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Extraction":
+    def from_json(cls, d: dict[str, Any]) -> Extraction:
         return cls(doc_id=d["doc_id"], entities=tuple(d.get("entities", ())),
                    triples=tuple(tuple(t) for t in d.get("triples", ())),  # type: ignore[misc]
                    status=d.get("status", "ok"), n_malformed=int(d.get("n_malformed", 0)),

@@ -20,7 +20,7 @@ from gta_verl.kb.openie.base import Extraction
 
 def passage_key(p: Passage) -> str:
     """Hash of the passage content (title + text), independent of the doc_id scheme."""
-    return hashlib.sha256(f"{p.title}\x1f{p.text}".encode("utf-8")).hexdigest()[:24]
+    return hashlib.sha256(f"{p.title}\x1f{p.text}".encode()).hexdigest()[:24]
 
 
 class ExtractionCache:

@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-_FENCE = re.compile(r"```(?:json|JSON|python)?\s*(.*?)(?:```|$)", flags=re.S)
+_FENCE = re.compile(r"```(?:json|JSON|python)?\s*(.*?)(?:```|$)", flags=re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 ENTITY_KEYS = ("named_entities", "entities", "named_entity", "ner", "extracted_entities")
 TRIPLE_KEYS = ("triples", "triplets", "extracted_triples", "relations", "facts", "triple")

@@ -74,8 +74,8 @@ def svo_triples(doc: Any, title: str = "") -> list[tuple[str, str, str]]:
         prt = "".join(f" {c.text.lower()}" for c in verb.children if c.dep_ == "prt")
         for suffix, obj in _objects(verb):
             rel = f"{verb.lemma_.lower()}{neg}{prt}" + (f" {suffix}" if suffix else "")
-            for s in subs + [cj for s in subs for cj in s.conjuncts]:
-                subj = title if (title and s.lower_ in _PRON) else _phrase(s, spans, chunks)
+            for st in subs + [cj for s in subs for cj in s.conjuncts]:
+                subj = title if (title and st.lower_ in _PRON) else _phrase(st, spans, chunks)
                 obj_text = _phrase(obj, spans, chunks)
                 if subj and obj_text and subj != obj_text and obj.lower_ not in _PRON:
                     triples.append((subj, rel, obj_text))
@@ -105,5 +105,5 @@ class SpacyOpenIE:
     def extract(self, passages: Sequence[Passage]) -> Iterator[Extraction]:
         docs = self.nlp.pipe((p.text for p in passages), batch_size=self.batch_size)
         for p, doc in zip(passages, docs):
-            ents = [e.text for e in doc.ents]
+            ents = [(e[1:] if len(e) > 1 and e[0].pos_ == "DET" else e).text for e in doc.ents]
             yield make_extraction(p.doc_id, ents, svo_triples(doc, p.title))

@@ -44,7 +44,7 @@ class GenerationOutcome:
         return self.stage != "generate"
 
     @classmethod
-    def failure(cls, path: GraphPath, stage: OutcomeStage, reason: str, raw: str = "") -> "GenerationOutcome":
+    def failure(cls, path: GraphPath, stage: OutcomeStage, reason: str, raw: str = "") -> GenerationOutcome:
         return cls(path=path, trajectory=None, stage=stage, reason=reason, raw=raw)
 
 

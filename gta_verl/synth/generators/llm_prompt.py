@@ -74,9 +74,7 @@ class LLMPromptConfig:
             raise ValueError("LLMPromptConfig: n_distractors must be >= 0 and max_doc_chars >= 100")
 
 
-def select_distractors(
-    index: PathIndex, path: GraphPath, k: int, rng: np.random.Generator
-) -> list[int]:
+def select_distractors(index: PathIndex, path: GraphPath, k: int, rng: np.random.Generator) -> list[int]:
     """Pick ``k`` document indices off the path, preferring documents that share an entity with it."""
     on_path = set(path.doc_indices)
     near: set[int] = set()
@@ -140,6 +138,74 @@ class ParseFailure(Exception):
     """Reply not usable; ``args[0]`` is the reason code (``parse:...``)."""
 
 
+class _JsonCutter:
+    """Character walker behind :func:`_scan_json` (container stack + last safe cut point)."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.stack: list[str] = []  # "{" or "["
+        self.in_str = self.esc = self.str_is_key = False
+        self.expect_key = False  # inside an object, the next string is a key
+        self.safe: tuple[int, tuple[str, ...]] = (0, ())  # (len(out), stack) after the last complete value
+
+    def _mark(self) -> None:
+        self.safe = (len(self.out), tuple(self.stack))
+
+    def _string_char(self, ch: str) -> None:
+        self.out.append(ch)
+        if self.esc:
+            self.esc = False
+        elif ch == "\\":
+            self.esc = True
+        elif ch == '"':
+            self.in_str = False
+            if not self.str_is_key:
+                self._mark()
+
+    def _close(self, ch: str) -> bool:
+        out = self.out
+        while out and out[-1].isspace():
+            out.pop()
+        if out and out[-1] == ",":
+            out.pop()  # trailing comma
+        if not self.stack:
+            raise ParseFailure("parse:invalid_json")
+        self.stack.pop()
+        out.append(ch)
+        self._mark()
+        self.expect_key = False
+        return not self.stack
+
+    def feed(self, ch: str) -> bool:
+        """Consume one character; ``True`` once the outermost object is closed."""
+        if self.in_str:
+            self._string_char(ch)
+            return False
+        if ch in "}]":
+            return self._close(ch)
+        if ch == '"':
+            self.in_str = True
+            self.str_is_key = bool(self.stack) and self.stack[-1] == "{" and self.expect_key
+        elif ch in "{[":
+            self.stack.append(ch)
+            self.expect_key = ch == "{"
+        elif ch == ",":
+            self.expect_key = bool(self.stack) and self.stack[-1] == "{"
+            if self.out and self.out[-1] not in "{[,":
+                self._mark()  # a bare number / literal just ended
+        elif ch == ":":
+            self.expect_key = False
+        self.out.append(ch)
+        return False
+
+    def repaired(self) -> str:
+        n, open_stack = self.safe
+        if n == 0:
+            raise ParseFailure("parse:truncated")
+        body = "".join(self.out[:n]).rstrip().rstrip(",")
+        return body + "".join("}" if c == "{" else "]" for c in reversed(open_stack))
+
+
 def _scan_json(text: str) -> tuple[str, bool]:
     """Cut the first JSON object out of ``text``; repair it if the text ends inside it.
 
@@ -154,60 +220,11 @@ def _scan_json(text: str) -> tuple[str, bool]:
     start = text.find("{")
     if start < 0:
         raise ParseFailure("parse:no_json")
-    out: list[str] = []
-    stack: list[str] = []  # "{" or "["
-    in_str = esc = str_is_key = False
-    expect_key = False  # inside an object, the next string is a key
-    safe = (0, ())  # (len(out), stack snapshot) after the last complete value
+    cutter = _JsonCutter()
     for ch in text[start:]:
-        if in_str:
-            out.append(ch)
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-                if not str_is_key:
-                    safe = (len(out), tuple(stack))
-            continue
-        if ch == '"':
-            in_str, str_is_key = True, bool(stack) and stack[-1] == "{" and expect_key
-            out.append(ch)
-        elif ch in "{[":
-            stack.append(ch)
-            expect_key = ch == "{"
-            out.append(ch)
-        elif ch in "}]":
-            while out and out[-1].isspace():
-                out.pop()
-            if out and out[-1] == ",":
-                out.pop()  # trailing comma
-            if not stack:
-                raise ParseFailure("parse:invalid_json")
-            stack.pop()
-            out.append(ch)
-            if not stack:
-                return "".join(out), False
-            safe = (len(out), tuple(stack))
-            expect_key = False
-        elif ch == ",":
-            if stack and stack[-1] == "{":
-                expect_key = True
-            if out and out[-1] not in "{[,":
-                safe = (len(out), tuple(stack))  # a bare number / literal just ended
-            out.append(ch)
-        elif ch == ":":
-            expect_key = False
-            out.append(ch)
-        else:
-            out.append(ch)
-    n, open_stack = safe
-    if n == 0:
-        raise ParseFailure("parse:truncated")
-    body = "".join(out[:n]).rstrip().rstrip(",")
-    closers = "".join("}" if c == "{" else "]" for c in reversed(open_stack))
-    return body + closers, True
+        if cutter.feed(ch):
+            return "".join(cutter.out), False
+    return cutter.repaired(), True
 
 
 def _get(d: Mapping[str, Any], names: Sequence[str]) -> Any:

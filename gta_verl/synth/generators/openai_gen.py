@@ -41,7 +41,8 @@ class OpenAIGenerator:
     """Generator backed by :class:`gta_verl.llm.openai_chat.ChatClient`.
 
     Example:
-        >>> gen = OpenAIGenerator(ChatClient("http://127.0.0.1:8000/v1", "Qwen/Qwen2.5-7B-Instruct"))  # doctest: +SKIP
+        >>> client = ChatClient("http://127.0.0.1:8000/v1", "Qwen/Qwen2.5-7B-Instruct")  # doctest: +SKIP
+        >>> gen = OpenAIGenerator(client)  # doctest: +SKIP
     """
 
     name = GENERATOR_NAME

@@ -38,8 +38,10 @@ def make_generator(
     prompt = LLMPromptConfig(seed=seed)
     if name == "openai":
         if not llm_base_url or not llm_model:
-            raise ValueError("the 'openai' generator needs --llm-base-url (e.g. http://127.0.0.1:8000/v1) "
-                             "and --llm-model (the served model name)")
+            raise ValueError(
+                "the 'openai' generator needs --llm-base-url (e.g. http://127.0.0.1:8000/v1) "
+                "and --llm-model (the served model name)"
+            )
         from gta_verl.llm.openai_chat import ChatClient
         from gta_verl.synth.generators.openai_gen import OpenAIGenerator
 

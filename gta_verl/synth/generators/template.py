@@ -43,8 +43,26 @@ from gta_verl.synth.paths import GraphPath
 from gta_verl.synth.text import contains_phrase, surface_form
 
 GENERATOR_NAME = "template"
-GENERIC_RELATIONS = ("is", "was", "are", "were", "is a", "is an", "was a", "was an", "be", "has", "have",
-                     "had", "include", "includes", "included", "contains", "is in the", "is one of")
+GENERIC_RELATIONS = (
+    "is",
+    "was",
+    "are",
+    "were",
+    "is a",
+    "is an",
+    "was a",
+    "was an",
+    "be",
+    "has",
+    "have",
+    "had",
+    "include",
+    "includes",
+    "included",
+    "contains",
+    "is in the",
+    "is one of",
+)
 
 
 class TemplateFailure(Exception):
@@ -87,7 +105,7 @@ class _Clause:
         return self.triple.subject == self.known
 
     def noun_phrase(self, known_text: str) -> str:
-        """"the entity that <known> <rel>" or "the entity that <rel> <known>"."""
+        """ "the entity that <known> <rel>" or "the entity that <rel> <known>"."""
         r = self.triple.relation
         return f"the entity that {known_text} {r}" if self.forward else f"the entity that {r} {known_text}"
 
@@ -169,14 +187,21 @@ class TemplateGenerator:
             incoming = link.entities[-1]
             if h + 1 < len(path.links):  # intermediate document: relate in- and out-bridge
                 outgoing = path.links[h + 1].entities[0]
-                cands = [_Clause(t, incoming, outgoing) for t in self._usable(link.dst_triples)
-                         if _other_end(t, incoming) == outgoing]
+                cands = [
+                    _Clause(t, incoming, outgoing)
+                    for t in self._usable(link.dst_triples)
+                    if _other_end(t, incoming) == outgoing
+                ]
                 if not cands:
                     raise TemplateFailure("template:no_chain_triple")
             else:
-                cands = [_Clause(t, incoming, y) for t in self._usable(link.dst_triples)
-                         if (y := _other_end(t, incoming)) is not None and not _overlaps(y, used)
-                         and len(y.split()) <= self.config.max_answer_words]
+                cands = [
+                    _Clause(t, incoming, y)
+                    for t in self._usable(link.dst_triples)
+                    if (y := _other_end(t, incoming)) is not None
+                    and not _overlaps(y, used)
+                    and len(y.split()) <= self.config.max_answer_words
+                ]
                 if not cands:
                     raise TemplateFailure("template:no_answer_triple")
             chain.append(_pick(rng, cands))
@@ -190,8 +215,11 @@ class TemplateGenerator:
             return None, False  # shared entity or synonym: the bridge is the same thing
         e, e2 = link.entities[0], link.entities[-1]
         for doc_id, in_src in ((path.doc_ids[h], True), (path.doc_ids[h + 1], False)):
-            cands = [_Clause(t, e, e2) for t in self._usable(link.link_triples)
-                     if t.doc_id == doc_id and _other_end(t, e) == e2]
+            cands = [
+                _Clause(t, e, e2)
+                for t in self._usable(link.link_triples)
+                if t.doc_id == doc_id and _other_end(t, e) == e2
+            ]
             if cands:
                 return _pick(rng, cands), in_src
         raise TemplateFailure("template:link_triple_off_path")
@@ -223,12 +251,18 @@ class TemplateGenerator:
             head = chain[0]
             for c in chain if t else chain[1:]:
                 nested = c.noun_phrase(f"({nested})")
-            seen = "To answer the question I" if t == 0 else f"The documents so far show that {facts(chains[t - 1])}. Next I"
-            turns.append(TrajectoryTurn(
-                reasoning=f"{seen} need {head.noun_phrase(sf(head.known))}.",
-                query=head.query(sf(head.known)),
-                target_doc_id=path.doc_ids[t],
-            ))
+            seen = (
+                "To answer the question I"
+                if t == 0
+                else f"The documents so far show that {facts(chains[t - 1])}. Next I"
+            )
+            turns.append(
+                TrajectoryTurn(
+                    reasoning=f"{seen} need {head.noun_phrase(sf(head.known))}.",
+                    query=head.query(sf(head.known)),
+                    target_doc_id=path.doc_ids[t],
+                )
+            )
         answer = sf(chains[-1][-1].unknown)
         return Trajectory(
             question=f"What is {nested}?",

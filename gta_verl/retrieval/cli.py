@@ -1,0 +1,75 @@
+"""``gta-verl retriever serve`` and ``gta-verl eval-retrieval``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from gta_verl.retrieval.config import FUSIONS, MODES, RetrieverConfig
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    d = RetrieverConfig()
+    p.add_argument("--kb", required=True, help="KB directory (gta-verl kb build --out DIR)")
+    p.add_argument("--k-graph", type=int, default=d.k_graph, help=f"K_g (default {d.k_graph})")
+    p.add_argument("--k-dense", type=int, default=d.k_dense, help=f"K_d (default {d.k_dense})")
+    p.add_argument("--alpha", type=float, default=d.alpha, help=f"PPR restart probability (default {d.alpha})")
+    p.add_argument("--fusion", choices=FUSIONS, default=d.fusion, help=f"hybrid order (default {d.fusion})")
+    p.add_argument("--index", choices=("flat", "ivf", "hnsw"), default=d.index, help="triple index (default flat)")
+
+
+def _config(args: argparse.Namespace, **extra: object) -> RetrieverConfig:
+    return RetrieverConfig(
+        k_graph=args.k_graph, k_dense=args.k_dense, alpha=args.alpha, fusion=args.fusion, index=args.index, **extra
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from gta_verl.retrieval.http import serve
+
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"warning: serving on {args.host}, reachable beyond this machine (no authentication)", file=sys.stderr)
+    serve(args.kb, args.host, args.port, _config(args, mode=args.mode), max_batch=args.max_batch,
+          max_wait_ms=args.max_wait_ms)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from gta_verl.retrieval.evaluate import evaluate_retrieval, format_recall_table, load_qa
+    from gta_verl.retrieval.retriever import GraphRetriever
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    ks = [int(k) for k in args.k.split(",") if k.strip()]
+    retriever = GraphRetriever.from_kb_dir(args.kb, _config(args))
+    qa = load_qa(args.qa, retriever.kb.passages)
+    if args.limit:
+        qa = qa[: args.limit]
+    result = evaluate_retrieval(retriever, qa, modes, ks, dataclasses.replace(retriever.config))
+    print(json.dumps(result, indent=2) if args.json else format_recall_table(result))
+    return 0
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``retriever serve`` and ``eval-retrieval``."""
+    r = subparsers.add_parser("retriever", help="serve the retrieval environment")
+    rsub = r.add_subparsers(dest="retriever_command", metavar="ACTION")
+    s = rsub.add_parser("serve", help="HTTP /retrieve (Search-R1 protocol) + /health")
+    _add_config_args(s)
+    s.add_argument("--mode", choices=MODES, default="hybrid")
+    s.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--max-batch", type=int, default=256, help="most queries per batched call")
+    s.add_argument("--max-wait-ms", type=float, default=5.0, help="micro-batching window")
+    s.set_defaults(func=cmd_serve)
+    r.set_defaults(func=lambda a: (r.print_help(), 2)[1])
+
+    e = subparsers.add_parser("eval-retrieval", help="recall@k of gold documents per retrieval mode")
+    _add_config_args(e)
+    e.add_argument("--qa", required=True, help="QA parquet (data prep) or HippoRAG/FlashRAG question file")
+    e.add_argument("--modes", default="dense,graph,hybrid", help="comma list of dense,graph,hybrid")
+    e.add_argument("--k", default="1,2,5,10", help="comma list of cut-offs")
+    e.add_argument("--limit", type=int, default=0, help="evaluate only the first N questions")
+    e.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    e.set_defaults(func=cmd_eval)

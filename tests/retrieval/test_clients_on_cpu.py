@@ -1,0 +1,95 @@
+"""In-process and HTTP clients: same results as the retriever, failures become error results."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+
+from gta_verl.retrieval.base import AsyncRetriever, Retriever
+from gta_verl.retrieval.client import HTTPRetrieverClient, InProcessRetrieverClient
+from gta_verl.retrieval.retriever import GraphRetriever
+
+QS = ["Where was the president of France born?", "capital of Japan"]
+
+
+@pytest.fixture(scope="module")
+def retriever(toy_kb, hash_embedder) -> GraphRetriever:  # noqa: ANN001
+    return GraphRetriever(toy_kb, hash_embedder)
+
+
+def test_in_process_client(retriever: GraphRetriever) -> None:
+    client = InProcessRetrieverClient(retriever)
+    assert isinstance(client, Retriever) and isinstance(client, AsyncRetriever)
+    expected = [r.doc_ids for r in retriever.retrieve(QS)]
+    assert [r.doc_ids for r in client.retrieve(QS)] == expected
+    assert [r.doc_ids for r in asyncio.run(client.aretrieve(QS))] == expected
+    mixed = client.retrieve([QS[0], "  "])
+    assert mixed[0].ok and mixed[0].doc_ids == expected[0]
+    assert not mixed[1].ok and "empty" in mixed[1].error
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server_url(retriever: GraphRetriever):  # noqa: ANN201
+    import uvicorn
+
+    from gta_verl.retrieval.http import create_app
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(retriever, max_wait_ms=2), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    yield url
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_http_search_r1_protocol(server_url: str, retriever: GraphRetriever) -> None:
+    resp = httpx.post(server_url + "/retrieve", json={"queries": QS, "topk": 2, "return_scores": True}, timeout=30)
+    assert resp.status_code == 200
+    body = resp.json()
+    assert len(body["result"]) == 2 and all(len(docs) == 2 for docs in body["result"])
+    doc = body["result"][0][0]
+    assert set(doc["document"]) >= {"id", "contents"} and "score" in doc and doc["source"] in ("graph", "dense", "both")
+    assert [d["doc_id"] for d in body["result"][0]] == retriever.rank(QS, 2)[0].doc_ids
+    health = httpx.get(server_url + "/health", timeout=5).json()
+    assert health["status"] == "ok" and health["n_docs"] == 10
+
+
+def test_http_client_round_trip_and_limits(server_url: str, retriever: GraphRetriever) -> None:
+    client = HTTPRetrieverClient(server_url, timeout_s=30)
+    expected = retriever.retrieve(QS)
+    got = client.retrieve(QS)
+    assert [r.doc_ids for r in got] == [r.doc_ids for r in expected]
+    assert [[h.source for h in r.hits] for r in got] == [[h.source for h in r.hits] for r in expected]
+    got_async = asyncio.run(client.aretrieve(QS + ["   "]))
+    assert got_async[0].doc_ids == expected[0].doc_ids and got_async[2].error
+    too_many = httpx.post(server_url + "/retrieve", json={"queries": ["q"] * 10_000}, timeout=30)
+    assert too_many.status_code in (413, 422)
+    assert httpx.post(server_url + "/retrieve", json={"queries": []}, timeout=30).status_code == 422
+
+
+def test_http_client_failure_is_error_result() -> None:
+    client = HTTPRetrieverClient(f"http://127.0.0.1:{_free_port()}", timeout_s=2)
+    (r,) = client.retrieve(["anything"])
+    assert r.error and "failed" in r.error and not r.hits
+    (r,) = asyncio.run(client.aretrieve(["anything"]))
+    assert r.error

@@ -1,0 +1,156 @@
+"""LLM generator over a real local OpenAI-protocol HTTP server; tolerant reply parsing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gta_verl.llm.openai_chat import ChatClient
+from gta_verl.synth.generators.llm_prompt import (
+    LLMPromptBuilder,
+    ParseFailure,
+    build_synthesis_messages,
+    parse_synthesis_reply,
+    select_distractors,
+)
+from gta_verl.synth.generators.openai_gen import LLMSamplingConfig, OpenAIGenerator
+from gta_verl.synth.paths import build_path, build_path_index
+from tests.support.openai_server import openai_stub_server
+
+GOOD = {
+    "question": "Of which state is the birthplace of the 44th U.S. president the capital?",
+    "answer": "Hawaii",
+    "trajectory": [
+        {
+            "reasoning": "I need the birthplace of the 44th president.",
+            "search_query": "44th president birthplace",
+            "target_document": "P1",
+        },
+        {
+            "reasoning": "He was born in Honolulu; now which state is Honolulu the capital of?",
+            "search_query": "Honolulu capital of",
+            "target_document": "P2",
+        },
+    ],
+    "final_reasoning": "Honolulu is the capital of Hawaii.",
+}
+
+
+@pytest.fixture()
+def path(tiny_kb):
+    index = build_path_index(tiny_kb)
+    titles = [p.title for p in tiny_kb.passages]
+    return build_path(index, [titles.index("Barack Obama"), titles.index("Honolulu")], [["honolulu"]])
+
+
+def test_prompt_shows_chain_in_order_and_distractors(tiny_kb, path):
+    import numpy as np
+
+    index = build_path_index(tiny_kb)
+    distractors = select_distractors(index, path, 3, np.random.default_rng(0))
+    assert len(distractors) == 3 and not set(distractors) & set(path.doc_indices)
+    system, user = build_synthesis_messages(path, tiny_kb, distractors)
+    assert system["role"] == "system" and "JSON" in system["content"]
+    body = user["content"]
+    assert body.index("[P1] Barack Obama") < body.index("[P2] Honolulu") < body.index("[X1]")
+    assert "P1 -> P2 via: honolulu" in body and "exactly 2 turns" in body
+
+
+def test_well_formed_malformed_and_truncated_replies_over_http(tiny_kb, path):
+    good = json.dumps(GOOD)
+    fenced = (
+        "Sure! Here it is:\n```json\n"
+        + good.replace('"P2"}', '"P2",}').replace('"search_query"', '"query"')
+        + "\n```\nHope this helps."
+    )
+    truncated = good[: good.index('"answer"') + 14]  # cut inside the answer value
+    replies = [good, fenced, "I cannot help with that.", '{"question": "x" "answer": }', truncated, 500]
+    with openai_stub_server(replies) as (base_url, requests):
+        gen = OpenAIGenerator(
+            ChatClient(base_url, "stub", max_retries=0), LLMSamplingConfig(concurrency=1, temperature=0.0)
+        )
+        outs = gen.generate([path] * 6, tiny_kb)
+    assert len(requests) == 6 and requests[0]["model"] == "stub" and requests[0]["temperature"] == 0.0
+    assert [o.reason for o in outs] == [
+        None,
+        None,
+        "parse:no_json",
+        "parse:invalid_json",
+        "parse:truncated",
+        "generate:llm_error",
+    ]
+    assert [o.stage for o in outs] == ["ok", "ok", "parse", "parse", "parse", "generate"]
+    traj = outs[0].trajectory
+    assert traj.answer == "Hawaii" and traj.generator == "openai"
+    assert [t.target_doc_id for t in traj.turns] == list(path.doc_ids)
+    assert outs[1].trajectory.turns[1].query == "Honolulu capital of"
+
+
+def test_truncation_after_required_fields_is_salvaged(tiny_kb, path):
+    good = json.dumps(GOOD)
+    cut = good[: good.index("Honolulu is the capital") + 5]  # inside final_reasoning
+    traj = parse_synthesis_reply(cut, path, tiny_kb, "openai")
+    assert traj.answer == "Hawaii" and len(traj.turns) == 2 and traj.final_reasoning == ""
+    cut_turn = good[: good.index('"Honolulu capital of"')]  # second turn incomplete
+    with pytest.raises(ParseFailure, match="parse:truncated"):
+        parse_synthesis_reply(cut_turn, path, tiny_kb, "openai")
+
+
+@pytest.mark.parametrize(
+    "reply, reason",
+    [
+        ("", "parse:empty_reply"),
+        ('{"answer": "Hawaii", "trajectory": []}', "parse:missing_question"),
+        ('{"question": "q?", "trajectory": [{"query": "a", "target": "P1"}]}', "parse:missing_answer"),
+        ('{"question": "q?", "answer": "a", "steps": []}', "parse:missing_trajectory"),
+        (
+            '{"question": "q?", "answer": "a", "steps": [{"query": "a", "target": "X1"}]}',
+            "parse:distractor_target",
+        ),
+        (
+            '{"question": "q?", "answer": "a", "steps": [{"query": "a", "target": "P7"}]}',
+            "parse:unknown_target",
+        ),
+        ('{"question": "q?", "answer": "a", "steps": [{"reasoning": "r"}]}', "parse:missing_query"),
+    ],
+)
+def test_parse_failure_reasons(tiny_kb, path, reply, reason):
+    with pytest.raises(ParseFailure) as exc:
+        parse_synthesis_reply(reply, path, tiny_kb, "openai")
+    assert exc.value.args[0] == reason
+
+
+def test_key_variants_and_target_forms(tiny_kb, path):
+    reply = json.dumps(
+        {
+            "Question": "q?",
+            "Final Answer": "Hawaii",
+            "aliases": ["State of Hawaii"],
+            "turns": [
+                {"thought": "t1", "search": "a", "doc": 1},
+                {"Thought": "t2", "Query": "b", "Target Document": "Honolulu"},
+            ],
+        }
+    )
+    traj = parse_synthesis_reply(reply, path, tiny_kb, "vllm")
+    assert traj.answer == "Hawaii" and traj.answer_aliases == ("State of Hawaii",)
+    assert [t.target_doc_id for t in traj.turns] == list(path.doc_ids)
+    assert [t.reasoning for t in traj.turns] == ["t1", "t2"]
+
+
+def test_builder_is_deterministic(tiny_kb, path):
+    b = LLMPromptBuilder()
+    assert b.messages([path], tiny_kb) == LLMPromptBuilder().messages([path], tiny_kb)
+
+
+def test_vllm_generator_import_guard():
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        from gta_verl.synth.generators.vllm_gen import VLLMGenerator
+
+        with pytest.raises(ImportError, match="gta-verl\\[vllm\\]"):
+            VLLMGenerator("some/model")
+    else:
+        pytest.skip("vLLM is installed; the import guard is not exercised")
