@@ -217,17 +217,17 @@ class _Ops:
 
 
 def _resolve_backend(backend: Backend, device: str) -> str:
+    """``auto``: scipy on CPU, torch on an accelerator.
+
+    On CPU, scipy's single-threaded product is the robust choice: torch's OpenMP
+    threads busy-wait, and on a shared 2-core machine (rollout workers, other jobs)
+    that made the torch path 5–30× slower in our measurements.
+    """
     if backend == "scipy" and device != "cpu":
         raise ValueError("backend='scipy' runs on CPU only; use backend='torch' for device=" + device)
     if backend != "auto":
         return backend
-    if device != "cpu":
-        return "torch"
-    try:
-        import torch  # noqa: F401
-    except ImportError:  # torch is optional for the CPU path
-        return "scipy"
-    return "torch"
+    return "scipy" if device == "cpu" else "torch"
 
 
 def _cg_block(ops: _Ops, rhs, c: float, tol: float, max_iter: int):  # noqa: ANN001, ANN202
@@ -316,7 +316,7 @@ def batched_ppr(
         max_iter: Iteration cap per block.
         block_size: Columns (queries) solved together; 32–128 keeps the iterate in cache.
         method: ``auto`` = ``cg`` when the transition is symmetrizable, else ``power``.
-        backend: ``scipy``, ``torch`` (CPU via MKL, or GPU) or ``auto`` (torch if installed).
+        backend: ``scipy``, ``torch`` (CPU via MKL, or GPU) or ``auto`` (scipy on CPU, torch on GPU).
         device: ``cpu`` or a torch device such as ``cuda``.
         dtype: ``np.float64`` (default, matches igraph to ~1e-12) or ``np.float32``.
         return_iterations: Also return the iteration count of every block.

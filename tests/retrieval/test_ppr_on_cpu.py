@@ -132,3 +132,14 @@ def test_synthetic_graph_has_exact_counts() -> None:
     keys = {tuple(sorted(e)) for e in sg.edges.tolist()}
     assert len(keys) == len(sg.edges)  # each node pair at most once
     assert np.array_equal(sg.edges, make_synthetic_graph(spec, seed=0).edges)  # seeded
+
+
+@pytest.mark.gpu
+def test_torch_cuda_path_matches_igraph() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    g = _random_graph(40, 80, seed=4)
+    pers = np.eye(40)[:3]
+    r = batched_ppr(build_transition(g), pers, device="cuda")
+    np.testing.assert_allclose(r, _igraph(g, pers), atol=1e-8)
