@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/ppr.py [--graphs 2wiki,hotpotqa] [--batches 1,32,256,1024]
-        [--n-ref 32] [--retriever] [--n-triples 1300000] [--seed 0]
+        [--n-ref 32] [--variants default|fast|all] [--retriever] [--n-triples 1300000] [--seed 0]
 
 Prints markdown tables: per graph, igraph ms/query, then batched PPR at every
 batch size (ms/query, queries/s, speed-up over igraph, share of reference queries
@@ -20,7 +20,12 @@ import time
 import numpy as np
 
 from gta_verl.retrieval.ppr import batched_ppr, build_transition
-from gta_verl.retrieval.synthetic import HOTPOTQA_10K, TWOWIKI, make_seed_personalization, make_synthetic_graph
+from gta_verl.retrieval.synthetic import (
+    HOTPOTQA_10K,
+    TWOWIKI,
+    make_seed_personalization,
+    make_synthetic_graph,
+)
 
 SPECS = {"2wiki": TWOWIKI, "hotpotqa": HOTPOTQA_10K}
 
@@ -60,14 +65,16 @@ def bench_graph(key: str, batches: list[int], n_ref: int, seed: int, variants: l
     pers = make_seed_personalization(spec, max(max(batches), n_ref), seed=seed + 1)
     ref, ig_ms = _igraph_ref(graph, pers[:n_ref])
     lines = [
-        f"\n### {spec.name}: {spec.n_docs:,} docs, {spec.n_entities:,} entities, "
-        f"{len(sg.edges):,} edges (graph {t1 - t0:.1f} s, transition {t2 - t1:.2f} s)\n",
+        (
+            f"\n### {spec.name}: {spec.n_docs:,} docs, {spec.n_entities:,} entities, "
+            f"{len(sg.edges):,} edges (graph {t1 - t0:.1f} s, transition {t2 - t1:.2f} s)\n"
+        ),
         "| method | batch | ms/query | queries/s | speed-up vs igraph | top-10 identical | max abs diff | iters |",
         "|---|---|---|---|---|---|---|---|",
         f"| igraph prpack (per query) | 1 | {ig_ms:.1f} | {1000 / ig_ms:.1f} | 1.0× | ref | ref | – |",
     ]
     for var in variants:
-        name = "batched " + ",".join(f"{k}={v}" for k, v in var.items())
+        name = "batched " + ",".join(f"{k}={getattr(v, '__name__', v)}" for k, v in var.items())
         batched_ppr(tr, pers[:2], **var)  # warm-up (torch CSR conversion is cached)
         for b in batches:
             reps = max(1, min(8, n_ref)) if b == 1 else 1
@@ -97,12 +104,12 @@ class _RandomEncoder:
         self.dim, self.name = dim, "random"
         self._rng = np.random.default_rng(7)
 
-    def encode(self, texts, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:  # noqa: ANN001
+    def encode(self, texts, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         x = self._rng.standard_normal((len(texts), self.dim)).astype(np.float32)
         return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def _synthetic_kb(n_triples: int, seed: int, dim: int):  # noqa: ANN202
+def _synthetic_kb(n_triples: int, seed: int, dim: int):
     from gta_verl.data.types import Passage, Triple
     from gta_verl.kb.knowledge_base import KnowledgeBase
 
@@ -115,15 +122,26 @@ def _synthetic_kb(n_triples: int, seed: int, dim: int):  # noqa: ANN202
     entities = tuple(f"entity {j}" for j in range(spec.n_entities))
     pairs = rng.integers(0, spec.n_entities, (n_triples, 2))
     docs = rng.integers(0, spec.n_docs, n_triples)
-    triples = tuple(Triple(f"e{a}", f"r{i}", f"e{b}", passages[d].doc_id)
-                    for i, ((a, b), d) in enumerate(zip(pairs.tolist(), docs.tolist())))
+    triples = tuple(
+        Triple(f"e{a}", f"r{i}", f"e{b}", passages[d].doc_id)
+        for i, ((a, b), d) in enumerate(zip(pairs.tolist(), docs.tolist()))
+    )
 
     def unit(n: int) -> np.ndarray:
         x = rng.standard_normal((n, dim)).astype(np.float32)
         return x / np.linalg.norm(x, axis=1, keepdims=True)
 
-    return KnowledgeBase(passages, entities, triples, pairs, g, unit(spec.n_docs), np.zeros((0, dim), np.float32),
-                         unit(n_triples), "random")
+    return KnowledgeBase(
+        passages,
+        entities,
+        triples,
+        pairs,
+        g,
+        unit(spec.n_docs),
+        np.zeros((0, dim), np.float32),
+        unit(n_triples),
+        "random",
+    )
 
 
 def bench_retriever(n_triples: int, seed: int, dim: int) -> list[str]:
@@ -136,8 +154,10 @@ def bench_retriever(n_triples: int, seed: int, dim: int) -> list[str]:
     _ = retriever.transition
     build_s = time.perf_counter() - t0
     lines = [
-        f"\n### Whole retriever, HotpotQA-10K-scale graph, {n_triples:,} random unit triple vectors "
-        f"(dim {dim}; KB + index + transition built in {build_s:.0f} s; query encoding not timed)\n",
+        (
+            f"\n### Whole retriever, HotpotQA-10K-scale graph, {n_triples:,} random unit triple vectors "
+            f"(dim {dim}; KB + index + transition built in {build_s:.0f} s; query encoding not timed)\n"
+        ),
         "| batch | ms/query | queries/s |",
         "|---|---|---|",
     ]
@@ -157,19 +177,19 @@ def main() -> None:
     ap.add_argument("--batches", default="1,32,256,1024")
     ap.add_argument("--n-ref", type=int, default=32, help="queries run through igraph as reference")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--variants", default="default", help="default | all (adds power/scipy/float32 rows)")
+    ap.add_argument(
+        "--variants", default="default", help="default | fast (+float32) | all (+float32, power, torch CPU)"
+    )
     ap.add_argument("--retriever", action="store_true", help="also time the whole retriever")
     ap.add_argument("--n-triples", type=int, default=1_300_000)
     ap.add_argument("--dim", type=int, default=384, help="triple/passage vector size (MiniLM: 384)")
     args = ap.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     variants: list[dict] = [{"method": "cg", "backend": "scipy"}]
+    if args.variants in ("fast", "all"):
+        variants.append({"method": "cg", "backend": "scipy", "dtype": np.float32})
     if args.variants == "all":
-        variants += [
-            {"method": "cg", "backend": "scipy", "dtype": np.float32},
-            {"method": "power", "backend": "scipy"},
-            {"method": "cg", "backend": "torch"},
-        ]
+        variants += [{"method": "power", "backend": "scipy"}, {"method": "cg", "backend": "torch"}]
     out = ["## Batched PPR vs igraph PRPACK (synthetic Table-5 graphs, seeded)"]
     for key in args.graphs.split(","):
         out += bench_graph(key, batches, args.n_ref, args.seed, variants)

@@ -42,9 +42,9 @@ logger = logging.getLogger(__name__)
 
 AGENT_NAME = schema.DEFAULT_AGENT_NAME  # "gta_search_agent"
 #: extra_fields key: whether ``as_dict`` places per-turn rewards (gta.agent.place_turn_rewards).
-EF_PLACE_TURN_REWARDS = getattr(schema, "EF_PLACE_TURN_REWARDS", "gta/place_turn_rewards")
+EF_PLACE_TURN_REWARDS = schema.EF_PLACE_TURN_REWARDS
 #: extra_fields key: turns whose generation ran past the closing tag (text dropped; verl #935).
-EF_TRAILING_DROPPED = "gta/trailing_dropped"
+EF_TRAILING_DROPPED = schema.EF_TRAILING_DROPPED
 #: ``reward_extra_info`` key a PathRouter manager sets to 0 for evidence-rich trajectories.
 DISTILL_SELECT_KEY = "distill_select"
 

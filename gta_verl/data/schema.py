@@ -45,6 +45,8 @@ EF_ANSWER = "gta/answer"  # str | None
 EF_TURN_SPANS = "gta/turn_spans"  # list[[kind, start, end]] response-token spans, end exclusive
 EF_BUDGET_EXHAUSTED = "gta/budget_exhausted"  # bool: action budget B used up without answer
 EF_TRUNCATED = "gta/truncated"  # bool: hit rollout.response_length
+EF_PLACE_TURN_REWARDS = "gta/place_turn_rewards"  # bool: as_dict places per-turn rewards (opt-in)
+EF_TRAILING_DROPPED = "gta/trailing_dropped"  # int: turns whose text ran past the closing tag (verl #935)
 
 SPAN_KINDS = ("reasoning", "query", "observation", "answer", "invalid")
 

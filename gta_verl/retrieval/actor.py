@@ -118,7 +118,9 @@ def get_or_create_retriever_actor(
 
     kb_dir = Path(kb_dir).resolve()
     if not (kb_dir / "manifest.json").is_file():
-        raise FileNotFoundError(f"{kb_dir} is not a KB directory (no manifest.json); build it with `gta-verl kb build`")
+        raise FileNotFoundError(
+            f"{kb_dir} is not a KB directory (no manifest.json); build it with `gta-verl kb build`"
+        )
     cls = ray.remote(GraphRetrieverActor)
     return cls.options(
         name=name,

@@ -15,14 +15,23 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kb", required=True, help="KB directory (gta-verl kb build --out DIR)")
     p.add_argument("--k-graph", type=int, default=d.k_graph, help=f"K_g (default {d.k_graph})")
     p.add_argument("--k-dense", type=int, default=d.k_dense, help=f"K_d (default {d.k_dense})")
-    p.add_argument("--alpha", type=float, default=d.alpha, help=f"PPR restart probability (default {d.alpha})")
+    p.add_argument(
+        "--alpha", type=float, default=d.alpha, help=f"PPR restart probability (default {d.alpha})"
+    )
     p.add_argument("--fusion", choices=FUSIONS, default=d.fusion, help=f"hybrid order (default {d.fusion})")
-    p.add_argument("--index", choices=("flat", "ivf", "hnsw"), default=d.index, help="triple index (default flat)")
+    p.add_argument(
+        "--index", choices=("flat", "ivf", "hnsw"), default=d.index, help="triple index (default flat)"
+    )
 
 
 def _config(args: argparse.Namespace, **extra: object) -> RetrieverConfig:
     return RetrieverConfig(
-        k_graph=args.k_graph, k_dense=args.k_dense, alpha=args.alpha, fusion=args.fusion, index=args.index, **extra
+        k_graph=args.k_graph,
+        k_dense=args.k_dense,
+        alpha=args.alpha,
+        fusion=args.fusion,
+        index=args.index,
+        **extra,
     )
 
 
@@ -30,9 +39,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from gta_verl.retrieval.http import serve
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"warning: serving on {args.host}, reachable beyond this machine (no authentication)", file=sys.stderr)
-    serve(args.kb, args.host, args.port, _config(args, mode=args.mode), max_batch=args.max_batch,
-          max_wait_ms=args.max_wait_ms)
+        print(
+            f"warning: serving on {args.host}, reachable beyond this machine (no authentication)",
+            file=sys.stderr,
+        )
+    serve(
+        args.kb,
+        args.host,
+        args.port,
+        _config(args, mode=args.mode),
+        max_batch=args.max_batch,
+        max_wait_ms=args.max_wait_ms,
+    )
     return 0
 
 

@@ -34,7 +34,9 @@ class RayRetrieverClient:
         namespace: Ray namespace of a named actor.
     """
 
-    def __init__(self, actor_name_or_handle: Any, timeout_s: float = 30.0, namespace: str | None = None) -> None:
+    def __init__(
+        self, actor_name_or_handle: Any, timeout_s: float = 30.0, namespace: str | None = None
+    ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.timeout_s = timeout_s
@@ -124,7 +126,9 @@ class InProcessRetrieverClient:
                 # one bad query must not fail the others: answer them one by one
                 return [self._one(q) for q in queries]
             except Exception as exc:  # noqa: BLE001
-                return error_results(queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000)
+                return error_results(
+                    queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000
+                )
 
     def _one(self, query: str) -> RetrievalResult:
         try:
@@ -193,7 +197,9 @@ class HTTPRetrieverClient:
             resp.raise_for_status()
             return results_from_response(queries, resp.json())
         except Exception as exc:  # noqa: BLE001
-            return error_results(queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000)
+            return error_results(
+                queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000
+            )
 
     async def aretrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:
         import httpx
@@ -205,4 +211,6 @@ class HTTPRetrieverClient:
             resp.raise_for_status()
             return results_from_response(queries, resp.json())
         except Exception as exc:  # noqa: BLE001
-            return error_results(queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000)
+            return error_results(
+                queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000
+            )

@@ -124,10 +124,12 @@ class RetrieverConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "RetrieverConfig":
+    def from_dict(cls, d: dict[str, Any] | None) -> RetrieverConfig:
         """Build from a (YAML) mapping, naming unknown keys instead of a TypeError."""
         d = dict(d or {})
         unknown = sorted(set(d) - set(cls.__dataclass_fields__))
         if unknown:
-            raise ValueError(f"unknown RetrieverConfig keys {unknown}; valid: {sorted(cls.__dataclass_fields__)}")
+            raise ValueError(
+                f"unknown RetrieverConfig keys {unknown}; valid: {sorted(cls.__dataclass_fields__)}"
+            )
         return cls(**d)

@@ -150,7 +150,7 @@ def evaluate_retrieval(
     qa = [q for q in qa_examples if q.supporting_doc_ids]
     if not qa:
         raise ValueError("no question has gold supporting documents: cannot compute recall")
-    ks = sorted(set(int(k) for k in ks))
+    ks = sorted({int(k) for k in ks})
     out: dict[str, Any] = {
         "n_questions": len(qa),
         "n_skipped_no_gold": len(qa_examples) - len(qa),
@@ -172,7 +172,11 @@ def format_recall_table(result: dict[str, Any]) -> str:
     lines = [f"Recall@k over {result['n_questions']} questions", "", head, sep]
     for mode, r in result["modes"].items():
         lines.append(f"| {mode} | " + " | ".join(f"{r['recall'][f'R@{k}']:.3f}" for k in ks) + " |")
-    lines += ["", "| mode | hops (n) | " + " | ".join(f"R@{k}" for k in ks) + " |", "|---|---|" + "---|" * len(ks)]
+    lines += [
+        "",
+        "| mode | hops (n) | " + " | ".join(f"R@{k}" for k in ks) + " |",
+        "|---|---|" + "---|" * len(ks),
+    ]
     for mode, r in result["modes"].items():
         for hops, d in r["by_hops"].items():
             vals = " | ".join(f"{d['recall'][f'R@{k}']:.3f}" for k in ks)

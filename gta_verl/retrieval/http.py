@@ -33,7 +33,12 @@ class RetrieveRequest(BaseModel):
 
 def _doc(hit: Any, return_scores: bool) -> dict[str, Any]:
     d: dict[str, Any] = {
-        "document": {"id": hit.doc_id, "contents": f"{hit.title}\n{hit.text}", "title": hit.title, "text": hit.text},
+        "document": {
+            "id": hit.doc_id,
+            "contents": f"{hit.title}\n{hit.text}",
+            "title": hit.title,
+            "text": hit.text,
+        },
         "doc_id": hit.doc_id,
         "source": hit.source,
     }
@@ -45,7 +50,10 @@ def _doc(hit: Any, return_scores: bool) -> dict[str, Any]:
 def _payload(results: list[RetrievalResult], return_scores: bool) -> dict[str, Any]:
     return {
         "result": [[_doc(h, return_scores) for h in r.hits] for r in results],
-        "meta": [{"query": r.query, "flags": list(r.flags), "error": r.error, "latency_ms": r.latency_ms} for r in results],
+        "meta": [
+            {"query": r.query, "flags": list(r.flags), "error": r.error, "latency_ms": r.latency_ms}
+            for r in results
+        ],
     }
 
 
@@ -70,7 +78,7 @@ def create_app(
     rank_lock = asyncio.Lock()
 
     @app.middleware("http")
-    async def limit_body(request: Request, call_next):  # noqa: ANN001, ANN202
+    async def limit_body(request: Request, call_next):
         size = request.headers.get("content-length")
         if size is not None and int(size) > max_body_bytes:
             return JSONResponse({"detail": f"request body over {max_body_bytes} bytes"}, status_code=413)
@@ -78,7 +86,12 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "n_docs": retriever.kb.n_docs, "mode": retriever.config.mode, **batcher.stats()}
+        return {
+            "status": "ok",
+            "n_docs": retriever.kb.n_docs,
+            "mode": retriever.config.mode,
+            **batcher.stats(),
+        }
 
     @app.post("/retrieve")
     async def retrieve(req: RetrieveRequest) -> dict[str, Any]:
@@ -97,7 +110,9 @@ def create_app(
     return app
 
 
-def serve(kb_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Any = None, **app_kwargs: Any) -> None:
+def serve(
+    kb_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Any = None, **app_kwargs: Any
+) -> None:
     """Load the KB and serve it with uvicorn (blocking)."""
     import uvicorn
 

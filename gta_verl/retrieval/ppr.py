@@ -182,20 +182,20 @@ class _Ops:
         self.mat = tr._cache[key]
         self.device = device
 
-    def to(self, a: np.ndarray):  # noqa: ANN201 - numpy array or torch tensor
+    def to(self, a: np.ndarray):
         if self.backend == "scipy":
             return np.ascontiguousarray(a, dtype=self.xp_dtype)
         import torch
 
         return torch.from_numpy(np.ascontiguousarray(a)).to(self.device, self.mat.dtype)
 
-    def back(self, a) -> np.ndarray:  # noqa: ANN001
+    def back(self, a) -> np.ndarray:
         return a if self.backend == "scipy" else a.cpu().numpy()
 
-    def matmul(self, x):  # noqa: ANN001, ANN201
+    def matmul(self, x):
         return self.mat @ x
 
-    def coldot(self, a, b):  # noqa: ANN001, ANN201
+    def coldot(self, a, b):
         """Column-wise inner products ``[b]`` of two ``[N, b]`` blocks, without a temporary."""
         if self.backend == "scipy":
             return np.einsum("ij,ij->j", a, b)
@@ -203,7 +203,7 @@ class _Ops:
 
         return torch.einsum("ij,ij->j", a, b)
 
-    def axpy(self, y, step, x, scratch=None):  # noqa: ANN001, ANN201
+    def axpy(self, y, step, x, scratch=None):
         """``y += x * step`` in place (``step`` per column)."""
         if self.backend == "scipy":
             np.multiply(x, step, out=scratch)
@@ -212,7 +212,7 @@ class _Ops:
             y.addcmul_(x, step.unsqueeze(0))
         return y
 
-    def copy(self, a):  # noqa: ANN001, ANN201
+    def copy(self, a):
         return a.copy() if self.backend == "scipy" else a.clone()
 
 
@@ -230,7 +230,7 @@ def _resolve_backend(backend: Backend, device: str) -> str:
     return "scipy" if device == "cpu" else "torch"
 
 
-def _cg_block(ops: _Ops, rhs, c: float, tol: float, max_iter: int):  # noqa: ANN001, ANN202
+def _cg_block(ops: _Ops, rhs, c: float, tol: float, max_iter: int):
     """Solve ``(I − c S) y = rhs`` for every column of ``rhs`` [N, b] by batched CG.
 
     Conjugate gradients run independently per column (per-column step sizes); the
@@ -259,7 +259,7 @@ def _cg_block(ops: _Ops, rhs, c: float, tol: float, max_iter: int):  # noqa: ANN
     return y, max_iter
 
 
-def _power_block(ops: _Ops, pers, dangling, alpha: float, tol: float, max_iter: int):  # noqa: ANN001, ANN202
+def _power_block(ops: _Ops, pers, dangling, alpha: float, tol: float, max_iter: int):
     """Power iteration ``x ← α p + (1−α)(M x + (dᵀx) p)`` on a block ``pers`` [N, b]."""
     x = pers
     c = 1.0 - alpha

@@ -136,7 +136,7 @@ class GraphRetriever:
     @classmethod
     def from_kb_dir(
         cls, kb_dir: str | Path, config: RetrieverConfig | None = None, embedder: Any = None
-    ) -> "GraphRetriever":
+    ) -> GraphRetriever:
         """Load the KB at ``kb_dir`` and its encoder (``load_embedder(kb.embedder_name)``)."""
         from gta_verl.kb.store import load_kb
 
@@ -148,7 +148,7 @@ class GraphRetriever:
             embedder = load_embedder(kb.embedder_name or "all-MiniLM-L6-v2", cache=False)
         return cls(kb, embedder, config)
 
-    def with_config(self, config: RetrieverConfig) -> "GraphRetriever":
+    def with_config(self, config: RetrieverConfig) -> GraphRetriever:
         """A retriever sharing this one's KB, encoder and graph, with another config."""
         other = copy.copy(self)
         other.config = config
@@ -294,7 +294,9 @@ class GraphRetriever:
         score = float(dense[doc]) if source == "dense" or ppr is None else float(ppr[doc])
         return RetrievalHit(doc_id=p.doc_id, title=p.title, text=p.text, score=score, source=source)
 
-    def _ordered(self, dense: np.ndarray, ppr: np.ndarray | None, ok: bool, k_g: int, k_d: int) -> list[RetrievalHit]:
+    def _ordered(
+        self, dense: np.ndarray, ppr: np.ndarray | None, ok: bool, k_g: int, k_d: int
+    ) -> list[RetrievalHit]:
         """Hits of one query: top-k_g graph ∪ top-k_d dense, fused, with provenance."""
         c = self.config
         d_order = np.argsort(-dense, kind="stable")[:k_d] if k_d else np.zeros(0, np.int64)
@@ -305,7 +307,9 @@ class GraphRetriever:
             return [self._hit(int(d), "graph", dense, ppr) for d in g_order]
         g_set, d_set = set(g_order.tolist()), set(d_order.tolist())
         fused = fuse(g_order, d_order, c.fusion, c.dense_head, c.rrf_k)
-        src = {d: "both" if d in g_set and d in d_set else ("graph" if d in g_set else "dense") for d in fused}
+        src = {
+            d: "both" if d in g_set and d in d_set else ("graph" if d in g_set else "dense") for d in fused
+        }
         return [self._hit(d, src[d], dense, ppr) for d in fused]
 
     def _run(

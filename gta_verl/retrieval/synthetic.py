@@ -52,7 +52,7 @@ class SyntheticGraph:
     kinds: np.ndarray
     """``int8 [E]``: 0 doc_entity, 1 relation, 2 synonymy."""
 
-    def to_igraph(self):  # noqa: ANN201 - igraph imported lazily
+    def to_igraph(self):
         """Return an undirected ``igraph.Graph`` with ``weight`` as Python floats."""
         import igraph as ig
 
@@ -68,9 +68,7 @@ def _popularity(n: int, exponent: float, rng: np.random.Generator) -> np.ndarray
     return w / w.sum()
 
 
-def _unique_pairs(
-    count: int, sample, forbid: set[int] | None, key_base: int, symmetric: bool
-) -> np.ndarray:
+def _unique_pairs(count: int, sample, forbid: set[int] | None, key_base: int, symmetric: bool) -> np.ndarray:
     """Draw ``count`` distinct pairs from ``sample(n) -> int64 [n, 2]``."""
     chosen: list[np.ndarray] = []
     seen: set[int] = set() if forbid is None else forbid

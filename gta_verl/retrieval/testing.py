@@ -20,19 +20,35 @@ from gta_verl.data.types import Passage, Triple
 _WORD = re.compile(r"\w+")
 
 TOY_DOCS: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
-    ("Paris", "Paris is the capital of France. The Eiffel Tower is in Paris.",
-     (("paris", "capital of", "france"), ("eiffel tower", "located in", "paris"))),
-    ("France", "France is a country in Europe. Its president is Emmanuel Macron.",
-     (("france", "country in", "europe"), ("france", "president", "emmanuel macron"))),
+    (
+        "Paris",
+        "Paris is the capital of France. The Eiffel Tower is in Paris.",
+        (("paris", "capital of", "france"), ("eiffel tower", "located in", "paris")),
+    ),
+    (
+        "France",
+        "France is a country in Europe. Its president is Emmanuel Macron.",
+        (("france", "country in", "europe"), ("france", "president", "emmanuel macron")),
+    ),
     ("Emmanuel Macron", "Emmanuel Macron was born in Amiens.", (("emmanuel macron", "born in", "amiens"),)),
-    ("Amiens", "Amiens is a city in northern France on the Somme river.",
-     (("amiens", "city in", "france"), ("amiens", "on river", "somme"))),
+    (
+        "Amiens",
+        "Amiens is a city in northern France on the Somme river.",
+        (("amiens", "city in", "france"), ("amiens", "on river", "somme")),
+    ),
     ("Berlin", "Berlin is the capital of Germany.", (("berlin", "capital of", "germany"),)),
-    ("Germany", "Germany is a country in Europe. Its chancellor is Olaf Scholz.",
-     (("germany", "country in", "europe"), ("germany", "chancellor", "olaf scholz"))),
+    (
+        "Germany",
+        "Germany is a country in Europe. Its chancellor is Olaf Scholz.",
+        (("germany", "country in", "europe"), ("germany", "chancellor", "olaf scholz")),
+    ),
     ("Olaf Scholz", "Olaf Scholz was born in Osnabrueck.", (("olaf scholz", "born in", "osnabrueck"),)),
     ("Tokyo", "Tokyo is the capital of Japan.", (("tokyo", "capital of", "japan"),)),
-    ("Mount Fuji", "Mount Fuji is the highest mountain in Japan.", (("mount fuji", "highest mountain in", "japan"),)),
+    (
+        "Mount Fuji",
+        "Mount Fuji is the highest mountain in Japan.",
+        (("mount fuji", "highest mountain in", "japan"),),
+    ),
     ("Lonely", "This passage mentions nothing in particular.", ()),
 )
 
@@ -55,7 +71,7 @@ class HashEmbedder:
         return (out / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-def make_toy_kb(embedder: HashEmbedder | None = None, with_triples: bool = True):  # noqa: ANN201
+def make_toy_kb(embedder: HashEmbedder | None = None, with_triples: bool = True):
     """A 10-document KB (one isolated document) built by hand, without OpenIE.
 
     Returns:
@@ -69,7 +85,10 @@ def make_toy_kb(embedder: HashEmbedder | None = None, with_triples: bool = True)
     emb = embedder or HashEmbedder()
     passages = tuple(Passage(make_doc_id(t, x), t, x) for t, x, _ in TOY_DOCS)
     triples = tuple(
-        Triple(s, r, o, passages[i].doc_id) for i, (_, _, ts) in enumerate(TOY_DOCS) if with_triples for s, r, o in ts
+        Triple(s, r, o, passages[i].doc_id)
+        for i, (_, _, ts) in enumerate(TOY_DOCS)
+        if with_triples
+        for s, r, o in ts
     )
     entities = tuple(sorted({e for t in triples for e in (t.subject, t.object)}))
     ent_idx = {e: j for j, e in enumerate(entities)}

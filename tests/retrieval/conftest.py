@@ -15,7 +15,7 @@ def hash_embedder() -> HashEmbedder:
 
 
 @pytest.fixture(scope="session")
-def toy_kb(hash_embedder):  # noqa: ANN001, ANN201
+def toy_kb(hash_embedder):
     return make_toy_kb(hash_embedder)
 
 

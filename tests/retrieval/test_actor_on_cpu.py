@@ -9,23 +9,30 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from gta_verl.retrieval.actor import get_or_create_retriever_actor  # noqa: E402
-from gta_verl.retrieval.client import RayRetrieverClient  # noqa: E402
-from gta_verl.retrieval.retriever import GraphRetriever  # noqa: E402
+from gta_verl.retrieval.actor import get_or_create_retriever_actor
+from gta_verl.retrieval.client import RayRetrieverClient
+from gta_verl.retrieval.retriever import GraphRetriever
 
 EMB = "gta_verl.retrieval.testing:HashEmbedder"
-QS = ["Where was the president of France born?", "capital of Japan", "chancellor of Germany", "Mount Fuji height"]
+QS = [
+    "Where was the president of France born?",
+    "capital of Japan",
+    "chancellor of Germany",
+    "Mount Fuji height",
+]
 
 
 @pytest.fixture(scope="module")
-def ray_session():  # noqa: ANN201
+def ray_session():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="gta_verl_test")
     yield
     ray.shutdown()
 
 
-def test_actor_end_to_end(ray_session, toy_kb_dir, toy_kb, hash_embedder) -> None:  # noqa: ANN001
-    actor = get_or_create_retriever_actor(toy_kb_dir, name="rt_test", num_cpus=0.5, embedder=EMB, max_wait_ms=5)
+def test_actor_end_to_end(ray_session, toy_kb_dir, toy_kb, hash_embedder) -> None:
+    actor = get_or_create_retriever_actor(
+        toy_kb_dir, name="rt_test", num_cpus=0.5, embedder=EMB, max_wait_ms=5
+    )
     same = get_or_create_retriever_actor(toy_kb_dir, name="rt_test", num_cpus=0.5, embedder=EMB)
     assert actor._actor_id == same._actor_id  # get_if_exists shares one actor
     local = GraphRetriever(toy_kb, hash_embedder)
@@ -64,14 +71,17 @@ def test_actor_end_to_end(ray_session, toy_kb_dir, toy_kb, hash_embedder) -> Non
     assert r.ok and r.doc_ids == expected[QS[1]]
 
 
-def test_client_timeout_and_missing_actor(ray_session, toy_kb_dir) -> None:  # noqa: ANN001
-    handle = get_or_create_retriever_actor(toy_kb_dir, name="rt_slow", num_cpus=0.5, embedder=EMB, max_wait_ms=3000,
-                                  max_batch=10_000)
+def test_client_timeout_and_missing_actor(ray_session, toy_kb_dir) -> None:
+    handle = get_or_create_retriever_actor(
+        toy_kb_dir, name="rt_slow", num_cpus=0.5, embedder=EMB, max_wait_ms=3000, max_batch=10_000
+    )
     warm = RayRetrieverClient("rt_slow", timeout_s=60, namespace="gta_verl_test")
     assert warm.retrieve([QS[0]])[0].ok  # actor up (its batching window is 3 s)
     (r,) = RayRetrieverClient("rt_slow", timeout_s=0.3, namespace="gta_verl_test").retrieve([QS[0]])
     assert r.error and "timed out" in r.error
-    (r,) = asyncio.run(RayRetrieverClient("rt_slow", timeout_s=0.3, namespace="gta_verl_test").aretrieve([QS[0]]))
+    (r,) = asyncio.run(
+        RayRetrieverClient("rt_slow", timeout_s=0.3, namespace="gta_verl_test").aretrieve([QS[0]])
+    )
     assert r.error and "timed out" in r.error
     (r,) = RayRetrieverClient("no_such_actor", timeout_s=1, namespace="gta_verl_test").retrieve([QS[0]])
     assert r.error and "failed" in r.error

@@ -18,7 +18,7 @@ QS = ["Where was the president of France born?", "capital of Japan"]
 
 
 @pytest.fixture(scope="module")
-def retriever(toy_kb, hash_embedder) -> GraphRetriever:  # noqa: ANN001
+def retriever(toy_kb, hash_embedder) -> GraphRetriever:
     return GraphRetriever(toy_kb, hash_embedder)
 
 
@@ -40,14 +40,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server_url(retriever: GraphRetriever):  # noqa: ANN201
+def server_url(retriever: GraphRetriever):
     import uvicorn
 
     from gta_verl.retrieval.http import create_app
 
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(retriever, max_wait_ms=2), host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(retriever, max_wait_ms=2), host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
@@ -63,12 +64,18 @@ def server_url(retriever: GraphRetriever):  # noqa: ANN201
 
 
 def test_http_search_r1_protocol(server_url: str, retriever: GraphRetriever) -> None:
-    resp = httpx.post(server_url + "/retrieve", json={"queries": QS, "topk": 2, "return_scores": True}, timeout=30)
+    resp = httpx.post(
+        server_url + "/retrieve", json={"queries": QS, "topk": 2, "return_scores": True}, timeout=30
+    )
     assert resp.status_code == 200
     body = resp.json()
     assert len(body["result"]) == 2 and all(len(docs) == 2 for docs in body["result"])
     doc = body["result"][0][0]
-    assert set(doc["document"]) >= {"id", "contents"} and "score" in doc and doc["source"] in ("graph", "dense", "both")
+    assert (
+        set(doc["document"]) >= {"id", "contents"}
+        and "score" in doc
+        and doc["source"] in ("graph", "dense", "both")
+    )
     assert [d["doc_id"] for d in body["result"][0]] == retriever.rank(QS, 2)[0].doc_ids
     health = httpx.get(server_url + "/health", timeout=5).json()
     assert health["status"] == "ok" and health["n_docs"] == 10

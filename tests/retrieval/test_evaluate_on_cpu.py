@@ -19,10 +19,16 @@ def test_recall_at_k_hand_computed() -> None:
         recall_at_k(["a"], [], 1)
 
 
-def test_evaluate_on_toy_kb(toy_kb, hash_embedder) -> None:  # noqa: ANN001
+def test_evaluate_on_toy_kb(toy_kb, hash_embedder) -> None:
     p = {x.title: x.doc_id for x in toy_kb.passages}
     qa = [
-        QAExample("1", "Where was the president of France born?", ("Amiens",), (p["France"], p["Emmanuel Macron"]), 2),
+        QAExample(
+            "1",
+            "Where was the president of France born?",
+            ("Amiens",),
+            (p["France"], p["Emmanuel Macron"]),
+            2,
+        ),
         QAExample("2", "capital of Japan", ("Tokyo",), (p["Tokyo"],), 1),
         QAExample("3", "no gold", ("x",)),
     ]
@@ -36,7 +42,7 @@ def test_evaluate_on_toy_kb(toy_kb, hash_embedder) -> None:  # noqa: ANN001
     json.dumps(res)  # JSON-serializable
 
 
-def test_eval_on_musique_kb(musique_kb_dir, musique_qa, embedder, capsys) -> None:  # noqa: ANN001
+def test_eval_on_musique_kb(musique_kb_dir, musique_qa, embedder, capsys) -> None:
     retriever = GraphRetriever.from_kb_dir(musique_kb_dir, embedder=embedder)
     res = evaluate_retrieval(retriever, musique_qa, ks=(1, 2, 5, 10))
     with capsys.disabled():
@@ -50,7 +56,7 @@ def test_eval_on_musique_kb(musique_kb_dir, musique_qa, embedder, capsys) -> Non
         assert rec["graph"][k] > 0.3 and rec["hybrid"][k] > 0.3
 
 
-def test_load_qa_musique_file(musique_kb) -> None:  # noqa: ANN001
+def test_load_qa_musique_file(musique_kb) -> None:
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[2] / "assets" / "musique" / "musique_train.json"
@@ -60,19 +66,26 @@ def test_load_qa_musique_file(musique_kb) -> None:  # noqa: ANN001
     assert all(d in ids for q in qa for d in q.supporting_doc_ids)
 
 
-def test_cli_eval_retrieval_json(toy_kb_dir, tmp_path, capsys, monkeypatch) -> None:  # noqa: ANN001
+def test_cli_eval_retrieval_json(toy_kb_dir, tmp_path, capsys, monkeypatch) -> None:
     import gta_verl.retrieval.retriever as rmod
     from gta_verl.cli import main
-    from gta_verl.retrieval.testing import HashEmbedder, TOY_DOCS
+    from gta_verl.retrieval.testing import TOY_DOCS, HashEmbedder
 
     orig = rmod.GraphRetriever.from_kb_dir.__func__
     monkeypatch.setattr(
-        rmod.GraphRetriever, "from_kb_dir",
+        rmod.GraphRetriever,
+        "from_kb_dir",
         classmethod(lambda cls, d, config=None, embedder=None: orig(cls, d, config, HashEmbedder())),
     )
     title, text, _ = TOY_DOCS[7]
-    qa = [{"id": "q1", "question": "capital of Japan", "answer": "Tokyo",
-           "paragraphs": [{"title": title, "paragraph_text": text, "is_supporting": True}]}]
+    qa = [
+        {
+            "id": "q1",
+            "question": "capital of Japan",
+            "answer": "Tokyo",
+            "paragraphs": [{"title": title, "paragraph_text": text, "is_supporting": True}],
+        }
+    ]
     path = tmp_path / "qa.json"
     path.write_text(json.dumps(qa))
     assert main(["eval-retrieval", "--kb", str(toy_kb_dir), "--qa", str(path), "--k", "1,3", "--json"]) == 0

@@ -17,7 +17,9 @@ SOLVERS = [("cg", "scipy"), ("cg", "torch"), ("power", "scipy"), ("power", "torc
 def _igraph(g: ig.Graph, pers: np.ndarray, alpha: float = 0.5) -> np.ndarray:
     return np.array(
         [
-            g.personalized_pagerank(damping=1 - alpha, reset=p.tolist(), weights="weight", implementation="prpack")
+            g.personalized_pagerank(
+                damping=1 - alpha, reset=p.tolist(), weights="weight", implementation="prpack"
+            )
             for p in pers
         ]
     )
@@ -31,7 +33,9 @@ def _networkx(g: ig.Graph, pers: np.ndarray, alpha: float = 0.5) -> np.ndarray:
     out = []
     for p in pers:
         d = dict(enumerate(p))
-        pr = nx.pagerank(G, alpha=1 - alpha, personalization=d, dangling=d, weight="weight", tol=1e-13, max_iter=500)
+        pr = nx.pagerank(
+            G, alpha=1 - alpha, personalization=d, dangling=d, weight="weight", tol=1e-13, max_iter=500
+        )
         out.append([pr[i] for i in range(g.vcount())])
     return np.array(out)
 

@@ -16,7 +16,7 @@ Q = "Where was the president of France born?"
 
 
 @pytest.fixture(scope="module")
-def retriever(toy_kb, hash_embedder) -> GraphRetriever:  # noqa: ANN001
+def retriever(toy_kb, hash_embedder) -> GraphRetriever:
     return GraphRetriever(toy_kb, hash_embedder)
 
 
@@ -31,10 +31,12 @@ def test_seed_entities_hand_computed() -> None:
     np.testing.assert_allclose(w, [0.9, 0.6])
 
 
-def test_personalization_from_hand_computed_triple_scores(retriever: GraphRetriever, toy_kb) -> None:  # noqa: ANN001
+def test_personalization_from_hand_computed_triple_scores(retriever: GraphRetriever, toy_kb) -> None:
     kb = toy_kb
     t_paris = next(i for i, t in enumerate(kb.triples) if t.subject == "paris")  # (paris, capital of, france)
-    t_macron = next(i for i, t in enumerate(kb.triples) if t.relation == "born in" and t.subject == "emmanuel macron")
+    t_macron = next(
+        i for i, t in enumerate(kb.triples) if t.relation == "born in" and t.subject == "emmanuel macron"
+    )
     scores = np.array([[0.8, 0.5]], dtype=np.float32)
     ids = np.array([[t_paris, t_macron]])
     dense = np.linspace(0.0, 0.9, kb.n_docs)[None, :]
@@ -84,9 +86,13 @@ def test_rank_gives_full_ordering(retriever: GraphRetriever) -> None:
     assert retriever.rank([Q], 4)[0].doc_ids == r.doc_ids[:4]
 
 
-def test_no_usable_triples_falls_back_to_dense_flagged(retriever: GraphRetriever, toy_kb, hash_embedder) -> None:  # noqa: ANN001
+def test_no_usable_triples_falls_back_to_dense_flagged(
+    retriever: GraphRetriever, toy_kb, hash_embedder
+) -> None:
     for mode in ("hybrid", "graph"):
-        strict = retriever.with_config(dataclasses.replace(retriever.config, mode=mode, min_triple_score=0.999))
+        strict = retriever.with_config(
+            dataclasses.replace(retriever.config, mode=mode, min_triple_score=0.999)
+        )
         (r,) = strict.retrieve([Q])
         assert FLAG_NO_ENTITIES in r.flags
         assert {h.source for h in r.hits} == {"dense"}
@@ -100,7 +106,9 @@ def test_query_validation_and_truncation(retriever: GraphRetriever) -> None:
         retriever.retrieve([Q, "   \n"])
     with pytest.raises(TypeError, match="sequence of queries"):
         retriever.retrieve(Q)  # type: ignore[arg-type]
-    short = retriever.with_config(dataclasses.replace(retriever.config, max_query_chars=10, max_query_words=0))
+    short = retriever.with_config(
+        dataclasses.replace(retriever.config, max_query_chars=10, max_query_words=0)
+    )
     (r,) = short.retrieve(["capital of Japan and more words"])
     assert r.query == "capital of" and FLAG_TRUNCATED in r.flags
     words = retriever.with_config(dataclasses.replace(retriever.config, max_query_words=2))
@@ -124,7 +132,7 @@ def test_config_validation() -> None:
     assert RetrieverConfig.from_dict(RetrieverConfig(k_graph=5).to_dict()).k_graph == 5
 
 
-def test_embedder_mismatch_is_rejected(toy_kb) -> None:  # noqa: ANN001
+def test_embedder_mismatch_is_rejected(toy_kb) -> None:
     from gta_verl.retrieval.testing import HashEmbedder
 
     with pytest.raises(ValueError, match="embedded with"):
