@@ -138,15 +138,18 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
     from gta_verl.agent.backends import ScriptedServerManager
     from gta_verl.agent.tokenizer import load_qwen_tokenizer
     from gta_verl.eval.replay import reference_scripts
-    from gta_verl.eval.runner import evaluate_policy
+    from gta_verl.eval.runner import EvalSettings, evaluate_policy
 
     n = ctx.eval_questions
+    # A random model never emits a stop string: cap its responses so the CPU run stays short.
+    tiny_settings = EvalSettings(policy="tiny-random-qwen2", response_length=256)
     tiny = evaluate_policy(
         "tiny-random-qwen2",
         [ctx.paths["qa"], ctx.paths["stage1"]],
         ctx.paths["kb"],
         out_dir=ctx.out / "eval" / "tiny_random_qwen2",
         max_questions=n,
+        settings=tiny_settings,
     )
     rows = pd.read_parquet(ctx.paths["stage1"]).head(n).to_dict("records")
     tok = load_qwen_tokenizer()
