@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -141,6 +142,9 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
     from gta_verl.eval.runner import EvalSettings, evaluate_policy
 
     n = ctx.eval_questions
+    # The quickstart rebuilds the KB and the Stage-I set on every run, so records of an earlier run may
+    # describe other questions under the same ids: start the evaluation afresh instead of resuming.
+    shutil.rmtree(ctx.out / "eval", ignore_errors=True)
     # A random model never emits a stop string: cap its responses so the CPU run stays short.
     tiny_settings = EvalSettings(policy="tiny-random-qwen2", response_length=256)
     tiny = evaluate_policy(
