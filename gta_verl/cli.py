@@ -13,6 +13,7 @@ import argparse
 import importlib
 import logging
 import sys
+import warnings
 from collections.abc import Sequence
 
 # Order = order in ``gta-verl --help``.
@@ -56,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # verl and faiss log per-call INFO lines (tokenizer wiring, loader probing) that bury our tables.
         for noisy in ("verl", "faiss", "httpx"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+        # verl probes optional training engines (megatron, veomni, ...) at import and warns for each absent one.
+        warnings.filterwarnings("ignore", message=".*engine is not available.*", category=UserWarning)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
