@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -35,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gta_verl import SCHEMA_VERSION
+from gta_verl.data.io import write_table_atomic
 from gta_verl.data.types import RolloutRecord
 from gta_verl.eval.metrics import RecordMetrics, score_record
 
@@ -137,14 +136,7 @@ def from_row(row: dict[str, Any]) -> EvalRecord:
 
 
 def _write_atomic(table: pa.Table, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_table_atomic(table, path)
 
 
 def _check_meta(directory: Path) -> None:

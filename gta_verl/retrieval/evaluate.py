@@ -2,7 +2,7 @@
 
 Recall@k of one question = |top-k ∩ gold| / |gold|; reported as the mean over
 questions with at least one gold document (questions without gold are counted and
-skipped). The same definition as ``/work/shared/reference/retrieval-anchors.md``.
+skipped). The same definition as the recall anchors quoted in ``docs/retrieval.md``.
 """
 
 from __future__ import annotations

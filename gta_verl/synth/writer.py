@@ -16,13 +16,12 @@ The file is written atomically (temp file + rename) and carries
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gta_verl import SCHEMA_VERSION
+from gta_verl.data.io import write_table_atomic
 from gta_verl.data.schema import DEFAULT_AGENT_NAME, make_verl_row
 from gta_verl.data.types import Passage, QAExample, Trajectory
 
@@ -95,7 +94,6 @@ def write_stage1_parquet(
         The written path.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     if not trajectories:
         raise ValueError(f"write_stage1_parquet({out_path}): no trajectories to write")
@@ -107,14 +105,7 @@ def write_stage1_parquet(
     if metadata:
         meta[b"gta_verl.synth"] = json.dumps(metadata, default=str).encode()
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_table_atomic(table, out)
     return out
 
 
