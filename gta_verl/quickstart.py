@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gta_verl.data.io import write_text_atomic
+
 logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +55,21 @@ class QuickstartContext:
     eval_questions: int
     seed: int
     paths: dict[str, Path] = field(default_factory=dict)
+    retriever: Any = None
+    """The deployed retriever (default config), built once and shared by every later stage."""
+
+    def get_retriever(self) -> Any:
+        """The shared retriever; loads the KB from ``paths["kb"]`` when the KB stage did not run."""
+        if self.retriever is None:
+            from gta_verl.retrieval.retriever import GraphRetriever
+
+            self.retriever = GraphRetriever.from_kb_dir(self.paths["kb"])
+        return self.retriever
+
+    def retriever_client(self) -> Any:
+        from gta_verl.retrieval.client import InProcessRetrieverClient
+
+        return InProcessRetrieverClient(self.get_retriever())
 
 
 def _stage_prep(ctx: QuickstartContext) -> StageLog:
@@ -70,34 +87,33 @@ def _stage_prep(ctx: QuickstartContext) -> StageLog:
 def _stage_kb(ctx: QuickstartContext) -> StageLog:
     from gta_verl.kb.build import KBConfig, build_kb_from_files
     from gta_verl.kb.stats import kb_stats, stats_markdown
+    from gta_verl.retrieval.retriever import GraphRetriever
 
     kb_dir = ctx.out / "kb_musique"
     kb = build_kb_from_files(MUSIQUE_CORPUS, "hipporag", f"precomputed:{MUSIQUE_OPENIE}", kb_dir, KBConfig())
     ctx.paths["kb"] = kb_dir
+    ctx.retriever = GraphRetriever.from_kb(kb)  # serve the KB just built, without reading it back
     stats = kb_stats(kb)
     return StageLog("Knowledge base (GTA-RAG Table 5 layout)", stats_markdown(stats, "MuSiQue subset"), 0.0, stats)
 
 
 def _stage_retrieval(ctx: QuickstartContext) -> StageLog:
-    from gta_verl.kb.store import load_kb
     from gta_verl.retrieval.evaluate import evaluate_retrieval, format_recall_table, load_qa
 
-    kb = load_kb(ctx.paths["kb"])
-    qa = load_qa(ctx.paths["qa"], kb.passages)
-    result = evaluate_retrieval(ctx.paths["kb"], qa, modes=("dense", "graph", "hybrid"), ks=(1, 2, 5, 10))
+    retriever = ctx.get_retriever()
+    qa = load_qa(ctx.paths["qa"], retriever.kb.passages)
+    result = evaluate_retrieval(retriever, qa, modes=("dense", "graph", "hybrid"), ks=(1, 2, 5, 10))
     return StageLog("Retrieval recall@k on the 100 MuSiQue questions", format_recall_table(result), 0.0, result)
 
 
 def _stage_synth(ctx: QuickstartContext) -> StageLog:
-    from gta_verl.kb.store import load_kb
-    from gta_verl.retrieval.retriever import GraphRetriever
     from gta_verl.synth.generators.registry import make_generator
     from gta_verl.synth.pipeline import synthesize
     from gta_verl.synth.writer import stats_markdown, write_stage1_parquet
 
-    kb = load_kb(ctx.paths["kb"])
     # The deployed retriever, same default config as training (hybrid, K_g = K_d = 3).
-    retriever = GraphRetriever.from_kb_dir(ctx.paths["kb"])
+    retriever = ctx.get_retriever()
+    kb = retriever.kb
     result = synthesize(kb, retriever, make_generator("template", seed=ctx.seed), n=ctx.n_synth, seed=ctx.seed)
     passages = {p.doc_id: p for p in kb.passages}
     out = ctx.out / "stage1_template.parquet"
@@ -121,6 +137,7 @@ def _stage_smoke(ctx: QuickstartContext) -> StageLog:
         n_questions=ctx.smoke_questions,
         group=ctx.smoke_group,
         seed=ctx.seed,
+        retriever_client=ctx.retriever_client(),
     )
     return StageLog("RL smoke (tiny random Qwen2, one GRPO step)", report.markdown(), 0.0, report.to_dict())
 
@@ -154,6 +171,7 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
         out_dir=ctx.out / "eval" / "tiny_random_qwen2",
         max_questions=n,
         settings=tiny_settings,
+        retriever_client=ctx.retriever_client(),
     )
     rows = pd.read_parquet(ctx.paths["stage1"]).head(n).to_dict("records")
     tok = load_qwen_tokenizer()
@@ -165,6 +183,7 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
         max_questions=n,
         server_manager=ScriptedServerManager(tok, reference_scripts(rows)),
         tokenizer=tok,
+        retriever_client=ctx.retriever_client(),
     )
     parts, data = [], {}
     for label, res in (("tiny-random-qwen2 (untrained)", tiny), ("reference-replay (oracle τ*)", replay)):
@@ -218,13 +237,9 @@ def _write_summary(out: Path, logs: list[StageLog]) -> None:
     parts = ["# gta-verl quickstart summary\n"]
     for log in logs:
         parts.append(f"## {log.title}\n\n_{log.seconds:.1f} s_\n\n{log.markdown}\n")
-    tmp = out / "summary.md.tmp"
-    tmp.write_text("\n".join(parts), encoding="utf-8")
-    tmp.replace(out / "summary.md")
+    write_text_atomic(out / "summary.md", "\n".join(parts))
     data = {log.title: {"seconds": log.seconds, "data": log.data} for log in logs}
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    tmp.replace(out / "summary.json")
+    write_text_atomic(out / "summary.json", json.dumps(data, indent=2, default=str))
 
 
 def _cmd(args: argparse.Namespace) -> int:

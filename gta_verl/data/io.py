@@ -4,27 +4,42 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def write_table_atomic(table: pa.Table, path: str | Path) -> Path:
-    """Write ``table`` as parquet to ``path`` so readers never see a half-written file.
+@contextmanager
+def atomic_path(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
+    """Yield a temp path to write; on success it is renamed onto ``path``, on failure removed.
 
     The temp file lives in the destination folder, so ``os.replace`` is an atomic rename on
-    the same filesystem; on any failure (including KeyboardInterrupt) the temp file is removed
-    and an existing ``path`` is left untouched.
+    the same filesystem: readers see the old file or the complete new one, never a partial
+    write, and an existing ``path`` survives any failure (including KeyboardInterrupt).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     try:
-        pq.write_table(table, tmp)
+        yield Path(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+
+
+def write_table_atomic(table: pa.Table, path: str | Path) -> Path:
+    """Write ``table`` as parquet to ``path`` atomically (see :func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+    return Path(path)
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write UTF-8 ``text`` to ``path`` atomically (see :func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)

@@ -48,6 +48,15 @@ class Rejection:
         return f"{self.file}:{self.index}: {self.reason}"
 
 
+def reason_counts(rejected: Sequence[Rejection]) -> dict[str, int]:
+    """Rejections per reason kind (the text before the first ``:``), sorted by kind."""
+    counts: dict[str, int] = {}
+    for r in rejected:
+        key = r.reason.split(":")[0]
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 @dataclass
 class LoadReport(Generic[T]):
     """Result of one reader: records + rejections that reconcile with ``n_in``."""
@@ -66,11 +75,7 @@ class LoadReport(Generic[T]):
 
     def summary(self) -> str:
         """One line: rows in / loaded / rejected, then the reasons by count."""
-        reasons: dict[str, int] = {}
-        for r in self.rejected:
-            key = r.reason.split(":")[0]
-            reasons[key] = reasons.get(key, 0) + 1
-        why = ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items()))
+        why = ", ".join(f"{k}: {v}" for k, v in reason_counts(self.rejected).items())
         return (
             f"{self.path}: {self.n_in} in, {self.n_ok} loaded, {len(self.rejected)} rejected"
             + (f" ({why})" if why else "")

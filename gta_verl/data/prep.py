@@ -8,13 +8,12 @@ scripts in ``data_prep/`` are argument parsing around these functions.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gta_verl.data.io import write_table_atomic
 from gta_verl.data.loaders import (
     LoadReport,
     Rejection,
@@ -24,6 +23,7 @@ from gta_verl.data.loaders import (
     read_nq_open,
     read_react_hotpot,
     read_supporting_facts_qa,
+    reason_counts,
 )
 from gta_verl.data.schema import DEFAULT_AGENT_NAME, make_verl_row
 from gta_verl.data.types import Passage, QAExample
@@ -45,11 +45,7 @@ class PrepResult:
         return self.n_in == self.n_written + len(self.rejected)
 
     def summary(self) -> str:
-        reasons: dict[str, int] = {}
-        for r in self.rejected:
-            key = r.reason.split(":")[0]
-            reasons[key] = reasons.get(key, 0) + 1
-        why = "".join(f"\n    rejected {n} × {k}" for k, n in sorted(reasons.items()))
+        why = "".join(f"\n    rejected {n} × {k}" for k, n in reason_counts(self.rejected).items())
         ok = "ok" if self.reconciles() else "DOES NOT RECONCILE"
         return (f"{self.name}: {self.n_in} rows in, {self.n_written} written, {len(self.rejected)} rejected "
                 f"[{ok}] → {self.path}{why}")
@@ -68,16 +64,9 @@ def qa_rows(examples: Sequence[QAExample], agent_name: str = DEFAULT_AGENT_NAME)
 def write_parquet_atomic(rows: list[dict[str, Any]], path: str | Path) -> Path:
     """Write rows to ``path`` via a temp file + rename (never a half-written parquet)."""
     import pandas as pd
+    import pyarrow as pa
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        pd.DataFrame(rows).to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_table_atomic(pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False), path)
 
 
 def _result(name: str, report: LoadReport[Any], path: Path, n_written: int, verbose: bool) -> PrepResult:

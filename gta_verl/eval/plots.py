@@ -12,12 +12,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from gta_verl.data.io import atomic_path
 
 ROUTE_SHARE_KEY = "path_router/route_share/"
 
@@ -34,14 +34,10 @@ def _pyplot() -> Any:
 def _save(fig: Any, path: Path | str) -> Path:
     """Save atomically (temp + rename) and close the figure."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
-        os.replace(tmp, path)
+        with atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
     finally:
-        Path(tmp).unlink(missing_ok=True)
         _pyplot().close(fig)
     return path
 

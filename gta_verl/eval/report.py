@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from gta_verl import SCHEMA_VERSION
+from gta_verl.data.io import write_text_atomic
 from gta_verl.eval import paper_tables as paper
 from gta_verl.eval import plots
 from gta_verl.eval.metrics import EvalSummary, RecordMetrics, score_record, summarize
@@ -223,13 +222,6 @@ def render_markdown(
     return "\n".join(lines)
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def _json_safe(obj: Any) -> Any:
     if isinstance(obj, float) and math.isnan(obj):
         return None  # JSON has no NaN; null = undefined
@@ -291,9 +283,9 @@ def write_report(
     cost = cost_summary(records)
     plot_paths = make_plots(metrics, summary, out / "plots", metrics_log)
     md_path, json_path = out / "report.md", out / "report.json"
-    _write_text_atomic(md_path, render_markdown(summary, cost, name, meta, plot_paths, title))
+    write_text_atomic(md_path, render_markdown(summary, cost, name, meta, plot_paths, title))
     payload = {"schema_version": SCHEMA_VERSION, "name": name, "meta": dict(meta or {}),
                **summary.to_dict(), "cost": cost, "plots": {k: p.name for k, p in plot_paths.items()}}
-    _write_text_atomic(json_path, json.dumps(_json_safe(payload), indent=2, default=str))
+    write_text_atomic(json_path, json.dumps(_json_safe(payload), indent=2, default=str))
     logger.info("wrote %s (%d rollouts)", md_path, len(records))
     return ReportPaths(markdown=md_path, json=json_path, plots=plot_paths)

@@ -26,6 +26,7 @@ from typing import Any
 
 from gta_verl import SCHEMA_VERSION
 from gta_verl.data import schema
+from gta_verl.data.io import write_text_atomic
 from gta_verl.data.types import RetrievalResult
 from gta_verl.eval.metrics import EvalSummary, score_record, summarize
 from gta_verl.eval.records import EvalRecord, RecordKey, RecordWriter, read_records
@@ -244,10 +245,7 @@ def _check_run_file(out: Path, settings: EvalSettings, data_paths: Sequence[str]
                 f"({old.get('settings')}); use a new --out or delete it"
             )
     else:
-        out.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({**run, "data": [str(p) for p in data_paths]}, indent=2))
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps({**run, "data": [str(p) for p in data_paths]}, indent=2))
 
 
 # ------------------------------------------------------------------ main entry

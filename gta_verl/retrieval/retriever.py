@@ -140,7 +140,11 @@ class GraphRetriever:
         """Load the KB at ``kb_dir`` and its encoder (``load_embedder(kb.embedder_name)``)."""
         from gta_verl.kb.store import load_kb
 
-        kb = load_kb(kb_dir)
+        return cls.from_kb(load_kb(kb_dir), config, embedder)
+
+    @classmethod
+    def from_kb(cls, kb: Any, config: RetrieverConfig | None = None, embedder: Any = None) -> GraphRetriever:
+        """Serve an already loaded KB with its own encoder (``load_embedder(kb.embedder_name)``)."""
         if embedder is None:
             from gta_verl.kb.embed import load_embedder
 

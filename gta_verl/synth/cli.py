@@ -94,7 +94,7 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=cmd_synth)
 
 
-def _retriever(args: argparse.Namespace) -> Any:
+def _retriever(args: argparse.Namespace, kb: Any) -> Any:
     """The deployed retriever: in-process (default), a Ray actor, or an HTTP server."""
     if args.retriever_url:
         from gta_verl.retrieval.client import HTTPRetrieverClient
@@ -112,7 +112,7 @@ def _retriever(args: argparse.Namespace) -> Any:
     from gta_verl.retrieval.retriever import GraphRetriever
 
     fields = json.loads(Path(args.retriever_config).read_text()) if args.retriever_config else {}
-    return GraphRetriever.from_kb_dir(args.kb, RetrieverConfig(**fields))
+    return GraphRetriever.from_kb(kb, RetrieverConfig(**fields))  # the KB is already loaded
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -167,7 +167,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
     generator = _generator(args)
     kb = load_kb(args.kb)
-    retriever = None if args.no_validation else _retriever(args)
+    retriever = None if args.no_validation else _retriever(args, kb)
     result = synthesize(
         kb,
         retriever,

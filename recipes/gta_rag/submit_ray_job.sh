@@ -12,7 +12,8 @@
 # overrides after the script name are forwarded.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO_ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib.sh
+source "$HERE/../lib.sh"
 RAY_ADDRESS=${RAY_ADDRESS:-http://127.0.0.1:8265}
 SCRIPT=${SCRIPT:-run_two_stage.sh}
 PYTHON=${PYTHON:-python3}
@@ -22,19 +23,4 @@ DRY_RUN=${DRY_RUN:-0}
 KNOBS=(MODEL MODEL_PATH DATA_DIR KB_DIR STAGE1_TRAIN STAGE1_UNVALIDATED STAGE2_TRAIN VAL_FILES CKPT_DIR
        RETRIEVER_MODE STAGE1_REWARD STAGE1_STEPS STAGE2_STEPS NNODES GPUS_PER_NODE PROJECT LOGGER
        RUN_NAME STAGE2_INIT TP MICRO WANDB_API_KEY HF_HOME HF_HUB_OFFLINE)
-RUNTIME_ENV=$(REPO_ROOT="$REPO_ROOT" "$PYTHON" - "${KNOBS[@]}" <<'PY'
-import json, os, sys
-env = {k: os.environ[k] for k in sys.argv[1:] if k in os.environ}
-print(json.dumps({"working_dir": os.environ.get("REPO_ROOT", "."),
-                  "excludes": [".git", ".venv", "assets", "runs", "checkpoints"],
-                  "env_vars": env}))
-PY
-)
-
-CMD=(ray job submit --address "$RAY_ADDRESS" --runtime-env-json "$RUNTIME_ENV"
-     -- bash "recipes/gta_rag/$SCRIPT" "$@")
-if [[ "$DRY_RUN" == 1 ]]; then
-  printf '%s\n' "${CMD[@]}"
-else
-  "${CMD[@]}"
-fi
+submit_ray_job gta_rag "$SCRIPT" "${KNOBS[@]}" -- "$@"

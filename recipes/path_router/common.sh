@@ -103,20 +103,6 @@ COMMON_ARGS=(
   gta.path_router.kl.warmup_steps="$WARMUP_STEPS"
 )
 
-# Run a command, or print it (one argument per line, then "----") when DRY_RUN=1.
-run() {
-  if [[ "$DRY_RUN" == 1 ]]; then
-    printf '%s\n' "$@"
-    echo "----"
-  else
-    "$@"
-  fi
-}
-
-# Fail early, with the fix, when an input file is missing (skipped in DRY_RUN).
-require_file() {
-  if [[ "$DRY_RUN" != 1 && ! -e "$1" ]]; then
-    echo "error: $2 not found at $1 — $3" >&2
-    exit 2
-  fi
-}
+# run / require_file / submit_ray_job are shared by every recipe folder.
+# shellcheck source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"

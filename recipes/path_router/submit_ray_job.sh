@@ -16,7 +16,8 @@
 # work as in the single-node scripts; extra Hydra overrides after the script name are forwarded.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO_ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib.sh
+source "$HERE/../lib.sh"
 RAY_ADDRESS=${RAY_ADDRESS:-http://127.0.0.1:8265}
 SCRIPT=${SCRIPT:-run_qwen2_5_7b_fsdp.sh}
 NNODES=${NNODES:-2}
@@ -29,19 +30,4 @@ KNOBS=(MODEL_PATH CONFIG_NAME ABLATION DATA_DIR TRAIN_FILES VAL_FILES KB_DIR CKP
        TEACHER_GPUS_PER_NODE TEACHER_NNODES TRAIN_BATCH ROLLOUT_N STEPS THETA_C THETA_P ALPHA ROUTE_WEIGHTS
        TOPK LAMBDA_MAX WARMUP_STEPS PROJECT LOGGER RUN_NAME TP MICRO TEACHER_TP WANDB_API_KEY HF_HOME
        HF_HUB_OFFLINE)
-RUNTIME_ENV=$(REPO_ROOT="$REPO_ROOT" "$PYTHON" - "${KNOBS[@]}" <<'PY'
-import json, os, sys
-env = {k: os.environ[k] for k in sys.argv[1:] if k in os.environ}
-print(json.dumps({"working_dir": os.environ.get("REPO_ROOT", "."),
-                  "excludes": [".git", ".venv", "assets", "runs", "checkpoints"],
-                  "env_vars": env}))
-PY
-)
-
-CMD=(ray job submit --address "$RAY_ADDRESS" --runtime-env-json "$RUNTIME_ENV"
-     -- bash "recipes/path_router/$SCRIPT" "$@")
-if [[ "$DRY_RUN" == 1 ]]; then
-  printf '%s\n' "${CMD[@]}"
-else
-  "${CMD[@]}"
-fi
+submit_ray_job path_router "$SCRIPT" "${KNOBS[@]}" -- "$@"
