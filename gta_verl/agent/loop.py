@@ -47,6 +47,30 @@ EF_PLACE_TURN_REWARDS = schema.EF_PLACE_TURN_REWARDS
 EF_TRAILING_DROPPED = schema.EF_TRAILING_DROPPED
 #: ``reward_extra_info`` key a PathRouter manager sets to 0 for evidence-rich trajectories.
 DISTILL_SELECT_KEY = "distill_select"
+#: Weight versions verl's ``LLMServerClient.generate`` stamps on every generation; the V1
+#: worker copies them into per-sample TQ tags and ``PPOTrainer._compute_metrics`` builds an
+#: int array from them (staleness metrics), so every output must carry both as ints.
+MIN_GLOBAL_STEPS, MAX_GLOBAL_STEPS = "min_global_steps", "max_global_steps"
+
+
+def merge_global_steps(
+    current: tuple[int | None, int | None], extra_fields: Any
+) -> tuple[int | None, int | None]:
+    """Fold one generation's weight versions into the trajectory's (min, max).
+
+    As verl's stock loops do (``tool_agent_loop.py`` keeps the first turn's
+    ``min_global_steps`` and updates ``max_global_steps``), but as a true min/max over all
+    turns. A generation without stamps (a backend outside verl) leaves the pair unchanged.
+    """
+    extra = extra_fields or {}
+    lo = extra.get(MIN_GLOBAL_STEPS, extra.get("global_steps"))
+    hi = extra.get(MAX_GLOBAL_STEPS, extra.get("global_steps"))
+    cur_lo, cur_hi = current
+    if lo is not None:
+        cur_lo = int(lo) if cur_lo is None else min(cur_lo, int(lo))
+    if hi is not None:
+        cur_hi = int(hi) if cur_hi is None else max(cur_hi, int(hi))
+    return cur_lo, cur_hi
 
 
 def _retrieval_timeout(config: Any) -> float:
@@ -105,6 +129,7 @@ class _Rollout:
         self.answer: str | None = None
         self.actions = 0
         self.turns = 1  # the user message
+        self.global_steps: tuple[int | None, int | None] = (None, None)  # (min, max) weight version
 
     def add(self, ids: list[int], kind: str, mask: int, logprobs: list[float] | None = None) -> None:
         if not ids:
@@ -174,6 +199,7 @@ class GTASearchAgentLoop(AgentLoopBase):
             )
             timing["generate_sequences"] += time.perf_counter() - tic
             state.actions += 1
+            state.global_steps = merge_global_steps(state.global_steps, getattr(out, "extra_fields", None))
             tic = time.perf_counter()
             truncated = await self._take_turn(state, list(out.token_ids)[:remaining], out.log_probs)
             timing["tool_calls"] += time.perf_counter() - tic
@@ -264,6 +290,8 @@ class GTASearchAgentLoop(AgentLoopBase):
             schema.EF_TRUNCATED: bool(truncated),
             EF_PLACE_TURN_REWARDS: bool(self.agent_config.place_turn_rewards),
             EF_TRAILING_DROPPED: state.trailing,
+            MIN_GLOBAL_STEPS: state.global_steps[0],
+            MAX_GLOBAL_STEPS: state.global_steps[1],
         }
         return GTAAgentLoopOutput(
             prompt_ids=list(prompt_ids),
