@@ -1,21 +1,28 @@
-"""The retriever as a named Ray actor with micro-batching (one per cluster).
+"""The retriever on Ray: one named service actor in front of N replica actors.
 
-The actor loads the KB from its directory inside ``__init__`` (nothing large
-travels through closures or the object store), so a crash simply reloads it:
-``max_restarts=-1`` keeps it serving. GPUs default to 0 because verl's placement
-groups own them; give it ``num_gpus`` only where a GPU is free for PPR.
+``get_or_create_retriever_actor`` creates (or finds) the named
+:class:`~gta_verl.retrieval.replicas.RetrieverService`; it starts
+``num_replicas`` :class:`GraphRetrieverActor` replicas, replaces dead ones and
+hands their handles to :class:`~gta_verl.retrieval.client.RayRetrieverClient`,
+which balances calls over them itself (no extra hop). Each replica loads the KB
+from its directory inside ``__init__`` (nothing large travels through closures or
+the object store) and, with ``share_arrays``, memory-maps the big arrays from a
+node-local cache so replicas on one node share one copy
+(:mod:`gta_verl.retrieval.shared`). GPUs default to 0 because verl's placement
+groups own them.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gta_verl.data.types import RetrievalResult
 from gta_verl.retrieval.batching import MicroBatcher
-from gta_verl.retrieval.config import RetrieverConfig
+from gta_verl.retrieval.config import RetrieverConfig, ServingConfig
 
 logger = logging.getLogger(__name__)
 
@@ -31,16 +38,30 @@ def _import_factory(path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def _check_kb_dir(kb_dir: str | Path, where: str) -> Path:
+    path = Path(kb_dir)
+    if not (path / "manifest.json").is_file():
+        what = "does not exist" if not path.exists() else "is not a KB directory (no manifest.json)"
+        raise FileNotFoundError(f"retriever kb_dir {path} {what} {where}; build it with `gta-verl kb build` "
+                                "and make it readable at the same path on every retrieval node")
+    return path
+
+
 class GraphRetrieverActor:
-    """Body of the Ray actor (use :func:`get_or_create_retriever_actor`, not this class directly).
+    """Body of one retriever replica (created by the service, not directly).
 
     Args:
-        kb_dir: KB directory, loaded here in the actor process.
+        kb_dir: KB directory, loaded here in the replica process.
         config: ``RetrieverConfig.to_dict()`` (a plain dict pickles across versions).
         max_batch: Most queries in one batched call.
         max_wait_ms: How long a call waits for others to join its batch.
         embedder: ``"module:callable"`` import path of a zero-argument factory of the
             query encoder (default: ``load_embedder(kb.embedder_name)``).
+        share_arrays: Memory-map the KB arrays from a node-local cache.
+
+    Raises:
+        FileNotFoundError: If ``kb_dir`` is missing or unreadable on this node (the
+            service reports it from ``health``).
     """
 
     def __init__(
@@ -50,30 +71,90 @@ class GraphRetrieverActor:
         max_batch: int = 256,
         max_wait_ms: float = 5.0,
         embedder: str | None = None,
+        share_arrays: bool = True,
     ) -> None:
+        import socket
+
         from gta_verl.retrieval.retriever import GraphRetriever
+        from gta_verl.retrieval.shared import load_shared_retriever
 
         self.kb_dir = str(kb_dir)
+        _check_kb_dir(kb_dir, f"on node {socket.gethostname()}")
         enc = _import_factory(embedder)() if embedder else None
-        self.retriever = GraphRetriever.from_kb_dir(kb_dir, RetrieverConfig.from_dict(config), enc)
+        cfg = RetrieverConfig.from_dict(config)
+        if share_arrays:
+            self.retriever = load_shared_retriever(kb_dir, cfg, enc)
+        else:
+            self.retriever = GraphRetriever.from_kb_dir(kb_dir, cfg, enc)
         self.batcher = MicroBatcher(
             self.retriever.retrieve,
             validate=lambda q: self.retriever.prepare_queries([q]),
             max_batch=max_batch,
             max_wait_ms=max_wait_ms,
         )
-        logger.info("retriever actor ready: %s (%d docs)", kb_dir, self.retriever.kb.n_docs)
+        self.in_flight = 0
+        logger.info("retriever replica ready: %s (%d docs)", kb_dir, self.retriever.kb.n_docs)
 
     async def retrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:
         """R(q) for each query; concurrent calls share one batched PPR."""
-        return await self.batcher.submit(list(queries))
+        queries = list(queries)
+        self.in_flight += len(queries)
+        try:
+            return await self.batcher.submit(queries)
+        finally:
+            self.in_flight -= len(queries)
 
     async def stats(self) -> dict[str, Any]:
         """Request count, batch sizes, p50/p95 latency, KB directory and config."""
         return {**self.batcher.stats(), "kb_dir": self.kb_dir, "config": self.retriever.config.to_dict()}
 
-    async def health(self) -> str:
-        return "ok"
+    async def load(self) -> int:
+        """Queries waiting or running in this replica (autoscaling signal and liveness ping)."""
+        return self.in_flight
+
+    async def health(self) -> dict[str, Any]:
+        """Answered once the KB is loaded (the constructor has returned)."""
+        import os
+        import socket
+
+        return {"status": "ok", "pid": os.getpid(), "host": socket.gethostname(),
+                "n_docs": self.retriever.kb.n_docs}
+
+
+@dataclass(frozen=True)
+class RetrieverSpec:
+    """Everything needed to (re)create the named retriever service (picklable).
+
+    A client holding a spec may recreate a service that was killed for good
+    (``ray.kill(handle)``); without one it fails fast with a clear message.
+    """
+
+    kb_dir: str
+    config: dict[str, Any] = field(default_factory=dict)
+    serving: dict[str, Any] = field(default_factory=dict)
+    name: str = DEFAULT_ACTOR_NAME
+    namespace: str | None = None
+    lifetime: str | None = None
+    embedder: str | None = None
+    max_restarts: int = -1
+    max_concurrency: int = 4096
+
+    def create(self) -> Any:
+        """Create the service, or return the live one of that name (``get_if_exists``)."""
+        import ray
+
+        from gta_verl.retrieval.replicas import RetrieverService
+
+        _check_kb_dir(self.kb_dir, "on the creating node")
+        return ray.remote(RetrieverService).options(
+            name=self.name,
+            namespace=self.namespace,
+            get_if_exists=True,
+            lifetime=self.lifetime,
+            num_cpus=0,  # routing bookkeeping only; replicas reserve the CPUs
+            max_restarts=self.max_restarts,
+            max_concurrency=self.max_concurrency,
+        ).remote(asdict(self))
 
 
 def get_or_create_retriever_actor(
@@ -89,46 +170,49 @@ def get_or_create_retriever_actor(
     max_wait_ms: float = 5.0,
     max_concurrency: int = 4096,
     embedder: str | None = None,
+    serving: ServingConfig | None = None,
 ) -> Any:
-    """Return the named retriever actor, creating it if it does not exist yet.
+    """Return the named retriever service, creating it (and its replicas) if missing.
 
     Safe to call from every rollout worker: ``get_if_exists=True`` makes all of them
-    share one actor. Needs ``ray.init`` to have been called. Ray destroys a
-    non-detached actor when its creator's handle goes out of scope: keep the
-    returned handle alive for the training run, or pass ``lifetime="detached"``.
+    share one service. Needs ``ray.init``. Ray destroys a non-detached actor when its
+    creator's handle goes out of scope: keep the handle alive for the training run, or
+    pass ``lifetime="detached"``. The handle answers ``retrieve``/``stats``/``health``
+    like one replica; ``ray.get(handle.health.remote())`` waits until every replica has
+    loaded the KB and raises naming ``kb_dir`` when a replica cannot read it.
 
     Args:
-        kb_dir: KB directory (must be readable from the actor's node).
+        kb_dir: KB directory (readable at this path on the replicas' nodes).
         config: Retriever config (default: GTA-RAG defaults).
-        name: Actor name, unique in ``namespace``.
-        num_cpus: CPUs reserved for the actor.
-        num_gpus: GPUs reserved (0: verl's placement groups hold the GPUs).
-        max_restarts: Restarts after a crash (−1 = forever).
+        name: Service name, unique in ``namespace``.
+        num_cpus: CPUs reserved per replica (overrides ``serving.num_cpus``).
+        num_gpus: Must be 0: verl's placement groups hold the GPUs.
+        max_restarts: Restarts of the service and of each replica after a crash (−1 = forever).
         namespace: Ray namespace (``None`` = the job's).
         lifetime: ``"detached"`` to outlive the driver, else ``None``.
-        max_batch: See :class:`GraphRetrieverActor`.
-        max_wait_ms: See :class:`GraphRetrieverActor`.
-        max_concurrency: Concurrent calls the async actor accepts.
+        max_batch: Overrides ``serving.max_batch``.
+        max_wait_ms: Overrides ``serving.max_wait_ms``.
+        max_concurrency: Concurrent calls each actor accepts.
         embedder: See :class:`GraphRetrieverActor`.
+        serving: Replicas, autoscaling bounds, placement (default: one replica).
 
     Returns:
-        A Ray ``ActorHandle``.
+        A Ray ``ActorHandle`` of the service.
     """
-    import ray
-
-    kb_dir = Path(kb_dir).resolve()
-    if not (kb_dir / "manifest.json").is_file():
-        raise FileNotFoundError(
-            f"{kb_dir} is not a KB directory (no manifest.json); build it with `gta-verl kb build`"
-        )
-    cls = ray.remote(GraphRetrieverActor)
-    return cls.options(
+    if num_gpus:
+        raise ValueError("the retriever takes no GPU (verl's placement groups hold them); use num_gpus=0")
+    serving = serving or ServingConfig()
+    serving = ServingConfig.from_dict({**serving.to_dict(), "num_cpus": num_cpus, "max_batch": max_batch,
+                                       "max_wait_ms": max_wait_ms})
+    spec = RetrieverSpec(
+        kb_dir=str(Path(kb_dir).resolve()),
+        config=(config or RetrieverConfig()).to_dict(),
+        serving=serving.to_dict(),
         name=name,
         namespace=namespace,
-        get_if_exists=True,
         lifetime=lifetime,
-        num_cpus=num_cpus,
-        num_gpus=num_gpus,
+        embedder=embedder,
         max_restarts=max_restarts,
         max_concurrency=max_concurrency,
-    ).remote(str(kb_dir), (config or RetrieverConfig()).to_dict(), max_batch, max_wait_ms, embedder)
+    )
+    return spec.create()

@@ -86,3 +86,95 @@ def test_client_timeout_and_missing_actor(ray_session, toy_kb_dir) -> None:
     (r,) = RayRetrieverClient("no_such_actor", timeout_s=1, namespace="gta_verl_test").retrieve([QS[0]])
     assert r.error and "failed" in r.error
     ray.kill(handle)
+
+
+# ---------------------------------------------------------------- issue 14 item 4: kills are not permanent
+def _service(toy_kb_dir, name: str, **kw):
+    from gta_verl.retrieval.config import ServingConfig
+
+    serving = ServingConfig(num_replicas=kw.pop("num_replicas", 1), monitor_interval_s=0.2)
+    handle = get_or_create_retriever_actor(
+        toy_kb_dir, name=name, num_cpus=0.25, embedder=EMB, namespace="gta_verl_test", serving=serving, **kw
+    )
+    ray.get(handle.health.remote())
+    return handle
+
+
+def test_plain_kill_fails_fast_or_is_recreated(ray_session, toy_kb_dir, toy_kb, hash_embedder) -> None:
+    """ray.kill(handle) defaults to no_restart=True, which overrides max_restarts.
+
+    A client that may not recreate the service says it is gone instead of waiting out
+    its deadline on every call; a client holding the spec recreates it.
+    """
+    from gta_verl.retrieval.actor import RetrieverSpec
+
+    handle = _service(toy_kb_dir, "rt_plain_kill")
+    spec = RetrieverSpec(kb_dir=str(toy_kb_dir), name="rt_plain_kill", namespace="gta_verl_test",
+                         embedder=EMB, serving={"num_cpus": 0.25})
+    plain = RayRetrieverClient("rt_plain_kill", timeout_s=300, namespace="gta_verl_test")
+    allowed = RayRetrieverClient("rt_plain_kill", timeout_s=120, namespace="gta_verl_test", recreate=spec.create)
+    expected = GraphRetriever(toy_kb, hash_embedder).retrieve([QS[2]])[0].doc_ids
+    assert plain.retrieve([QS[2]])[0].doc_ids == expected
+    assert allowed.retrieve([QS[2]])[0].doc_ids == expected
+    ray.get(handle.shutdown.remote())
+    ray.kill(handle)  # permanent
+    for _ in range(2):  # the old client waited 300 s per call, then reported a failed name lookup
+        (r,) = plain.retrieve([QS[2]])
+        assert r.error is not None and "gone for good" in r.error, r.error
+    assert plain.metrics["errors"] == 2
+    (r,) = allowed.retrieve([QS[2]])
+    assert r.ok, r.error
+    assert r.doc_ids == expected
+    assert allowed.metrics["recreated"] == 1
+    assert plain.retrieve([QS[2]])[0].doc_ids == expected  # the plain client finds the recreated one
+    again = ray.get_actor("rt_plain_kill", namespace="gta_verl_test")
+    ray.get(again.shutdown.remote())
+    ray.kill(again)
+
+
+def test_restart_window_retried_and_dead_replica_replaced(ray_session, toy_kb_dir, toy_kb, hash_embedder) -> None:
+    """Calls in flight while the replica restarts are all answered; a replica killed for good is replaced."""
+    handle = _service(toy_kb_dir, "rt_restart")
+    client = RayRetrieverClient("rt_restart", timeout_s=120, namespace="gta_verl_test")
+    expected = GraphRetriever(toy_kb, hash_embedder).retrieve([QS[1]])[0].doc_ids
+    ((key, replica),) = ray.get(handle.replicas.remote())["replicas"]
+
+    async def during_kill(no_restart: bool) -> list:
+        assert (await client.aretrieve([QS[1]]))[0].ok
+        tasks = [asyncio.ensure_future(client.aretrieve([QS[1]])) for _ in range(40)]
+        await asyncio.sleep(0)
+        ray.kill(replica, no_restart=no_restart)
+        return await asyncio.gather(*tasks)
+
+    answers = asyncio.run(during_kill(no_restart=False))
+    assert [r.error for (r,) in answers] == [None] * 40  # the old client failed them with ActorUnavailable/Died
+    assert all(r.doc_ids == expected for (r,) in answers)
+    answers = asyncio.run(during_kill(no_restart=True))  # gone for good: the service starts a new one
+    assert [r.error for (r,) in answers] == [None] * 40
+    assert all(r.doc_ids == expected for (r,) in answers)
+    ((new_key, _),) = ray.get(handle.replicas.remote())["replicas"]
+    assert new_key == (key[0], key[1] + 1)  # same slot, next generation
+    assert ray.get(handle.stats.remote())["replaced"] == 1
+    ray.get(handle.shutdown.remote())
+    ray.kill(handle)
+
+
+def test_health_names_unreadable_kb_dir(ray_session, tmp_path) -> None:
+    """A replica whose node cannot read kb_dir fails the health call loudly (not per search)."""
+    from dataclasses import asdict
+
+    from gta_verl.retrieval.actor import RetrieverSpec
+    from gta_verl.retrieval.replicas import RetrieverService
+
+    missing = tmp_path / "kb_not_on_this_node"
+    with pytest.raises(FileNotFoundError, match="kb_not_on_this_node"):
+        get_or_create_retriever_actor(missing, name="rt_bad", namespace="gta_verl_test")
+    # the creator's node has it but the replica's node does not: create the service past the local check
+    spec = RetrieverSpec(kb_dir=str(missing), name="rt_bad", namespace="gta_verl_test", embedder=EMB,
+                         serving={"num_cpus": 0.25})
+    svc = ray.remote(RetrieverService).options(num_cpus=0).remote(asdict(spec))
+    with pytest.raises(ray.exceptions.RayTaskError, match="could not load kb_dir=.*kb_not_on_this_node"):
+        ray.get(svc.health.remote(timeout_s=120))
+    (r,) = RayRetrieverClient(svc, timeout_s=120).retrieve([QS[0]])
+    assert r.error and "kb_not_on_this_node" in r.error  # callers get the reason too, at once
+    ray.kill(svc)

@@ -1,0 +1,171 @@
+"""One read-only copy of a KB's retrieval arrays per node, shared by every replica there.
+
+A retriever replica needs the passage embeddings, the unique-fact vectors and their
+faiss index, the entity document frequencies and the PPR transition (CSR). Built
+separately, every replica holds its own copy of each. Here the first replica on a
+node writes the derived arrays once to a node-local cache directory (keyed by the
+KB's checksums, the index settings and the code that derives them), and every
+replica memory-maps them read-only: the pages live once in the OS page cache and
+are shared by all processes of the node, whatever restarts them (no owner has to
+stay alive, unlike an object in Ray's object store). The KB's own ``.npy`` files
+are mapped the same way. Results are bit-identical to a retriever built in
+process (the same arrays, only mapped instead of copied).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+CACHE_FORMAT = 1
+_EMB = ("passage_emb", "entity_emb", "triple_emb")
+_CODE = ("retriever.py", "ppr.py", "index.py", "shared.py")
+
+
+def shared_cache_key(manifest: dict[str, Any], config: Any) -> str:
+    """sha256 of the KB checksums, the index settings and the deriving code."""
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    h = hashlib.sha256(json.dumps({"files": files, "format": CACHE_FORMAT, "index": config.index,
+                                   "nprobe": config.ivf_nprobe, "hnsw_m": config.hnsw_m},
+                                  sort_keys=True, default=str).encode())
+    here = Path(__file__).resolve().parent
+    for name in _CODE:
+        h.update((here / name).read_bytes())
+    return h.hexdigest()
+
+
+def _save_transition(tr: Any, d: Path) -> dict[str, Any]:
+    meta: dict[str, Any] = {"n": int(tr.matrix.shape[0]), "sym": tr.sym is not None,
+                            "perm": tr.perm is not None}
+    for tag, m in (("matrix", tr.matrix), ("sym", tr.sym)):
+        if m is not None:
+            for part in ("data", "indices", "indptr"):
+                np.save(d / f"{tag}_{part}.npy", getattr(m, part))
+    np.save(d / "strength.npy", tr.strength)
+    if tr.perm is not None:
+        np.save(d / "perm.npy", tr.perm)
+    return meta
+
+
+def _load_transition(d: Path, meta: dict[str, Any]) -> Any:
+    import scipy.sparse as sp
+
+    from gta_verl.retrieval.ppr import Transition
+
+    def csr(tag: str) -> Any:
+        parts = [np.load(d / f"{tag}_{p}.npy", mmap_mode="r") for p in ("data", "indices", "indptr")]
+        m = sp.csr_matrix((parts[0], parts[1], parts[2]), shape=(meta["n"], meta["n"]), copy=False)
+        m.has_sorted_indices = True  # written sorted; scipy must not sort the read-only map in place
+        return m
+
+    return Transition(matrix=csr("matrix"), sym=csr("sym") if meta["sym"] else None,
+                      strength=np.load(d / "strength.npy", mmap_mode="r"),
+                      perm=np.load(d / "perm.npy", mmap_mode="r") if meta["perm"] else None)
+
+
+def _write_cache(retriever: Any, d: Path) -> None:
+    import faiss
+
+    np.save(d / "fact_pairs.npy", retriever._fact_pairs)
+    np.save(d / "fact_emb.npy", np.ascontiguousarray(retriever._fact_emb, dtype=np.float32))
+    np.save(d / "doc_freq.npy", retriever._doc_freq)
+    meta = {"format": CACHE_FORMAT, "transition": _save_transition(retriever.transition, d),
+            "fact_index": retriever._fact_index is not None}
+    if retriever._fact_index is not None:
+        faiss.write_index(retriever._fact_index._index, str(d / "fact_index.faiss"))
+    (d / "meta.json").write_text(json.dumps(meta))
+
+
+def ensure_node_cache(kb_dir: str | Path, retriever: Any, cache_dir: Path) -> Path:
+    """Write the derived arrays of ``retriever`` to ``cache_dir`` unless already there.
+
+    Atomic (written to a temporary directory, renamed) and serialized by a file lock,
+    so replicas starting together on one node build it once.
+    """
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir.parent / f"{cache_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if (cache_dir / "meta.json").is_file():
+                return cache_dir
+            tmp = cache_dir.parent / f".{cache_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
+            tmp.mkdir()
+            try:
+                _write_cache(retriever, tmp)
+                os.replace(tmp, cache_dir)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            logger.info("shared retrieval arrays of %s written to %s", kb_dir, cache_dir)
+            return cache_dir
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _map_index(path: Path, kind: str) -> Any:
+    import faiss
+
+    # Flat codes (IndexFlat*) and IVF lists can be memory-mapped; HNSW's graph cannot.
+    flags = {"flat": faiss.IO_FLAG_MMAP_IFC, "ivf": faiss.IO_FLAG_MMAP}.get(kind, 0)
+    return faiss.read_index(str(path), flags)
+
+
+def attach_shared_arrays(retriever: Any, cache_dir: Path) -> Any:
+    """Swap ``retriever``'s private copies for read-only maps of ``cache_dir`` (in place)."""
+    meta = json.loads((cache_dir / "meta.json").read_text())
+    retriever._fact_pairs = np.load(cache_dir / "fact_pairs.npy", mmap_mode="r")
+    retriever._fact_emb = np.load(cache_dir / "fact_emb.npy", mmap_mode="r")
+    retriever._doc_freq = np.load(cache_dir / "doc_freq.npy", mmap_mode="r")
+    if meta["fact_index"] and retriever._fact_index is not None:
+        retriever._fact_index._index = _map_index(cache_dir / "fact_index.faiss", retriever.config.index)
+        retriever._fact_index.__dict__.pop("_keep", None)  # the mapped IVF index owns its quantizer
+    retriever._transition = _load_transition(cache_dir, meta["transition"])
+    return retriever
+
+
+def mapped_kb(kb: Any, kb_dir: str | Path) -> Any:
+    """``kb`` with its embedding matrices replaced by read-only maps of the KB's ``.npy`` files."""
+    arrays = {n: np.load(Path(kb_dir) / f"{n}.npy", mmap_mode="r") for n in _EMB}
+    for n, arr in arrays.items():
+        if arr.shape != np.shape(getattr(kb, n)):
+            raise ValueError(f"{Path(kb_dir) / (n + '.npy')}: shape {arr.shape} changed while loading")
+    return replace(kb, **arrays)
+
+
+def load_shared_retriever(kb_dir: str | Path, config: Any = None, embedder: Any = None,
+                          cache_root: str | Path | None = None) -> Any:
+    """A :class:`GraphRetriever` whose large arrays are node-shared memory maps.
+
+    Args:
+        kb_dir: KB directory (checksums verified by ``load_kb``).
+        config: :class:`RetrieverConfig` (default: GTA-RAG defaults).
+        embedder: Query encoder (default: the KB's own).
+        cache_root: Node-local cache root (default ``$GTA_VERL_CACHE/retriever-shared``).
+
+    Returns:
+        The retriever; its answers equal ``GraphRetriever.from_kb_dir(kb_dir, config, embedder)``.
+    """
+    from gta_verl.kb.embed import cache_root as default_root
+    from gta_verl.kb.store import load_kb
+    from gta_verl.retrieval.config import RetrieverConfig
+    from gta_verl.retrieval.retriever import GraphRetriever
+
+    config = config or RetrieverConfig()
+    kb = mapped_kb(load_kb(kb_dir), kb_dir)
+    retriever = GraphRetriever.from_kb(kb, config, embedder)
+    root = Path(cache_root) if cache_root else default_root() / "retriever-shared"
+    cache_dir = root / shared_cache_key(kb.manifest, config)[:24]
+    ensure_node_cache(kb_dir, retriever, cache_dir)
+    return attach_shared_arrays(retriever, cache_dir)
