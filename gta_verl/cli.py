@@ -24,6 +24,7 @@ STAGE_CLI_MODULES: tuple[str, ...] = (
     "gta_verl.agent.cli",  # smoke (CPU RL smoke run)
     "gta_verl.eval.cli",  # eval
     "gta_verl.quickstart",  # quickstart (the README main job)
+    "gta_verl.cpu.cli",  # cpu tiny-model | prepare (CPU backend for verl main_ppo)
 )
 
 

@@ -51,9 +51,22 @@ from verl.workers.utils.padding import (  # noqa: E402
     response_to_nested,
 )
 
+# --- CPU backend (issue 10; gta_verl/cpu/rollout.py) ------------------------------------------
+# The HF-generate rollout registers through verl's public RolloutReplicaRegistry; the in-worker
+# adapter table _ROLLOUT_REGISTRY has no register function in 0.9.1, so its entry is added to the
+# dict itself (upstream fix: a `register_rollout(name, mode, fqdn)` helper). The CPU *platform*
+# and its two wraps live in gta_verl/verl_compat_cpu.py (import order, see that module).
+from verl.workers.rollout.base import BaseRollout  # noqa: E402
+from verl.workers.rollout.base import _ROLLOUT_REGISTRY as ROLLOUT_ADAPTER_REGISTRY  # noqa: E402
+from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry  # noqa: E402
+
 VERL_VERSION_PINNED = "0.9.1"
 
 __all__ = [
+    "BaseRollout",
+    "ROLLOUT_ADAPTER_REGISTRY",
+    "RolloutReplica",
+    "RolloutReplicaRegistry",
     "AGENT_LOOP_REGISTRY",
     "AgentLoopBase",
     "AgentLoopOutput",

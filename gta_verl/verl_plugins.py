@@ -25,6 +25,7 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "gta_verl.algos.advantages",  # advantage estimator: gta_turn_grpo
     "gta_verl.algos.distill_loss",  # distillation loss: gta_selective_topk_kl
     "gta_verl.algos.trainer",  # V1 trainer: gta_path_router_sync
+    "gta_verl.cpu.rollout",  # rollout backend: hf_cpu (HF generate on CPU, issue 10)
 )
 
 #: registry kind → names that must resolve after ``import verl``.
@@ -34,6 +35,7 @@ REGISTERED_NAMES: dict[str, tuple[str, ...]] = {
     "adv_estimator": ("gta_turn_grpo",),
     "distillation_loss": ("gta_selective_topk_kl",),
     "trainer": ("gta_path_router_sync",),
+    "rollout": ("hf_cpu",),
 }
 
 LOADED: dict[str, bool] = {}

@@ -27,7 +27,12 @@ from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
 from verl.trainer.distillation.losses import DISTILLATION_LOSS_REGISTRY
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
 from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+from verl.workers.rollout.replica import RolloutReplicaRegistry
 import gta_verl.verl_plugins as plugins
+
+# A rollout backend needs both halves: the replica (driver side) and the in-worker adapter.
+rollouts = {n for n in RolloutReplicaRegistry._registry if (n, "async") in _ROLLOUT_REGISTRY}
 
 registries = {
     "reward_manager": REWARD_MANAGER,
@@ -35,6 +40,7 @@ registries = {
     "adv_estimator": ADV_ESTIMATOR_REGISTRY,
     "distillation_loss": DISTILLATION_LOSS_REGISTRY,
     "trainer": TRAINER_REGISTRY,
+    "rollout": rollouts,
 }
 found = {kind: {n: n in registries[kind] for n in names} for kind, names in plugins.REGISTERED_NAMES.items()}
 print(json.dumps({"found": found, "loaded": plugins.LOADED}))

@@ -1,0 +1,46 @@
+"""``gta-verl cpu …``: inputs of the CPU backend (``recipes/cpu/run.sh`` runs the trainer)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``cpu tiny-model`` and ``cpu prepare``."""
+    p = subparsers.add_parser("cpu", help="CPU backend for verl main_ppo: tiny model, recipe inputs")
+    sub = p.add_subparsers(dest="cpu_command", metavar="CPU_COMMAND")
+
+    t = sub.add_parser(
+        "tiny-model",
+        help="write a tiny random Qwen2ForCausalLM + the real Qwen2.5 tokenizer (offline, seeded, cached)",
+    )
+    t.add_argument("--out", type=Path, default=None, help="model dir (default: $GTA_VERL_CACHE/models/...)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--force", action="store_true", help="rebuild even if the directory is complete")
+    t.set_defaults(func=_tiny_model)
+
+    r = sub.add_parser(
+        "prepare",
+        help="build the CPU recipes' inputs if missing; print them as shell assignments",
+    )
+    r.add_argument("--root", type=Path, default=None, help="default: $GTA_VERL_CACHE/cpu_recipes")
+    r.add_argument("--kb", type=Path, default=None, help="use this KB instead of building root/kb_musique")
+    r.add_argument("--seed", type=int, default=0)
+    r.set_defaults(func=_prepare)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _tiny_model(args: argparse.Namespace) -> int:
+    from gta_verl.cpu.tiny_model import build_tiny_model
+
+    print(build_tiny_model(args.out, seed=args.seed, force=args.force))
+    return 0
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from gta_verl.cpu.prepare import prepare_cpu_inputs
+
+    print(prepare_cpu_inputs(args.root, args.kb, args.seed).shell())
+    return 0

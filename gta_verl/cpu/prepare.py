@@ -1,0 +1,87 @@
+"""Inputs of the CPU recipes, built once from the bundled MuSiQue data and cached.
+
+``recipes/cpu/run.sh`` needs a model directory, a KB, the Stage-I parquet and a QA parquet;
+:func:`prepare_cpu_inputs` builds whichever is missing with the same library calls as the
+quickstart (``gta-verl kb build`` / ``gta-verl synth`` / data prep) and returns the paths.
+``gta-verl cpu prepare`` prints them as shell assignments for the recipe script.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Graph paths the template generator draws for the CPU Stage-I set (a few rows suffice).
+N_SYNTH = 40
+
+
+@dataclass(frozen=True)
+class CPUInputs:
+    """Paths a CPU recipe run reads (all absolute)."""
+
+    model: Path
+    kb: Path
+    stage1: Path
+    qa: Path
+
+    def shell(self) -> str:
+        """``MODEL_PATH=… KB_DIR=… STAGE1_TRAIN=… QA_FILES=…`` lines for ``eval`` in a shell."""
+        pairs = {"MODEL_PATH": self.model, "KB_DIR": self.kb, "STAGE1_TRAIN": self.stage1, "QA_FILES": self.qa}
+        return "\n".join(f"{k}={shlex.quote(str(v.resolve()))}" for k, v in pairs.items())
+
+
+def default_root() -> Path:
+    """``$GTA_VERL_CACHE/cpu_recipes``."""
+    from gta_verl.agent.tokenizer import cache_dir
+
+    return cache_dir() / "cpu_recipes"
+
+
+def _ensure_kb(kb_dir: Path) -> Path:
+    from gta_verl.kb.build import KBConfig, build_kb_from_files
+    from gta_verl.quickstart import MUSIQUE_CORPUS, MUSIQUE_OPENIE
+
+    if not (kb_dir / "manifest.json").is_file():
+        build_kb_from_files(MUSIQUE_CORPUS, "hipporag", f"precomputed:{MUSIQUE_OPENIE}", kb_dir, KBConfig())
+    return kb_dir
+
+
+def _ensure_stage1(kb_dir: Path, out: Path, seed: int) -> Path:
+    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.synth.generators.registry import make_generator
+    from gta_verl.synth.pipeline import synthesize
+    from gta_verl.synth.writer import write_stage1_parquet
+
+    if out.is_file():
+        return out
+    retriever = GraphRetriever.from_kb_dir(kb_dir)  # the deployed default config, as in training
+    kb = retriever.kb
+    result = synthesize(kb, retriever, make_generator("template", seed=seed), n=N_SYNTH, seed=seed, progress=False)
+    if not result.validated:
+        raise RuntimeError(f"synthesis over {kb_dir} kept no trajectory; funnel {result.funnel.to_dict()}")
+    passages = {p.doc_id: p for p in kb.passages}
+    write_stage1_parquet(result.validated, out, passages, validated=True, metadata={"funnel": result.funnel.to_dict()})
+    return out
+
+
+def prepare_cpu_inputs(root: Path | None = None, kb_dir: Path | None = None, seed: int = 0) -> CPUInputs:
+    """Build (or reuse) every input of the CPU recipes.
+
+    Args:
+        root: Where to put them (default :func:`default_root`).
+        kb_dir: An existing KB to use instead of ``root/kb_musique`` (e.g. the test suite's cached KB).
+        seed: Seed of the tiny model and of the Stage-I synthesis.
+    """
+    from gta_verl.cpu.tiny_model import build_tiny_model
+    from gta_verl.data.prep import prepare_musique
+
+    root = Path(root or default_root())
+    root.mkdir(parents=True, exist_ok=True)
+    model = build_tiny_model(seed=seed)
+    kb = _ensure_kb(Path(kb_dir) if kb_dir else root / "kb_musique")
+    qa = root / "data" / "musique_train.parquet"
+    if not qa.is_file():
+        qa = Path(prepare_musique(root / "data", verbose=False)["qa"])
+    stage1 = _ensure_stage1(kb, root / f"stage1_template_s{seed}.parquet", seed)
+    return CPUInputs(model=model, kb=kb, stage1=stage1, qa=qa)

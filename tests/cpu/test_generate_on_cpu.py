@@ -1,0 +1,124 @@
+"""``hf_cpu`` generation: stop strings, max_tokens, log-probs, prompt log-probs (no Ray).
+
+The model is the tiny random Qwen2 the CPU recipes train (``gta-verl cpu tiny-model``), the
+tokenizer the real Qwen2.5 one. Expected values are recomputed here with a plain forward pass of
+the same model, never by the code under test.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gta_verl.cpu.generate import hf_generate, prompt_logprob_rows, token_log_probs
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from gta_verl.cpu.tiny_model import build_tiny_model
+
+    path = build_tiny_model(seed=0)
+    tok = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+    return model, tok
+
+
+@pytest.fixture(scope="module")
+def prompt(tiny):
+    _, tok = tiny
+    return tok.apply_chat_template(
+        [{"role": "user", "content": "Who founded the company that made the iPod?"}],
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=False,
+    )
+
+
+GREEDY = {"temperature": 0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
+
+
+def _forward_logprobs(model, prompt_ids, token_ids, temperature=1.0):
+    """log_softmax(z_t / T)[y_t] from one forward pass over prompt + response."""
+    ids = torch.tensor([list(prompt_ids) + list(token_ids)])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1]
+    return torch.log_softmax(logits / temperature, -1).gather(-1, torch.tensor(token_ids)[:, None]).squeeze(-1)
+
+
+def test_max_tokens_caps_generation(tiny, prompt):
+    model, tok = tiny
+    out = hf_generate(model, tok, prompt, {**GREEDY, "max_tokens": 7}, default_max_tokens=64)
+    # A random model never emits EOS within 7 greedy tokens here, so the budget is what stops it.
+    assert len(out.token_ids) == 7
+    assert out.stop_reason == "length"
+
+
+def test_default_budget_is_response_length(tiny, prompt):
+    model, tok = tiny
+    out = hf_generate(model, tok, prompt, dict(GREEDY), default_max_tokens=5)
+    assert len(out.token_ids) == 5
+
+
+def test_stop_string_ends_generation_and_stays_in_output(tiny, prompt):
+    model, tok = tiny
+    free = hf_generate(model, tok, prompt, {**GREEDY, "max_tokens": 12}, default_max_tokens=64)
+    # Use the decoded text of the first 4 greedy tokens as the stop string: greedy decoding repeats
+    # them, and generation must end right after the 4th token with the stop text in the output.
+    stop = tok.decode(free.token_ids[:4])
+    assert tok.decode(free.token_ids[:3]).find(stop) < 0  # not already complete after 3 tokens
+    out = hf_generate(
+        model, tok, prompt, {**GREEDY, "max_tokens": 12, "stop": [stop], "include_stop_str_in_output": True}, 64
+    )
+    assert out.token_ids == free.token_ids[:4]
+    assert tok.decode(out.token_ids).endswith(stop)
+    assert out.stop_reason == "completed"
+
+
+def test_log_probs_match_a_forward_pass(tiny, prompt):
+    model, tok = tiny
+    torch.manual_seed(3)
+    params = {"temperature": 0.7, "top_p": 1.0, "top_k": -1, "logprobs": True, "max_tokens": 6}
+    out = hf_generate(model, tok, prompt, params, default_max_tokens=64)
+    expected = _forward_logprobs(model, prompt, out.token_ids, temperature=0.7)
+    assert torch.allclose(torch.tensor(out.log_probs), expected, atol=1e-4)
+
+
+def test_no_log_probs_unless_asked(tiny, prompt):
+    model, tok = tiny
+    out = hf_generate(model, tok, prompt, {**GREEDY, "logprobs": False, "max_tokens": 3}, 64)
+    assert out.log_probs is None
+
+
+def test_unknown_sampling_param_is_rejected(tiny, prompt):
+    model, tok = tiny
+    with pytest.raises(ValueError, match="unsupported sampling params"):
+        hf_generate(model, tok, prompt, {**GREEDY, "n": 2}, 64)
+
+
+def test_token_log_probs_hand_computed():
+    # logits row [0, ln 3] → softmax [1/4, 3/4]; T = 1: log p(1) = ln 0.75 = -0.287682
+    # T = 0.5: logits / T = [0, 2 ln 3] → softmax [1/10, 9/10]; log p(1) = ln 0.9 = -0.105361
+    logits = torch.tensor([[0.0, torch.log(torch.tensor(3.0)).item()]])
+    ids = torch.tensor([1])
+    assert token_log_probs(logits, ids, 1.0).item() == pytest.approx(-0.287682, abs=1e-5)
+    assert token_log_probs(logits, ids, 0.5).item() == pytest.approx(-0.105361, abs=1e-5)
+    assert token_log_probs(logits, ids, 0.0).item() == pytest.approx(-0.287682, abs=1e-5)  # greedy → T = 1
+
+
+def test_prompt_logprob_rows_layout(tiny, prompt):
+    model, _ = tiny
+    seq = list(prompt[:10])
+    rows = prompt_logprob_rows(model, seq, k=3)
+    assert len(rows["prompt_ids"]) == len(rows["prompt_logprobs"]) == len(seq)
+    assert all(len(r) == 3 for r in rows["prompt_ids"])
+    assert rows["prompt_logprobs"][-1] == [0.0, 0.0, 0.0]  # padding row, as verl's vLLM reader
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([seq])).logits[0], -1)
+    top = logp[2].topk(3)  # row 2 scores position 3
+    assert rows["prompt_ids"][2] == top.indices.tolist()
+    assert torch.allclose(torch.tensor(rows["prompt_logprobs"][2]), top.values, atol=1e-5)
+    actual = prompt_logprob_rows(model, seq, k=0)  # k = 0: the actual next token
+    assert actual["prompt_ids"][4] == [seq[5]]
+    assert actual["prompt_logprobs"][4][0] == pytest.approx(logp[4, seq[5]].item(), abs=1e-5)
