@@ -95,12 +95,6 @@ CPU_ARGS=(
 for kv in "${CPU_ENV[@]}"; do
   CPU_ARGS+=("+ray_kwargs.ray_init.runtime_env.env_vars.${kv%%=*}=${kv#*=}")
 done
-if [[ -n "${RAY_ADDRESS:-}" ]]; then
-  CPU_ARGS+=("+ray_kwargs.ray_init.address=$RAY_ADDRESS")
-else
-  # Logical counts: one "GPU" = the training slot; CPUs for worker bundles + actors.
-  CPU_ARGS+=(ray_kwargs.ray_init.num_cpus=16 +ray_kwargs.ray_init.num_gpus=1)
-fi
 
 case "$RECIPE" in
   gta_stage1) CONFIG=gta_grpo; RECIPE_ARGS=(data.train_files="$STAGE1_TRAIN" data.val_files="$STAGE1_TRAIN"
@@ -118,6 +112,15 @@ if [[ "$CONFIG" != gta_grpo ]]; then
   # The teacher (verl distillation pool) served by hf_cpu too, one logical GPU of its own.
   RECIPE_ARGS+=(distillation.n_gpus_per_node=1 distillation.nnodes=1
                 distillation.teacher_models.teacher_model.inference.name=hf_cpu)
+fi
+
+if [[ -n "${RAY_ADDRESS:-}" ]]; then
+  CPU_ARGS+=("+ray_kwargs.ray_init.address=$RAY_ADDRESS")
+else
+  # Logical counts: one "GPU" = the training slot (+1 for the teacher pool); CPUs for bundles + actors.
+  NUM_GPUS=1
+  [[ "$CONFIG" != gta_grpo ]] && NUM_GPUS=2
+  CPU_ARGS+=(ray_kwargs.ray_init.num_cpus=16 "+ray_kwargs.ray_init.num_gpus=$NUM_GPUS")
 fi
 
 # shellcheck source=../lib.sh
