@@ -34,7 +34,7 @@ REGISTERED_NAMES: dict[str, tuple[str, ...]] = {
     "agent_loop": ("gta_search_agent",),
     "adv_estimator": ("gta_turn_grpo",),
     "distillation_loss": ("gta_selective_topk_kl",),
-    "trainer": ("gta_path_router_sync",),
+    "trainer": ("gta_sync", "gta_path_router_sync"),
     "rollout": ("hf_cpu",),
 }
 

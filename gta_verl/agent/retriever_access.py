@@ -137,3 +137,55 @@ def in_process_client(retriever: Any) -> AsyncRetriever:
     from gta_verl.retrieval.client import InProcessRetrieverClient
 
     return InProcessRetrieverClient(retriever)
+
+
+#: How long the trainer waits for the retriever service to load its KB before failing the job.
+READY_TIMEOUT_S = 900.0
+
+
+def start_job_retriever(trainer_config: Any) -> Any | None:
+    """Create the job's retriever actor now (non-blocking); ``None`` when rollouts do not use one.
+
+    Called by the gta trainers before verl starts its workers, so the KB loads while they
+    start and :func:`wait_retriever_ready` can block on it before the first rollout. The
+    agent loops later find the same actor by name (``gta.retriever.actor_name``).
+    The caller keeps the handle for the job: Ray destroys a non-detached actor with its owner.
+
+    Raises:
+        ValueError: ``gta.retriever.kb_dir`` is not set.
+        FileNotFoundError: ``kb_dir`` is not a KB directory (raised by
+            :func:`gta_verl.retrieval.actor.get_or_create_retriever_actor`).
+    """
+    from gta_verl.agent.config import agent_config_from_trainer_config
+
+    transport = agent_config_from_trainer_config(trainer_config).retriever_transport
+    if transport not in ("auto", "ray") or not _ray_initialized():
+        return None
+    from gta_verl.retrieval.actor import get_or_create_retriever_actor
+
+    section = retriever_section(trainer_config)
+    kb_dir = _require_kb_dir(section, "ray")
+    serving = {"serving": section.serving_config()} if hasattr(section, "serving_config") else {}
+    return get_or_create_retriever_actor(
+        kb_dir, section.retriever_config(), name=section.actor_name, num_cpus=section.num_cpus, **serving
+    )
+
+
+def wait_retriever_ready(handle: Any, kb_dir: Any, timeout_s: float = READY_TIMEOUT_S) -> Any:
+    """Block until the retriever actor answers ``health`` (its KB is loaded); return the answer.
+
+    Raises:
+        RuntimeError: naming ``kb_dir``, when the actor failed to load the KB or did not
+            answer within ``timeout_s`` seconds.
+    """
+    import ray
+
+    try:
+        return ray.get(handle.health.remote(), timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError as exc:
+        raise RuntimeError(
+            f"gta-verl: the retriever actor did not load the KB at {kb_dir} within {timeout_s:g}s; "
+            "check the actor's log (ray logs) or the KB size"
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - any actor failure fails the job with the KB named
+        raise RuntimeError(f"gta-verl: the retriever actor could not load the KB at {kb_dir}: {exc}") from exc

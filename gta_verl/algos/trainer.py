@@ -1,6 +1,17 @@
-"""V1 trainer ``gta_path_router_sync``: route-weighted GRPO advantages + λ(step) for the teacher KL.
+"""gta's V1 trainers: ``gta_sync`` (every recipe) and ``gta_path_router_sync`` (PathRouter).
 
-Select with ``trainer.v1.trainer_mode=gta_path_router_sync`` (PathRouter §3.2–3.4).
+``gta_sync`` (``trainer.v1.trainer_mode=gta_sync``) is verl's ``PPOTrainerSync`` plus:
+
+* the retriever is part of the job: ``init`` creates the named retriever actor before
+  verl starts its workers and waits for its ``health`` (KB loaded) before the first
+  rollout, so step 1 sees no retrieval errors; a missing ``gta.retriever.kb_dir`` fails
+  the job there, with the key named (:func:`gta_verl.agent.retriever_access.start_job_retriever`);
+* every step logs gta's evidence metrics ``gta/*`` (TargetDocCov, complete-chain rate,
+  retrieval errors, routes, P, KL token ratio; :mod:`gta_verl.algos.step_metrics`),
+  which verl 0.9.1 only logs for validation.
+
+``gta_path_router_sync`` (PathRouter §3.2–3.4) adds route-weighted GRPO advantages and
+λ(step) for the teacher KL.
 
 verl 0.9.1 gives advantage estimators no per-sample data (only ``uid``), so the route
 weight cannot be applied inside a registered estimator. This subclass of verl's
@@ -34,14 +45,16 @@ from tensordict import TensorDict
 from gta_verl.algos.distill_loss import COEF_KEY, LOSS_NAME, SELECT_FRAC_KEY
 from gta_verl.algos.route_weights import apply_route_weights, route_metrics
 from gta_verl.algos.schedule import warmup_lambda
+from gta_verl.algos.step_metrics import evidence_step_metrics, kl_token_frac
 from gta_verl.rewards.path_router import path_router_config_from_trainer
 from gta_verl.verl_compat import PPOTrainerSync, register_trainer, response_to_nested, tq
 
 logger = logging.getLogger(__name__)
 
 TRAINER_NAME = "gta_path_router_sync"
+BASE_TRAINER_NAME = "gta_sync"
 
-__all__ = ["TRAINER_NAME", "GTAPathRouterTrainer", "route_fields_from_extra"]
+__all__ = ["BASE_TRAINER_NAME", "TRAINER_NAME", "GTAPathRouterTrainer", "GTATrainerSync", "route_fields_from_extra"]
 
 
 def route_fields_from_extra(extra_fields: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
@@ -87,9 +100,19 @@ def _step_metrics(fields: Mapping[str, torch.Tensor], keep: torch.Tensor) -> dic
     return out
 
 
-@register_trainer(TRAINER_NAME)
-class GTAPathRouterTrainer(PPOTrainerSync):
-    """verl's synchronous V1 trainer with PathRouter's route weights and KL schedule."""
+def _padding_keep(batch: Any, n: int) -> list[bool]:
+    tags = list(getattr(batch, "tags", None) or [{}] * n)
+    return [not (t or {}).get("is_padding", False) for t in tags]
+
+
+def _token_sum(t: torch.Tensor, keep: list[bool]) -> float:
+    padded = t.to_padded_tensor(0) if getattr(t, "is_nested", False) else t
+    return float(padded[torch.tensor(keep, dtype=torch.bool)].float().sum().item())
+
+
+@register_trainer(BASE_TRAINER_NAME)
+class GTATrainerSync(PPOTrainerSync):
+    """verl's synchronous V1 trainer + a ready retriever + ``gta/*`` step metrics."""
 
     @property
     def trainer_mode(self) -> str:
@@ -100,6 +123,37 @@ class GTAPathRouterTrainer(PPOTrainerSync):
     @trainer_mode.setter
     def trainer_mode(self, value: str) -> None:
         self.registered_trainer_mode = value
+
+    def init(self) -> None:
+        """Start the retriever, let verl start its workers (the KB loads meanwhile), then wait."""
+        from gta_verl.agent.retriever_access import retriever_section, start_job_retriever, wait_retriever_ready
+
+        # Kept for the whole job: the actor is owned by this (TaskRunner) process.
+        self.retriever_handle = start_job_retriever(self.config)
+        super().init()
+        if self.retriever_handle is not None:
+            kb_dir = retriever_section(self.config).kb_dir
+            health = wait_retriever_ready(self.retriever_handle, kb_dir)
+            logger.info("gta-verl: retriever ready before the first rollout (%s): %s", kb_dir, health)
+
+    def _compute_metrics(self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int) -> None:
+        """verl's step metrics, then ``gta/*`` from the step's ``extra_fields`` (still in TQ)."""
+        super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
+        dist = self.config.get("distillation", None)
+        with_kl = bool(dist is not None and dist.get("enabled", False))
+        fields = ["extra_fields", "response_mask"] + (["distill_mask"] if with_kl else [])
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        extra = data["extra_fields"]
+        extra = extra.tolist() if hasattr(extra, "tolist") else list(extra)
+        keep = _padding_keep(batch, len(extra))
+        metrics.update(evidence_step_metrics(extra, keep))
+        if with_kl:
+            metrics.update(kl_token_frac(_token_sum(data["distill_mask"], keep), _token_sum(data["response_mask"], keep)))
+
+
+@register_trainer(TRAINER_NAME)
+class GTAPathRouterTrainer(GTATrainerSync):
+    """``gta_sync`` with PathRouter's route weights and KL schedule."""
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

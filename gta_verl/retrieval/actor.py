@@ -117,8 +117,10 @@ class GraphRetrieverActor:
         import os
         import socket
 
+        import ray
+
         return {"status": "ok", "pid": os.getpid(), "host": socket.gethostname(),
-                "n_docs": self.retriever.kb.n_docs}
+                "node_id": ray.get_runtime_context().get_node_id(), "n_docs": self.retriever.kb.n_docs}
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ class RayRetrieverClient:
             ``RetrieverSpec(...).create``; ``None`` = never recreate.
         lookup_grace_s: How long a name never seen before may take to appear.
         seed: Seed of the replica choice.
+        name: The service's name when a handle is given (to find it again after a restart).
     """
 
     BACKOFF_S = (0.05, 1.0)
@@ -64,6 +65,7 @@ class RayRetrieverClient:
         recreate: Callable[[], Any] | None = None,
         lookup_grace_s: float = 2.0,
         seed: int | None = None,
+        name: str | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -71,8 +73,9 @@ class RayRetrieverClient:
         self.namespace = namespace
         self.recreate = recreate
         self.lookup_grace_s = lookup_grace_s
-        self._name = actor_name_or_handle if isinstance(actor_name_or_handle, str) else None
-        self._service = None if self._name else actor_name_or_handle
+        by_name = isinstance(actor_name_or_handle, str)
+        self._name = actor_name_or_handle if by_name else name
+        self._service = None if by_name else actor_name_or_handle
         self._seen = self._service is not None
         self._version = -1
         self._replicas: list[tuple[Any, Any]] = []

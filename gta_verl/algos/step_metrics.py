@@ -1,0 +1,124 @@
+"""gta's evidence metrics of one training step, from the TransferQueue ``extra_fields`` — pure.
+
+verl 0.9.1's V1 trainer logs ``reward_extra_info`` only for validation
+(``val-aux/<data_source>/<key>/mean@N``); a training step's metrics
+(``PPOTrainer._compute_metrics``) never read it, and the classic ``RayPPOTrainer`` only
+dumps it. The gta V1 trainers (:mod:`gta_verl.algos.trainer`) therefore add these
+``gta/*`` keys to every step, computed here from what the agent loop
+(``gta/…`` extra fields) and the reward manager (``extra_fields["reward_extra_info"]``)
+wrote per trajectory:
+
+=============================  =====================================================
+``gta/acc``                    mean EM (reward_extra_info ``acc``)
+``gta/target_doc_cov``         mean TargetDocCov over trajectories with target docs
+``gta/complete_chain_rate``    share of those that retrieved every target document
+``gta/retrieval_errors``       failed retriever calls in the step (count; 0 = healthy)
+``gta/retrieval_error_rate``   failed calls / search calls
+``gta/num_searches``           mean search actions per trajectory
+``gta/invalid_actions``        mean invalid actions per trajectory
+``gta/answer_rate``            share of trajectories that gave an ``<answer>``
+``gta/P``                      mean evidence overlap P over rows with gold evidence
+``gta/route_share/<route>``    PathRouter route shares (C±P±), summing to 1
+``gta/kl_select_frac``         share of trajectories selected for the teacher KL
+``gta/kl_token_frac``          distilled tokens / response tokens (KL token ratio)
+=============================  =====================================================
+
+A key whose inputs are absent from every trajectory (e.g. ``gta/P`` under the Stage-I
+reward) is left out rather than logged as 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gta_verl.data import schema
+from gta_verl.rewards.path_router import ROUTE_NAMES
+
+__all__ = ["evidence_step_metrics", "kl_token_frac"]
+
+PREFIX = "gta/"
+
+
+def _plain(value: Any) -> Any:
+    return value.tolist() if value is not None and hasattr(value, "tolist") else value
+
+
+def _num(value: Any) -> float | None:
+    value = _plain(value)
+    if value is None or isinstance(value, (str, list, dict)):
+        return None
+    return float(value)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _column(infos: Sequence[Mapping[str, Any]], key: str, rows: Sequence[bool] | None = None) -> list[float]:
+    """Values of ``key`` over the rows where it is numeric (and ``rows`` is True)."""
+    out = []
+    for i, info in enumerate(infos):
+        value = _num(info.get(key))
+        if value is not None and (rows is None or rows[i]):
+            out.append(value)
+    return out
+
+
+def _loop_metrics(extra: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    errors = [int(_num(ef.get(schema.EF_RETRIEVAL_ERRORS)) or 0) for ef in extra]
+    searches = [int(_num(ef.get(schema.EF_NUM_SEARCHES)) or 0) for ef in extra]
+    invalid = [int(_num(ef.get(schema.EF_INVALID_ACTIONS)) or 0) for ef in extra]
+    n = len(extra)
+    return {
+        "retrieval_errors": float(sum(errors)),
+        "retrieval_error_rate": sum(errors) / sum(searches) if sum(searches) else 0.0,
+        "num_searches": sum(searches) / n,
+        "invalid_actions": sum(invalid) / n,
+        "answer_rate": sum(_plain(ef.get(schema.EF_ANSWER)) is not None for ef in extra) / n,
+    }
+
+
+def _reward_metrics(infos: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    has_targets = [(_num(i.get("has_targets")) or 0.0) > 0 if "has_targets" in i else True for i in infos]
+    gold = [(_num(i.get("has_gold_evidence")) or 0.0) > 0 for i in infos]
+    out: dict[str, float | None] = {
+        "acc": _mean(_column(infos, "acc")),
+        "target_doc_cov": _mean(_column(infos, "target_doc_cov", has_targets)),
+        "complete_chain_rate": _mean(_column(infos, "complete_chain", has_targets)),
+        "P": _mean(_column(infos, "P", gold)),
+        "kl_select_frac": _mean(_column(infos, "distill_select")),
+    }
+    routes = [int(r) for r in _column(infos, "route") if r >= 0]
+    if routes:
+        for rid, name in enumerate(ROUTE_NAMES):
+            out[f"route_share/{name}"] = sum(r == rid for r in routes) / len(routes)
+    return out
+
+
+def evidence_step_metrics(
+    extra_fields: Sequence[Mapping[str, Any] | None], keep: Sequence[bool] | None = None
+) -> dict[str, float]:
+    """``gta/*`` metrics of one step (table in the module docstring).
+
+    Args:
+        extra_fields: one dict per trajectory (TQ field ``extra_fields``): the agent loop's
+            ``gta/…`` keys and ``reward_extra_info`` (the reward manager's scalars).
+        keep: False for verl's padding rows (tag ``is_padding``); default all True.
+
+    Returns:
+        ``{"gta/<name>": float}``; empty when no row is kept.
+    """
+    rows = [dict(ef or {}) for ef in extra_fields]
+    if keep is not None:
+        rows = [ef for ef, k in zip(rows, keep, strict=True) if k]
+    if not rows:
+        return {}
+    infos = [dict(_plain(ef.get("reward_extra_info")) or {}) for ef in rows]
+    values: dict[str, float | None] = {**_loop_metrics(rows), **_reward_metrics(infos)}
+    return {PREFIX + k: float(v) for k, v in values.items() if v is not None}
+
+
+def kl_token_frac(distill_tokens: float, response_tokens: float) -> dict[str, float]:
+    """``gta/kl_token_frac`` = Σ distill_mask / Σ response_mask over the step (0 if no tokens)."""
+    return {PREFIX + "kl_token_frac": float(distill_tokens) / float(response_tokens) if response_tokens else 0.0}
