@@ -63,7 +63,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except Exception as exc:  # bad input the user can fix: one line naming the file, no traceback
+        from gta_verl.data.loaders import DataFormatError
+        from gta_verl.kb.embed import EmbedderUnavailable
+        from gta_verl.kb.store import KBLoadError
+
+        if not isinstance(exc, (KBLoadError, DataFormatError, EmbedderUnavailable)) or args.verbose:
+            raise
+        print(f"gta-verl: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -6,6 +6,12 @@ of records read, so that ``n_in == len(records) + len(rejected)`` always holds.
 With ``strict=True`` the first bad record raises :class:`DataFormatError`
 naming the file and record/line instead.
 
+Text is decoded per line (jsonl) or per record (JSON): a byte that is not UTF-8,
+or a ``\\ud800``-style escape that leaves a lone surrogate, rejects that one
+record as ``file:line: not UTF-8 ...`` and the rest of the file loads. Passages
+that differ only by surrounding whitespace are duplicates (the first one is kept
+as written).
+
 Corpus formats:
     * ``hipporag``: JSON list ``[{title, text}, ...]`` (also a HotpotQA-style
       dict ``{title: [sentences]}``);
@@ -103,17 +109,50 @@ class _Collector(Generic[T]):
 
 # --------------------------------------------------------------------------- raw readers
 def _read_json(path: Path) -> Any:
+    """Parse a JSON file; undecodable bytes survive as lone surrogates (see :func:`not_utf8`)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        # surrogateescape: one bad byte must reject its record, not the whole file
+        return json.loads(path.read_bytes().decode("utf-8", errors="surrogateescape"))
     except json.JSONDecodeError as exc:
         raise DataFormatError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
+    except RecursionError:
+        raise DataFormatError(f"{path}: not valid JSON: nested too deeply") from None
+
+
+def not_utf8(obj: Any) -> str:
+    """Why ``obj`` (a parsed record) holds text that is not valid UTF-8 ("" when it is all valid).
+
+    Undecodable bytes (read with ``surrogateescape``) and ``\\ud800``-style JSON
+    escapes both leave lone surrogates, which cannot be encoded back to UTF-8.
+    """
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str):
+            try:
+                x.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                bad = x[exc.start]
+                if "\udc80" <= bad <= "\udcff":
+                    return f"not UTF-8: byte 0x{ord(bad) - 0xDC00:02x} in {x[max(0, exc.start - 20):exc.start]!r}"
+                return f"not UTF-8: lone surrogate \\u{ord(bad):04x}"
+        elif isinstance(x, dict):
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return ""
 
 
 def _iter_jsonl(path: Path, col: _Collector[Any]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (line number, object); bad JSON lines are rejected (or raise when strict)."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
+    """Yield (line number, object); bad lines are rejected (or raise when strict)."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                col.reject(lineno, f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}")
+                continue
             if not line.strip():
                 continue
             try:
@@ -121,8 +160,15 @@ def _iter_jsonl(path: Path, col: _Collector[Any]) -> Iterator[tuple[int, dict[st
             except json.JSONDecodeError as exc:
                 col.reject(lineno, f"invalid JSON: {exc.msg}")
                 continue
+            except RecursionError:
+                col.reject(lineno, "invalid JSON: nested too deeply")
+                continue
             if not isinstance(obj, dict):
                 col.reject(lineno, f"expected a JSON object, got {type(obj).__name__}")
+                continue
+            why = not_utf8(obj)
+            if why:
+                col.reject(lineno, why)
                 continue
             yield lineno, obj
 
@@ -134,18 +180,33 @@ def _json_list(path: Path, what: str) -> list[Any]:
     return data
 
 
+def _json_records(path: Path, what: str, col: _Collector[Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (record index, object) of a JSON list; non-objects and non-UTF-8 records are rejected."""
+    for i, rec in enumerate(_json_list(path, what)):
+        if not isinstance(rec, dict):
+            col.reject(i, f"expected a JSON object, got {type(rec).__name__}")
+        elif why := not_utf8(rec):
+            col.reject(i, why)
+        else:
+            yield i, rec
+
+
 # --------------------------------------------------------------------------- corpora
-def _add_passage(col: _Collector[Passage], seen: set[str], idx: int, title: Any, text: Any) -> None:
+def _add_passage(col: _Collector[Passage], seen: dict[tuple[str, str], str], idx: int,
+                 title: Any, text: Any) -> None:
     if not isinstance(title, str) or not isinstance(text, str):
         col.reject(idx, "bad field: title and text must be strings")
     elif not text.strip():
         col.reject(idx, "empty text")
+    elif why := not_utf8([title, text]):
+        col.reject(idx, why)
     else:
-        doc_id = make_doc_id(title, text)
-        if doc_id in seen:
-            col.reject(idx, f"duplicate passage: same (title, text) as an earlier record ({doc_id})")
+        key = (title.strip(), text.strip())  # surrounding whitespace does not make a new passage
+        if key in seen:
+            col.reject(idx, f"duplicate passage: same (title, text) as an earlier record ({seen[key]})")
         else:
-            seen.add(doc_id)
+            doc_id = make_doc_id(title, text)
+            seen[key] = doc_id
             col.add(Passage(doc_id, title, text))
 
 
@@ -154,19 +215,22 @@ def read_hipporag_corpus(path: Path | str, strict: bool = False) -> LoadReport[P
     path = Path(path)
     data = _read_json(path)
     col: _Collector[Passage] = _Collector(path, strict)
-    seen: set[str] = set()
+    seen: dict[tuple[str, str], str] = {}
     if isinstance(data, dict):  # HotpotQA corpus: sentences carry their own leading spaces
         for i, (title, sents) in enumerate(data.items()):
-            text = "".join(sents) if isinstance(sents, list) else sents
+            joinable = isinstance(sents, list) and all(isinstance(x, str) for x in sents)
+            text = "".join(sents) if joinable else sents
             _add_passage(col, seen, i, title, text)
         return col.report
     if not isinstance(data, list):
         raise DataFormatError(f"{path}: expected a JSON list of {{title, text}}, got {type(data).__name__}")
     for i, rec in enumerate(data):
-        if not isinstance(rec, dict) or "text" not in rec:
+        if not isinstance(rec, dict):
+            col.reject(i, f"expected a JSON object, got {type(rec).__name__}")
+        elif "text" not in rec:
             col.reject(i, "missing field: text")
-            continue
-        _add_passage(col, seen, i, rec.get("title", ""), rec["text"])
+        else:
+            _add_passage(col, seen, i, rec.get("title", ""), rec["text"])
     return col.report
 
 
@@ -185,7 +249,7 @@ def read_flashrag_corpus(path: Path | str, strict: bool = False) -> LoadReport[P
     """Read a Search-R1/FlashRAG corpus jsonl ``{id, contents}`` (or ``{title, text}``)."""
     path = Path(path)
     col: _Collector[Passage] = _Collector(path, strict)
-    seen: set[str] = set()
+    seen: dict[tuple[str, str], str] = {}
     for lineno, obj in _iter_jsonl(path, col):
         if isinstance(obj.get("contents"), str):
             title, text = split_flashrag_contents(obj["contents"])
@@ -205,7 +269,7 @@ def read_parquet_corpus(path: Path | str, strict: bool = False) -> LoadReport[Pa
     path = Path(path)
     df = pd.read_parquet(path)
     col: _Collector[Passage] = _Collector(path, strict)
-    seen: set[str] = set()
+    seen: dict[tuple[str, str], str] = {}
     has_tt = "text" in df.columns
     if not has_tt and "contents" not in df.columns:
         raise DataFormatError(f"{path}: parquet corpus needs a 'text' (and 'title') or 'contents' column")
@@ -276,7 +340,7 @@ def read_musique_qa(
     """
     path = Path(path)
     col: _Collector[QAExample] = _Collector(path, strict)
-    for i, rec in enumerate(_json_list(path, "questions")):
+    for i, rec in _json_records(path, "questions", col):
         try:
             question, answers = rec["question"], _answers(rec["answer"], rec.get("answer_aliases"))
             gold = _musique_gold(rec)
@@ -320,7 +384,7 @@ def read_supporting_facts_qa(
     for p in corpus:
         by_title.setdefault(p.title, []).append(p)
     col: _Collector[QAExample] = _Collector(path, strict)
-    for i, rec in enumerate(_json_list(path, "questions")):
+    for i, rec in _json_records(path, "questions", col):
         try:
             titles = list(dict.fromkeys(str(f[0]) for f in rec["supporting_facts"]))
             answers = _answers(rec["answer"], rec.get("answer_aliases"))
@@ -387,7 +451,7 @@ def read_react_hotpot(
     """Read ReAct's ``hotpot_dev_v1_simplified.json`` ``[{question, answer, type}]``."""
     path = Path(path)
     col: _Collector[QAExample] = _Collector(path, strict)
-    for i, rec in enumerate(_json_list(path, "questions")):
+    for i, rec in _json_records(path, "questions", col):
         if not isinstance(rec, dict) or not isinstance(rec.get("question"), str):
             col.reject(i, "missing field: question")
             continue

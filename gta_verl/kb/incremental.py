@@ -45,7 +45,8 @@ def add_passages(kb: KnowledgeBase, old_extractions: Mapping[str, Extraction], n
 
 
 def add_to_kb(kb_dir: str | Path, corpus_path: str | Path, corpus_format: str | None, openie_spec: str,
-              config: KBConfig | None = None, progress: bool = True, strict: bool = False) -> KnowledgeBase:
+              config: KBConfig | None = None, progress: bool = True, strict: bool = False,
+              allow_download: bool = False) -> KnowledgeBase:
     """Read ``corpus_path``, extract its new passages, rebuild and re-save ``kb_dir`` atomically."""
     config = config or KBConfig()
     from gta_verl.data.loaders import read_corpus
@@ -62,7 +63,7 @@ def add_to_kb(kb_dir: str | Path, corpus_path: str | Path, corpus_format: str | 
     history = list(kb.manifest.get("additions", [])) + [
         {"corpus": str(corpus_path), "n_in": rep.n_in, "n_new": len(fresh), "openie": openie}]
     keep = {k: kb.manifest[k] for k in ("openie", "corpus") if k in kb.manifest}
-    embedder = load_embedder(config.embedder, device=config.device)
+    embedder = load_embedder(config.embedder, device=config.device, allow_download=allow_download)
     new_kb = add_passages(kb, old_ex, fresh, new_ex, embedder, config, progress,
                           extra_manifest={**keep, "additions": history})
     return save_kb(new_kb, kb_dir, extractions={**old_ex, **new_ex})

@@ -72,3 +72,47 @@ class KnowledgeBase:
     def doc_index_by_id(self) -> dict[str, int]:
         """Map ``doc_id`` → document node index."""
         return {p.doc_id: i for i, p in enumerate(self.passages)}
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Inconsistencies between tables, arrays and graph: ``[(field, why)]``, empty when sound.
+
+        Checks what retrieval would otherwise discover only at query time (or never):
+        every embedding is ``float32 [rows, dim]`` with rows = its table's length and
+        one shared ``dim``, values finite; triple entity ids and provenance point into
+        the tables; the graph has exactly ``n_docs + n_entities`` vertices and known
+        edge kinds.
+        """
+        out: list[tuple[str, str]] = []
+        rows = {"passage_emb": self.n_docs, "entity_emb": self.n_entities, "triple_emb": len(self.triples)}
+        dims = set()
+        for name, n in rows.items():
+            arr = getattr(self, name)
+            if not isinstance(arr, np.ndarray) or arr.ndim != 2 or arr.dtype != np.float32:
+                out.append((name, f"expected a float32 matrix, got {getattr(arr, 'dtype', type(arr).__name__)} "
+                                  f"of shape {getattr(arr, 'shape', '?')}"))
+                continue
+            dims.add(arr.shape[1])
+            if arr.shape[0] != n:
+                out.append((name, f"{arr.shape[0]} rows for {n} table rows"))
+            elif not np.isfinite(arr).all():
+                out.append((name, "holds NaN or infinite values"))
+        if len(dims) > 1:
+            out.append(("entity_emb", f"embedding widths disagree: {sorted(dims)}"))
+        tei = np.asarray(self.triple_entity_ids)
+        if tei.shape != (len(self.triples), 2):
+            out.append(("triple_entity_ids", f"shape {tei.shape} for {len(self.triples)} triples"))
+        elif tei.size and (tei.min() < 0 or tei.max() >= self.n_entities):
+            out.append(("triple_entity_ids", f"entity index outside [0, {self.n_entities})"))
+        docs = {p.doc_id for p in self.passages}
+        if len(docs) != self.n_docs:
+            out.append(("passages", f"{self.n_docs - len(docs)} duplicate doc_id(s)"))
+        orphan = next((t.doc_id for t in self.triples if t.doc_id not in docs), None)
+        if orphan is not None:
+            out.append(("triple_entity_ids", f"triple from unknown document {orphan!r}"))
+        if self.graph.vcount() != self.n_docs + self.n_entities:
+            out.append(("graph", f"{self.graph.vcount()} vertices for {self.n_docs} documents + "
+                                 f"{self.n_entities} entities"))
+        kinds = set(self.graph.es["kind"]) if self.graph.ecount() else set()
+        if not kinds <= set(EDGE_KINDS):
+            out.append(("graph", f"unknown edge kind(s) {sorted(kinds - set(EDGE_KINDS))}"))
+        return out

@@ -13,7 +13,10 @@ Layout (``SCHEMA_VERSION`` 1)::
 
 The directory is written next to the target and renamed into place, so a
 crash never leaves a half-written KB; loading checks schema version and every
-checksum and says which file is wrong.
+checksum and says which file is wrong. The manifest cannot switch those checks
+off: its ``files`` must list exactly the files of its schema version, each a
+regular file inside the directory, and every table and array must agree with
+the others in shape (see :meth:`KnowledgeBase.problems`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
@@ -125,29 +129,93 @@ def save_kb(kb: KnowledgeBase, out_dir: str | Path,
     return replace(kb, manifest=manifest)
 
 
-def read_manifest(kb_dir: str | Path) -> dict[str, Any]:
-    path = Path(kb_dir) / MANIFEST
-    if not path.exists():
-        raise KBLoadError(f"{kb_dir}: not a KB directory (no {MANIFEST}); build one with `gta-verl kb build`")
+MAX_MANIFEST_BYTES = 16 << 20  # a manifest is a few KB; refuse to slurp anything huge
+_SHA256_HEX = frozenset("0123456789abcdef")
+
+
+def _plain_name(name: Any) -> bool:
+    """A bare file name: no directory part, not absolute, not ``..``."""
+    return isinstance(name, str) and name not in ("", ".", "..") and "\x00" not in name \
+        and Path(name).name == name and not Path(name).is_absolute()
+
+
+def _regular_file(kb_dir: Path, name: str, what: str) -> Path:
+    """``kb_dir / name`` if it is a regular file inside ``kb_dir`` (after symlinks), else KBLoadError."""
+    if not _plain_name(name):
+        raise KBLoadError(f"{kb_dir / MANIFEST}: {what} {name!r} is not a plain file name inside the KB directory")
+    path = kb_dir / name
     try:
-        manifest = json.loads(path.read_text())
+        real = path.resolve(strict=True)
+        st = real.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise KBLoadError(f"{path}: {what} is missing; rebuild the KB with `gta-verl kb build`") from None
+    except (OSError, RuntimeError) as exc:
+        raise KBLoadError(f"{path}: cannot read {what}: {exc}") from None
+    if not real.is_relative_to(kb_dir.resolve()):
+        raise KBLoadError(f"{path}: {what} points outside the KB directory (to {real})")
+    if not stat.S_ISREG(st.st_mode):
+        raise KBLoadError(f"{path}: {what} is not a regular file")
+    return path
+
+
+def _check_files(kb_dir: Path, files: Any) -> dict[str, str]:
+    """The manifest's ``files`` must list exactly :data:`KB_FILES`, each with a sha256."""
+    where = kb_dir / MANIFEST
+    if not isinstance(files, dict):
+        raise KBLoadError(f"{where}: 'files' must map each KB file to its sha256, got {type(files).__name__}")
+    for name in files:  # reject traversal/devices by name before comparing sets
+        if not _plain_name(name):
+            raise KBLoadError(f"{where}: file name {name!r} is not a plain file name inside the KB directory")
+    missing, extra = sorted(set(KB_FILES) - set(files)), sorted(set(files) - set(KB_FILES))
+    if missing or extra:
+        raise KBLoadError(f"{where}: 'files' must list exactly the {len(KB_FILES)} files of schema version "
+                          f"{gta_verl.SCHEMA_VERSION}" + (f"; missing {missing}" if missing else "")
+                          + (f"; unexpected {extra}" if extra else ""))
+    for name, digest in files.items():
+        if not isinstance(digest, str) or len(digest) != 64 or not set(digest) <= _SHA256_HEX:
+            raise KBLoadError(f"{where}: checksum of {name} is not a sha256 hex digest: {digest!r}")
+    return dict(files)
+
+
+def read_manifest(kb_dir: str | Path) -> dict[str, Any]:
+    """Read and check ``manifest.json``: a JSON object of this schema version listing exactly the KB files.
+
+    Raises:
+        KBLoadError: Naming the manifest (or the KB directory) and what is wrong.
+    """
+    kb_dir = Path(kb_dir)
+    path = kb_dir / MANIFEST
+    if not kb_dir.is_dir() or not path.exists():
+        raise KBLoadError(f"{kb_dir}: not a KB directory (no {MANIFEST}); build one with `gta-verl kb build`")
+    _regular_file(kb_dir, MANIFEST, "manifest")
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise KBLoadError(f"{path}: manifest over {MAX_MANIFEST_BYTES} bytes")
+    try:
+        manifest = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise KBLoadError(f"{path}: manifest is not UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise KBLoadError(f"{path}:{exc.lineno}: corrupt manifest: {exc.msg}") from exc
+        raise KBLoadError(f"{path}:{exc.lineno}: corrupt manifest: {exc.msg}") from None
+    except RecursionError:
+        raise KBLoadError(f"{path}: corrupt manifest: nested too deeply") from None
+    if not isinstance(manifest, dict):
+        raise KBLoadError(f"{path}: manifest must be a JSON object, got {type(manifest).__name__}")
     ver = manifest.get("schema_version")
     if ver != gta_verl.SCHEMA_VERSION:
-        raise KBLoadError(f"{kb_dir}: KB schema version {ver}, this gta-verl reads version "
+        raise KBLoadError(f"{path}: KB schema version {ver!r}, this gta-verl reads version "
                           f"{gta_verl.SCHEMA_VERSION}; rebuild it with `gta-verl kb build`")
+    if not isinstance(manifest.get("embedder", ""), str):
+        raise KBLoadError(f"{path}: 'embedder' must be a string, got {manifest['embedder']!r}")
+    _check_files(kb_dir, manifest.get("files"))
     return manifest
 
 
 def verify_kb(kb_dir: str | Path) -> dict[str, Any]:
-    """Check schema version and every file's sha256; return the manifest."""
+    """Check the manifest, that every KB file is a regular file inside ``kb_dir``, and its sha256."""
     kb_dir = Path(kb_dir)
     manifest = read_manifest(kb_dir)
-    for name, expected in manifest.get("files", {}).items():
-        path = kb_dir / name
-        if not path.exists():
-            raise KBLoadError(f"{path}: file listed in the manifest is missing; rebuild the KB")
+    for name, expected in manifest["files"].items():
+        path = _regular_file(kb_dir, name, "file listed in the manifest")
         got = sha256_file(path)
         if got != expected:
             raise KBLoadError(f"{path}: checksum mismatch (manifest {expected[:12]}…, file {got[:12]}…): "
@@ -157,38 +225,101 @@ def verify_kb(kb_dir: str | Path) -> dict[str, Any]:
 
 def load_extractions(kb_dir: str | Path) -> dict[str, Extraction]:
     """The raw OpenIE extractions stored with a KB (input of ``kb add``)."""
-    import pandas as pd
-
-    df = pd.read_parquet(Path(kb_dir) / "extractions.parquet")
+    df = _read_table(Path(kb_dir), "extractions.parquet",
+                     ("doc_id", "entities", "triples", "status", "n_malformed", "error"))
     return {r["doc_id"]: Extraction(r["doc_id"], tuple(r["entities"]),
                                     tuple(tuple(t) for t in r["triples"]),  # type: ignore[misc]
                                     r["status"], int(r["n_malformed"]), r["error"])
             for r in df.to_dict("records")}
 
 
+def _read_table(kb_dir: Path, name: str, columns: tuple[str, ...]) -> Any:
+    import pandas as pd
+
+    path = _regular_file(kb_dir, name, "KB table")
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a damaged file
+        raise KBLoadError(f"{path}: unreadable parquet: {type(exc).__name__}: {exc}") from None
+    absent = [c for c in columns if c not in df.columns]
+    if absent:
+        raise KBLoadError(f"{path}: missing column(s) {absent}")
+    return df
+
+
+def _read_array(kb_dir: Path, name: str) -> np.ndarray:
+    path = _regular_file(kb_dir, name, "KB array")
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except Exception as exc:  # noqa: BLE001 - truncated header, bad magic, pickled object, ...
+        raise KBLoadError(f"{path}: unreadable .npy array: {type(exc).__name__}: {exc}") from None
+    if not isinstance(arr, np.ndarray):
+        raise KBLoadError(f"{path}: not a single .npy array")
+    return arr
+
+
+def _edge_table(kb_dir: Path, n_nodes: int) -> Any:
+    edf = _read_table(kb_dir, "edges.parquet", ("source", "target", "kind", "weight"))
+    path = kb_dir / "edges.parquet"
+    try:
+        src, dst = (edf[c].to_numpy(dtype=np.int64) for c in ("source", "target"))
+        weight = edf["weight"].to_numpy(dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise KBLoadError(f"{path}: non-numeric source/target/weight: {exc}") from None
+    if len(src) and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n_nodes):
+        raise KBLoadError(f"{path}: edge endpoint outside the {n_nodes} nodes of the passage/entity tables")
+    if not np.isfinite(weight).all():
+        raise KBLoadError(f"{path}: non-finite edge weight")
+    return graph_from_edge_table(n_nodes, src, dst, edf["kind"].tolist(), weight)
+
+
+# Which file holds each KnowledgeBase field (to name it in a KBLoadError).
+_FIELD_FILE = {"passages": "passages.parquet", "triple_entity_ids": "triples.parquet", "graph": "edges.parquet",
+               "passage_emb": "passage_emb.npy", "entity_emb": "entity_emb.npy", "triple_emb": "triple_emb.npy"}
+
+
 def load_kb(kb_dir: str | Path, verify: bool = True) -> KnowledgeBase:
     """Load a KB directory written by :func:`save_kb`.
 
+    Every table and array is checked against the others (rows, widths, index
+    ranges); the manifest's ``counts`` are recomputed from the loaded KB, never
+    taken from the file. ``verify`` adds the sha256 of every file.
+
     Raises:
-        KBLoadError: Missing directory/manifest, wrong schema version, or a
-            checksum mismatch (names the file).
+        KBLoadError: Missing directory/manifest, wrong schema version, a file set
+            that differs from the schema's, a name outside the KB directory, a
+            checksum mismatch, or tables/arrays that disagree (names the file).
     """
-    import pandas as pd
+    from gta_verl.kb.stats import kb_stats
 
     kb_dir = Path(kb_dir)
     manifest = verify_kb(kb_dir) if verify else read_manifest(kb_dir)
-    pdf = pd.read_parquet(kb_dir / "passages.parquet")
+    pdf = _read_table(kb_dir, "passages.parquet", ("doc_id", "title", "text"))
     passages = tuple(Passage(d, t, x) for d, t, x in zip(pdf["doc_id"], pdf["title"], pdf["text"]))
-    entities = tuple(pd.read_parquet(kb_dir / "entities.parquet")["entity"].tolist())
-    tdf = pd.read_parquet(kb_dir / "triples.parquet")
+    entities = tuple(_read_table(kb_dir, "entities.parquet", ("entity",))["entity"].tolist())
+    tdf = _read_table(kb_dir, "triples.parquet",
+                      ("subject", "relation", "object", "doc_id", "subject_idx", "object_idx"))
     triples = tuple(Triple(s, r, o, d) for s, r, o, d in
                     zip(tdf["subject"], tdf["relation"], tdf["object"], tdf["doc_id"]))
-    tei = tdf[["subject_idx", "object_idx"]].to_numpy(dtype=np.int64).reshape(-1, 2)
-    edf = pd.read_parquet(kb_dir / "edges.parquet")
-    graph = graph_from_edge_table(len(passages) + len(entities), edf["source"].to_numpy(),
-                                  edf["target"].to_numpy(), edf["kind"].tolist(), edf["weight"].to_numpy())
-    emb = {n: np.load(kb_dir / f"{n}.npy") for n in ("passage_emb", "entity_emb", "triple_emb")}
-    return KnowledgeBase(passages=passages, entities=entities, triples=triples, triple_entity_ids=tei,
-                         graph=graph, passage_emb=emb["passage_emb"], entity_emb=emb["entity_emb"],
-                         triple_emb=emb["triple_emb"], embedder_name=manifest.get("embedder", ""),
-                         manifest=manifest)
+    try:
+        tei = tdf[["subject_idx", "object_idx"]].to_numpy(dtype=np.int64).reshape(-1, 2)
+    except (TypeError, ValueError) as exc:
+        raise KBLoadError(f"{kb_dir / 'triples.parquet'}: non-integer entity index: {exc}") from None
+    graph = _edge_table(kb_dir, len(passages) + len(entities))
+    ex_rows = _read_table(kb_dir, "extractions.parquet", ("doc_id", "status")).shape[0]
+    if ex_rows != len(passages):
+        raise KBLoadError(f"{kb_dir / 'extractions.parquet'}: {ex_rows} rows for {len(passages)} passages")
+    emb = {n: _read_array(kb_dir, f"{n}.npy") for n in ("passage_emb", "entity_emb", "triple_emb")}
+    kb = KnowledgeBase(passages=passages, entities=entities, triples=triples, triple_entity_ids=tei,
+                       graph=graph, passage_emb=emb["passage_emb"], entity_emb=emb["entity_emb"],
+                       triple_emb=emb["triple_emb"], embedder_name=manifest.get("embedder", ""),
+                       manifest=manifest)
+    problems = kb.problems()
+    if problems:
+        field_name, why = problems[0]
+        raise KBLoadError(f"{kb_dir / _FIELD_FILE.get(field_name, MANIFEST)}: {why}; rebuild the KB")
+    dim = manifest.get("dim")
+    if dim is not None and dim != kb.passage_emb.shape[1]:
+        raise KBLoadError(f"{kb_dir / 'passage_emb.npy'}: width {kb.passage_emb.shape[1]}, manifest says {dim}")
+    # Counts are derived data: recomputed, so an edited manifest cannot misreport the KB.
+    return replace(kb, manifest={**manifest, "counts": kb_stats(kb)})

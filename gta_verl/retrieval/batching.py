@@ -4,6 +4,15 @@ Rollouts issue one query per call, thousands at a time. A :class:`MicroBatcher`
 collects the calls that arrive within ``max_wait_ms`` of the first one (or until
 ``max_batch`` queries are waiting), runs them as one batched ``retrieve`` (one
 faiss search, one batched PPR) in a worker thread, and hands each caller its slice.
+
+Fairness: a batch never holds more than ``max_batch`` queries, however large one
+request is. Each batch is filled round-robin: every waiting caller gets an equal
+share of the batch (``max_batch // callers``, at least one query), leftovers go
+round again, and callers served in a batch queue behind those that were not.
+So a 400-query request occupies the worker for at most ``ceil(400 / max_batch)``
+batches, interleaved with everybody else's, instead of one batch that outlasts
+their timeouts. Requests with a ``topk`` (a ranking cut) are batched only with
+requests of the same ``topk``.
 """
 
 from __future__ import annotations
@@ -12,11 +21,20 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gta_verl.data.types import RetrievalResult
+
+# 512 queries of 256 characters: far above what an agent sends (Search-R1 batches
+# ~50-character queries), far below what stalls a CPU worker.
+MAX_REQUEST_CHARS = 131_072
+
+
+class RequestTooLarge(ValueError):
+    """A request whose queries hold more characters than the batcher accepts."""
 
 
 def error_results(queries: Sequence[Any], message: str, latency_ms: float = 0.0) -> list[RetrievalResult]:
@@ -24,16 +42,83 @@ def error_results(queries: Sequence[Any], message: str, latency_ms: float = 0.0)
     return [RetrievalResult(query=str(q), error=message, latency_ms=latency_ms) for q in queries]
 
 
+def request_chars(queries: Sequence[Any]) -> int:
+    """Total characters of the string queries of one request."""
+    return sum(len(q) for q in queries if isinstance(q, str))
+
+
+@dataclass(eq=False)
+class _Request:
+    """One caller's queries in flight: ``next`` = first unscheduled, ``done`` = answered."""
+
+    queries: list[str]
+    topk: int | None
+    fut: asyncio.Future
+    results: list[RetrievalResult | None] = field(default_factory=list)
+    next: int = 0
+    done: int = 0
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.queries)
+
+    @property
+    def unscheduled(self) -> int:
+        return len(self.queries) - self.next
+
+
+Slice = tuple[_Request, int, int]
+
+
+def plan_batch(active: deque[_Request], max_batch: int) -> list[Slice]:
+    """Take the next batch from ``active`` round-robin (pure scheduling; mutates ``next``/order).
+
+    The batch serves the ``topk`` of the first waiting request. Each round gives
+    every waiting request of that ``topk`` ``max(1, room // n)`` queries until the
+    batch holds ``max_batch`` queries or nobody waits. Afterwards ``active`` holds
+    the requests that were not served first, then the served ones with queries
+    left, so the next batch starts with whoever waited.
+
+    Returns:
+        ``[(request, start, end)]``, one contiguous slice per served request.
+    """
+    if not active:
+        return []
+    key = active[0].topk
+    spans: dict[_Request, list[int]] = {}
+    room = max_batch
+    while room > 0:
+        same = [r for r in active if r.topk == key and r.unscheduled > 0]
+        if not same:
+            break
+        share = max(1, room // len(same))
+        for r in same:
+            take = min(share, r.unscheduled, room)
+            span = spans.setdefault(r, [r.next, r.next])
+            span[1] += take
+            r.next += take
+            room -= take
+            if room == 0:
+                break
+    waiting = [r for r in active if r not in spans]
+    again = [r for r in active if r in spans and r.unscheduled > 0]
+    active.clear()
+    active.extend(waiting + again)
+    return [(r, s, e) for r, (s, e) in spans.items()]
+
+
 class MicroBatcher:
-    """Gather concurrent ``submit`` calls into batched calls of ``fn``.
+    """Gather concurrent ``submit`` calls into fair, bounded batched calls of ``fn``.
 
     Args:
         fn: Batched retrieval, ``list[str] -> list[RetrievalResult]`` (blocking; run in a thread).
         validate: Per-query check raising ``ValueError``/``TypeError`` for a bad query;
             a bad query gets an error result and never reaches the batch.
-        max_batch: Most queries per batched call.
+        max_batch: Most queries per batched call (a larger request is split).
         max_wait_ms: How long the first waiting call waits for company.
         history: Latency / batch-size samples kept for :meth:`stats`.
+        rank_fn: ``(list[str], k) -> list[RetrievalResult]`` for requests with a
+            ``topk`` (``None``: such requests get error results).
+        max_request_chars: Most query characters in one request (``None``: no cap).
     """
 
     def __init__(
@@ -43,12 +128,16 @@ class MicroBatcher:
         max_batch: int = 256,
         max_wait_ms: float = 5.0,
         history: int = 10_000,
+        rank_fn: Callable[[list[str], int], list[RetrievalResult]] | None = None,
+        max_request_chars: int | None = MAX_REQUEST_CHARS,
     ) -> None:
         if max_batch < 1 or max_wait_ms < 0:
             raise ValueError(f"need max_batch >= 1 and max_wait_ms >= 0, got {max_batch}, {max_wait_ms}")
-        self.fn, self.validate = fn, validate
+        self.fn, self.rank_fn, self.validate = fn, rank_fn, validate
         self.max_batch, self.max_wait_s = max_batch, max_wait_ms / 1000.0
-        self._queue: asyncio.Queue | None = None
+        self.max_request_chars = max_request_chars
+        self._active: deque[_Request] = deque()
+        self._arrived: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
         self.n_requests = 0
         self.n_queries = 0
@@ -56,73 +145,114 @@ class MicroBatcher:
         self._batch_sizes: deque[int] = deque(maxlen=history)
         self._latency_ms: deque[float] = deque(maxlen=history)
 
-    def _ensure_worker(self) -> asyncio.Queue:
-        if self._queue is None or self._worker is None or self._worker.done():
-            self._queue = asyncio.Queue()
-            self._worker = asyncio.get_running_loop().create_task(self._loop())
-        return self._queue
+    def check_size(self, queries: Sequence[Any]) -> None:
+        """Raise :class:`RequestTooLarge` when ``queries`` exceed ``max_request_chars``."""
+        n = request_chars(queries)
+        if self.max_request_chars is not None and n > self.max_request_chars:
+            raise RequestTooLarge(f"request holds {n} query characters > limit {self.max_request_chars}; "
+                                  "split it into smaller requests")
 
-    async def submit(self, queries: Sequence[str]) -> list[RetrievalResult]:
-        """Retrieve for ``queries`` inside the next batch; bad queries get error results."""
-        t0 = time.perf_counter()
-        self.n_requests += 1
-        out: list[RetrievalResult | None] = [None] * len(queries)
-        good: list[tuple[int, str]] = []
+    def _ensure_worker(self) -> asyncio.Event:
+        if self._arrived is None or self._worker is None or self._worker.done():
+            self._arrived = asyncio.Event()
+            self._worker = asyncio.get_running_loop().create_task(self._loop())
+        return self._arrived
+
+    def _split_valid(self, queries: Sequence[str], out: list[RetrievalResult | None]) -> list[int]:
+        good: list[int] = []
         for i, q in enumerate(queries):
             try:
                 if self.validate is not None:
                     self.validate(q)
-                good.append((i, q))
+                good.append(i)
             except (ValueError, TypeError) as exc:
                 out[i] = RetrievalResult(query=str(q), error=f"invalid query: {exc}")
                 self.n_errors += 1
+        return good
+
+    async def submit(self, queries: Sequence[str], topk: int | None = None) -> list[RetrievalResult]:
+        """Retrieve for ``queries`` (first ``topk`` of the ranking when given) in the next batches.
+
+        Never raises for bad input: invalid queries, an oversized request or a
+        failing ``fn`` give error results.
+        """
+        t0 = time.perf_counter()
+        self.n_requests += 1
+        try:
+            self.check_size(queries)
+            if topk is not None and self.rank_fn is None:
+                raise ValueError("this retriever serves no topk requests")
+        except ValueError as exc:
+            self.n_errors += len(queries)
+            return error_results(queries, str(exc))
+        out: list[RetrievalResult | None] = [None] * len(queries)
+        good = self._split_valid(queries, out)
         if good:
-            fut: asyncio.Future = asyncio.get_running_loop().create_future()
-            await self._ensure_worker().put(([q for _, q in good], fut))
-            results = await fut
-            for (i, _), res in zip(good, results):
+            req = _Request([queries[i] for i in good], topk, asyncio.get_running_loop().create_future())
+            arrived = self._ensure_worker()
+            self._active.append(req)
+            arrived.set()
+            try:
+                results = await req.fut
+            finally:  # a cancelled caller (timeout, disconnect) frees its unscheduled queries
+                if req in self._active:
+                    self._active.remove(req)
+            for i, res in zip(good, results):
                 out[i] = res
         self._latency_ms.append((time.perf_counter() - t0) * 1000)
         return [r for r in out if r is not None]
 
-    async def _gather(self, queue: asyncio.Queue) -> list[tuple[list[str], asyncio.Future]]:
-        items = [await queue.get()]
-        size = len(items[0][0])
+    def _waiting(self) -> int:
+        return sum(r.unscheduled for r in self._active)
+
+    async def _gather(self, arrived: asyncio.Event) -> None:
+        """Wait for work, then up to ``max_wait_s`` for ``max_batch`` queries to be waiting."""
+        while not self._active:
+            arrived.clear()
+            await arrived.wait()
         deadline = time.perf_counter() + self.max_wait_s
-        while size < self.max_batch:
+        while self._waiting() < self.max_batch:
             timeout = deadline - time.perf_counter()
             if timeout <= 0:
                 break
+            arrived.clear()
             try:
-                item = await asyncio.wait_for(queue.get(), timeout)
+                await asyncio.wait_for(arrived.wait(), timeout)
             except asyncio.TimeoutError:
                 break
-            items.append(item)
-            size += len(item[0])
-        while size < self.max_batch and not queue.empty():  # already waiting: free to take
-            item = queue.get_nowait()
-            items.append(item)
-            size += len(item[0])
-        return items
+
+    async def _run(self, slices: list[Slice]) -> None:
+        flat = [q for r, s, e in slices for q in r.queries[s:e]]
+        topk = slices[0][0].topk
+        self._batch_sizes.append(len(flat))
+        self.n_queries += len(flat)
+        try:
+            if topk is None:
+                results = await asyncio.to_thread(self.fn, flat)
+            else:
+                assert self.rank_fn is not None
+                results = await asyncio.to_thread(self.rank_fn, flat, topk)
+            if len(results) != len(flat):
+                raise RuntimeError(f"{len(results)} results for {len(flat)} queries")
+        except Exception as exc:  # noqa: BLE001 - every caller gets an error result instead
+            self.n_errors += len(flat)
+            results = error_results(flat, f"retrieval failed: {type(exc).__name__}: {exc}")
+        pos = 0
+        for r, s, e in slices:
+            r.results[s:e] = results[pos : pos + e - s]
+            r.done += e - s
+            pos += e - s
+            if r.done == len(r.queries) and not r.fut.done():
+                r.fut.set_result(list(r.results))
 
     async def _loop(self) -> None:
-        queue = self._queue
-        assert queue is not None
+        arrived = self._arrived
+        assert arrived is not None
         while True:
-            items = await self._gather(queue)
-            flat = [q for qs, _ in items for q in qs]
-            self._batch_sizes.append(len(flat))
-            self.n_queries += len(flat)
-            try:
-                results = await asyncio.to_thread(self.fn, flat)
-            except Exception as exc:  # noqa: BLE001 - every caller gets an error result instead
-                self.n_errors += len(flat)
-                results = error_results(flat, f"retrieval failed: {type(exc).__name__}: {exc}")
-            pos = 0
-            for qs, fut in items:
-                if not fut.done():
-                    fut.set_result(results[pos : pos + len(qs)])
-                pos += len(qs)
+            await self._gather(arrived)
+            slices = plan_batch(self._active, self.max_batch)
+            if slices:
+                await self._run(slices)
 
     def stats(self) -> dict[str, Any]:
         """Request/query counts, batch sizes and p50/p95 latency (ms) over recent calls."""

@@ -22,6 +22,8 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--index", choices=("flat", "ivf", "hnsw"), default=d.index, help="triple index (default flat)"
     )
+    p.add_argument("--allow-download", action="store_true",
+                   help="let the KB's query encoder be fetched from the model hub (default: local/bundled only)")
 
 
 def _config(args: argparse.Namespace, **extra: object) -> RetrieverConfig:
@@ -48,6 +50,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         args.host,
         args.port,
         _config(args, mode=args.mode),
+        allow_download=args.allow_download,
         max_batch=args.max_batch,
         max_wait_ms=args.max_wait_ms,
     )
@@ -60,7 +63,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     ks = [int(k) for k in args.k.split(",") if k.strip()]
-    retriever = GraphRetriever.from_kb_dir(args.kb, _config(args))
+    retriever = GraphRetriever.from_kb_dir(args.kb, _config(args), allow_download=args.allow_download)
     qa = load_qa(args.qa, retriever.kb.passages)
     if args.limit:
         qa = qa[: args.limit]

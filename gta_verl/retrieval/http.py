@@ -5,30 +5,128 @@ answers ``{"result": [[{"document": {"id", "contents", "title", "text"}, "score"
 "doc_id", "source"}, ...], ...], "meta": [{"query", "flags", "error", "latency_ms"}]}``.
 ``topk`` omitted/null → R(q) per the retriever config (Dedup(R_g ∪ R_d)); an
 integer → the first ``topk`` documents of the fused ranking. Concurrent requests
-are micro-batched. ``GET /health`` → ``{"status": "ok", ...}``.
+are micro-batched, fairly, in slices of at most ``max_batch`` queries. ``GET
+/health`` → ``{"status": "ok", ...}``.
+
+What the server refuses (never a 500, never a dropped connection):
+    * 413: a body over ``max_body_bytes`` (counted as the bytes arrive, so chunked
+      transfer cannot bypass it), more than ``max_queries`` queries, or more than
+      ``max_request_chars`` query characters;
+    * 400: a ``Content-Length`` that is not a number;
+    * 422: a body that is not UTF-8 JSON, a query that is not a valid Unicode
+      string (lone surrogates from ``\\ud800`` escapes), a ``topk`` or
+      ``return_scores`` of the wrong JSON type (``"3"``, ``true`` for ``topk``).
+An empty, whitespace-only or NUL-only query is answered with a per-query error in
+``meta`` (same with and without ``topk``); the other queries of the request are served.
+It binds 127.0.0.1 unless told otherwise; it has no authentication.
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
+import logging
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from gta_verl.data.types import RetrievalResult
-from gta_verl.retrieval.batching import MicroBatcher
+from gta_verl.retrieval.batching import MAX_REQUEST_CHARS, MicroBatcher, RequestTooLarge
+
+logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1_000_000
 MAX_QUERIES = 512
 MAX_TOPK = 100
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class RetrieveRequest(BaseModel):
-    """Body of ``POST /retrieve`` (Search-R1 protocol)."""
+    """Body of ``POST /retrieve`` (Search-R1 protocol); types are strict (no coercion)."""
 
-    queries: list[str] = Field(min_length=1)
-    topk: int | None = Field(default=None, ge=1, le=MAX_TOPK)
-    return_scores: bool = True
+    model_config = ConfigDict(strict=True)
+
+    queries: list[StrictStr] = Field(min_length=1)
+    topk: StrictInt | None = Field(default=None, ge=1, le=MAX_TOPK)
+    return_scores: StrictBool = True
+
+    @field_validator("queries")
+    @classmethod
+    def _valid_unicode(cls, queries: list[str]) -> list[str]:
+        # JSON "\ud800" escapes decode to lone surrogates: not text, and not encodable back.
+        for i, q in enumerate(queries):
+            try:
+                q.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"query {i} is not valid UTF-8 (lone surrogate at character {exc.start})") from None
+        return queries
+
+
+class BodyLimit:
+    """ASGI middleware: count request-body bytes as they arrive, refuse past ``max_bytes``.
+
+    The body is buffered here (it is at most ``max_bytes``), checked to be UTF-8
+    and replayed to the app, so neither a lying ``Content-Length`` nor chunked
+    transfer gets a larger body through.
+    """
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        if declared is not None:
+            try:
+                if int(declared) > self.max_bytes:
+                    await _reply(send, 413, f"request body over {self.max_bytes} bytes")
+                    return
+            except ValueError:
+                await _reply(send, 400, "Content-Length is not a number")
+                return
+        chunks, size = [], 0
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await _reply(send, 413, f"request body over {self.max_bytes} bytes")
+                return
+            chunks.append(chunk)
+            if not msg.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            await _reply(send, 422, f"request body is not valid UTF-8 (byte {exc.start})")
+            return
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def _reply(send: Any, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _printable(text: str) -> str:
+    """``text`` with anything not encodable as UTF-8 written as a backslash escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _doc(hit: Any, return_scores: bool) -> dict[str, Any]:
@@ -63,26 +161,30 @@ def create_app(
     max_wait_ms: float = 5.0,
     max_queries: int = MAX_QUERIES,
     max_body_bytes: int = MAX_BODY_BYTES,
+    max_request_chars: int = MAX_REQUEST_CHARS,
 ) -> Any:
     """Build the FastAPI app serving ``retriever`` (a :class:`GraphRetriever`)."""
-    from fastapi import FastAPI, HTTPException, Request
+    from fastapi import FastAPI, HTTPException
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
 
     app = FastAPI(title="gta-verl retriever")
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Any, exc: RequestValidationError) -> Any:
+        # FastAPI's default echoes the input, and a lone surrogate in it cannot be encoded (a 500).
+        detail = [{"loc": list(e.get("loc", ())), "msg": _printable(str(e.get("msg", ""))),
+                   "type": e.get("type")} for e in exc.errors()]
+        return JSONResponse({"detail": detail}, status_code=422)
     batcher = MicroBatcher(
         retriever.retrieve,
         validate=lambda q: retriever.prepare_queries([q]),
         max_batch=max_batch,
         max_wait_ms=max_wait_ms,
+        rank_fn=retriever.rank,
+        max_request_chars=max_request_chars,
     )
-    rank_lock = asyncio.Lock()
-
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        size = request.headers.get("content-length")
-        if size is not None and int(size) > max_body_bytes:
-            return JSONResponse({"detail": f"request body over {max_body_bytes} bytes"}, status_code=413)
-        return await call_next(request)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -97,26 +199,33 @@ def create_app(
     async def retrieve(req: RetrieveRequest) -> dict[str, Any]:
         if len(req.queries) > max_queries:
             raise HTTPException(status_code=413, detail=f"{len(req.queries)} queries > limit {max_queries}")
-        if req.topk is None:
-            results = await batcher.submit(req.queries)
-        else:
-            try:
-                async with rank_lock:  # rank() shares the encoder with the batch thread
-                    results = await asyncio.to_thread(retriever.rank, req.queries, req.topk)
-            except (ValueError, TypeError) as exc:
-                raise HTTPException(status_code=422, detail=str(exc)) from exc
+        try:
+            batcher.check_size(req.queries)
+        except RequestTooLarge as exc:
+            raise HTTPException(status_code=413, detail=str(exc)) from exc
+        results = await batcher.submit(req.queries, req.topk)
         return _payload(results, req.return_scores)
 
     return app
 
 
+def bind_message(host: str, port: int) -> str:
+    """The line ``serve`` prints: where it listens and who can reach it."""
+    where = "loopback only" if host in LOOPBACK else "REACHABLE FROM OTHER MACHINES, no authentication"
+    return f"gta-verl retriever on http://{host}:{port} ({where}; --host sets the bind address)"
+
+
 def serve(
-    kb_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Any = None, **app_kwargs: Any
+    kb_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Any = None,
+    allow_download: bool = False, **app_kwargs: Any
 ) -> None:
-    """Load the KB and serve it with uvicorn (blocking)."""
+    """Load the KB and serve it with uvicorn (blocking); binds loopback by default."""
+    import sys
+
     import uvicorn
 
     from gta_verl.retrieval.retriever import GraphRetriever
 
-    retriever = GraphRetriever.from_kb_dir(kb_dir, config)
+    retriever = GraphRetriever.from_kb_dir(kb_dir, config, allow_download=allow_download)
+    print(bind_message(host, port), file=sys.stderr, flush=True)
     uvicorn.run(create_app(retriever, **app_kwargs), host=host, port=port, log_level="info")

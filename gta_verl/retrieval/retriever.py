@@ -135,21 +135,27 @@ class GraphRetriever:
 
     @classmethod
     def from_kb_dir(
-        cls, kb_dir: str | Path, config: RetrieverConfig | None = None, embedder: Any = None
+        cls, kb_dir: str | Path, config: RetrieverConfig | None = None, embedder: Any = None,
+        allow_download: bool = False,
     ) -> GraphRetriever:
         """Load the KB at ``kb_dir`` and its encoder (``load_embedder(kb.embedder_name)``)."""
         from gta_verl.kb.store import load_kb
 
-        return cls.from_kb(load_kb(kb_dir), config, embedder)
+        return cls.from_kb(load_kb(kb_dir), config, embedder, allow_download=allow_download)
 
     @classmethod
-    def from_kb(cls, kb: Any, config: RetrieverConfig | None = None, embedder: Any = None) -> GraphRetriever:
-        """Serve an already loaded KB with its own encoder (``load_embedder(kb.embedder_name)``)."""
+    def from_kb(cls, kb: Any, config: RetrieverConfig | None = None, embedder: Any = None,
+                allow_download: bool = False) -> GraphRetriever:
+        """Serve an already loaded KB with its own encoder (``load_embedder(kb.embedder_name)``).
+
+        The encoder named by the KB manifest is never downloaded unless ``allow_download``.
+        """
         if embedder is None:
             from gta_verl.kb.embed import load_embedder
 
             # no disk cache for queries: RL issues millions of distinct ones
-            embedder = load_embedder(kb.embedder_name or "all-MiniLM-L6-v2", cache=False)
+            embedder = load_embedder(kb.embedder_name or "all-MiniLM-L6-v2", cache=False,
+                                     allow_download=allow_download)
         return cls(kb, embedder, config)
 
     def with_config(self, config: RetrieverConfig) -> GraphRetriever:
@@ -207,7 +213,7 @@ class GraphRetriever:
         for i, q in enumerate(queries):
             if not isinstance(q, str):
                 raise TypeError(f"query {i} is {type(q).__name__}, expected str")
-            text = " ".join(q.split())
+            text = " ".join(q.replace("\x00", " ").split())  # NUL-only is as empty as blank
             if not text:
                 raise ValueError(f"query {i} is empty or whitespace only; a search query needs text")
             truncated = False

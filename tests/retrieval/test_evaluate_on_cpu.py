@@ -75,7 +75,7 @@ def test_cli_eval_retrieval_json(toy_kb_dir, tmp_path, capsys, monkeypatch) -> N
     monkeypatch.setattr(
         rmod.GraphRetriever,
         "from_kb_dir",
-        classmethod(lambda cls, d, config=None, embedder=None: orig(cls, d, config, HashEmbedder())),
+        classmethod(lambda cls, d, config=None, embedder=None, **kw: orig(cls, d, config, HashEmbedder())),
     )
     title, text, _ = TOY_DOCS[7]
     qa = [
