@@ -26,6 +26,7 @@ from gta_verl.verl_compat import (
     BaseRollout,
     RolloutReplica,
     RolloutReplicaRegistry,
+    allow_topk_teacher_engine,
 )
 
 logger = logging.getLogger(__name__)
@@ -146,6 +147,7 @@ def register() -> None:
     """Register ``hf_cpu`` in verl's replica and adapter registries (idempotent)."""
     RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_replica)
     ROLLOUT_ADAPTER_REGISTRY[(ROLLOUT_NAME, "async")] = f"{__name__}.HFCPUServerAdapter"
+    allow_topk_teacher_engine(ROLLOUT_NAME)  # the teacher's prompt_logprobs work for any K
 
 
 register()

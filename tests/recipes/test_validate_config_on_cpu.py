@@ -157,18 +157,7 @@ def test_path_router_gpu_check_passes_main_ppo_checks(config_name, monkeypatch):
     _check_script(REPO / "recipes" / "path_router" / "gpu_check.sh", monkeypatch, CONFIG_NAME=config_name)
 
 
-#: CPU recipes whose teacher cannot be served yet: verl's DistillationTeacherModelConfig accepts a
-#: top-K teacher only on vllm/sglang (verl/workers/config/distillation.py:194-217).
-_TEACHER_ON_CPU = pytest.mark.xfail(
-    reason="teacher on hf_cpu: DistillationTeacherModelConfig rejects engines other than vllm/sglang",
-    strict=True,
-)
-
-
-@pytest.mark.parametrize(
-    "recipe",
-    [pytest.param(r, marks=_TEACHER_ON_CPU) if "path_router" in r else r for r in CPU_RECIPES],
-)
+@pytest.mark.parametrize("recipe", CPU_RECIPES)
 def test_cpu_recipes_pass_main_ppo_checks(recipe, monkeypatch):
     if not CPU_RUN.exists():
         pytest.skip("recipes/cpu/run.sh not present in this checkout")
