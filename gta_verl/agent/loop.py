@@ -29,12 +29,13 @@ from uuid import uuid4
 import torch
 
 from gta_verl.agent.config import AgentConfig, agent_config_from_trainer_config
-from gta_verl.agent.parser import has_trailing, parse_action, token_index_for_char
-from gta_verl.agent.prompt import INFO_CLOSE, INVALID_ACTION_MESSAGE, STOP_STRINGS, format_observation
+from gta_verl.agent.observation import fit_observation
+from gta_verl.agent.parser import token_index_for_char
 from gta_verl.agent.retriever_access import get_retriever_client
 from gta_verl.agent.spans import clip_spans, distill_mask_from_spans
 from gta_verl.data import schema
 from gta_verl.data.types import RetrievalResult
+from gta_verl.protocol import INVALID_ACTION_MESSAGE, STOP_STRINGS, has_trailing, parse_action
 from gta_verl.retrieval.base import AsyncRetriever
 from gta_verl.verl_compat import AgentLoopBase, AgentLoopOutput, register_agent_loop
 
@@ -45,8 +46,6 @@ AGENT_NAME = schema.DEFAULT_AGENT_NAME  # "gta_search_agent"
 EF_PLACE_TURN_REWARDS = schema.EF_PLACE_TURN_REWARDS
 #: extra_fields key: turns whose generation ran past the closing tag (text dropped; verl #935).
 EF_TRAILING_DROPPED = schema.EF_TRAILING_DROPPED
-#: ``reward_extra_info`` key a PathRouter manager sets to 0 for evidence-rich trajectories.
-DISTILL_SELECT_KEY = "distill_select"
 #: Weight versions verl's ``LLMServerClient.generate`` stamps on every generation; the V1
 #: worker copies them into per-sample TQ tags and ``PPOTrainer._compute_metrics`` builds an
 #: int array from them (staleness metrics), so every output must carry both as ints.
@@ -94,7 +93,8 @@ class GTAAgentLoopOutput(AgentLoopOutput):
         Returns:
             verl's fields (``prompts``, ``responses`` [L], ``response_mask`` [L],
             ``rm_scores`` [L] …) and ``distill_mask``: float32 [L] = spans mask (1 on
-            reasoning and query tokens) × ``reward_extra_info["distill_select"]`` (default 1).
+            reasoning and query tokens) × :func:`gta_verl.data.schema.distill_select` of
+            ``reward_extra_info`` (0 unless a reward manager selected the trajectory).
         """
         out = super().as_dict()
         length = int(out["responses"].size(0))
@@ -105,7 +105,7 @@ class GTAAgentLoopOutput(AgentLoopOutput):
 
             placed = place_from_extra_fields(length, float(self.reward_score), fields)
             out["rm_scores"] = torch.tensor(placed, dtype=torch.float32)
-        select = float(info.get(DISTILL_SELECT_KEY, 1.0))
+        select = schema.distill_select(info)
         mask = distill_mask_from_spans(length, fields.get(schema.EF_TURN_SPANS, []))
         out["distill_mask"] = torch.tensor(mask, dtype=torch.float32) * select
         return out
@@ -237,19 +237,22 @@ class GTASearchAgentLoop(AgentLoopBase):
         return len(state.ids) > self.response_length
 
     async def _search(self, state: _Rollout, query: str) -> list[int]:
-        """Call R(query); record the turn; return the (capped) observation token ids."""
+        """Call R(query); return the observation ids; record the passages it shows.
+
+        The observation is fitted to ``min(max_obs_tokens, remaining response budget)`` by
+        shortening every passage (:func:`gta_verl.agent.observation.fit_observation`), and
+        only the passages shown, with their text as shown, are recorded: rewards and
+        metrics count exactly what the policy saw.
+        """
         result = await self._call_retriever(query)
+        cap = min(self.agent_config.max_obs_tokens, self.response_length - len(state.ids))
+        fitted = fit_observation(result.hits, result.error, max(cap, 0), self._encode, self._decode)
         state.queries.append(query)
-        state.doc_ids.append(list(result.doc_ids))
-        state.texts.append([f"{h.title}\n{h.text}" for h in result.hits])
+        state.doc_ids.append([h.doc_id for h in fitted.shown])
+        state.texts.append([f"{h.title}\n{h.text}" for h in fitted.shown])
         if result.error is not None:
             state.errors += 1
-        ids = self._encode(format_observation(result.hits, error=result.error))
-        cap = self.agent_config.max_obs_tokens
-        if len(ids) > cap:  # keep the head and the closing tag so the format stays intact
-            tail = self._encode(f"{INFO_CLOSE}\n\n")
-            ids = ids[: cap - len(tail)] + tail
-        return ids
+        return fitted.ids
 
     async def _call_retriever(self, query: str) -> RetrievalResult:
         """``aretrieve`` never raises by contract; guard anyway so a broken client cannot kill a rollout."""

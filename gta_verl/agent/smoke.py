@@ -117,7 +117,7 @@ def reference_queries(row: Mapping[str, Any]) -> list[str]:
 
 def guide_plan(row: Mapping[str, Any], g: int, group: int) -> list[str | None]:
     """Forced action texts of rollout ``g`` (see module docstring); ``[]`` = free."""
-    from gta_verl.agent.prompt import ANSWER_CLOSE, ANSWER_OPEN, SEARCH_CLOSE, SEARCH_OPEN
+    from gta_verl.protocol import ANSWER_CLOSE, ANSWER_OPEN, SEARCH_CLOSE, SEARCH_OPEN
     from gta_verl.data.schema import parse_ground_truth
 
     if g == 0:

@@ -13,7 +13,7 @@ import torch
 
 from gta_verl.rewards.path_router import ROUTE_NAMES
 
-__all__ = ["apply_route_weights", "route_metrics"]
+__all__ = ["apply_route_weights", "route_metrics", "unsupported_answer_rate"]
 
 
 def apply_route_weights(advantages: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -53,3 +53,31 @@ def route_metrics(
         out[f"path_router/route_share/{name}"] = float((routes_t == rid).sum().item() / n) if n else 0.0
     out["path_router/mean_route_weight"] = float(weights_t.mean().item()) if n else 0.0
     return out
+
+
+def unsupported_answer_rate(
+    c: torch.Tensor, p: torch.Tensor, has_gold: torch.Tensor, theta_p: float
+) -> float:
+    """UAR = |{i : C_i = 1 ∧ P_i < θ_P}| / |{i : C_i = 1}| over trajectories with gold evidence.
+
+    PathRouter §4.1 (lower is better): the share of correct answers whose trajectory is
+    evidence-poor. Computed from C and P directly, not from the route, so it is the same
+    under every routing ablation (``answer_only`` never produces route C↑P↓). Trajectories
+    without gold evidence have no P and are left out, as in the evaluation's UAR
+    (:func:`gta_verl.eval.metrics.unsupported_answer_rate`).
+
+    Args:
+        c: C_i ∈ {0, 1}, shape [bs].
+        p: P_i, shape [bs].
+        has_gold: 1 where the row has gold evidence texts, shape [bs].
+        theta_p: θ_P.
+
+    Returns:
+        UAR in [0, 1]; 0.0 when no trajectory with gold evidence is correct.
+    """
+    correct = (torch.as_tensor(c) > 0) & (torch.as_tensor(has_gold) > 0)
+    n = int(correct.sum().item())
+    if n == 0:
+        return 0.0
+    poor = correct & (torch.as_tensor(p, dtype=torch.float64) < theta_p)
+    return float(poor.sum().item()) / n

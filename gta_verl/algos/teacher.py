@@ -31,7 +31,7 @@ from typing import Any
 import ray
 import torch
 
-from gta_verl.data.schema import parse_ground_truth
+from gta_verl.data.schema import RI_DISTILL_SELECT, distill_select, parse_ground_truth
 from gta_verl.verl_compat import AgentLoopManagerTQ, AgentLoopWorkerTQ, normalize_token_ids
 
 logger = logging.getLogger(__name__)
@@ -170,13 +170,16 @@ class GTAAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
         total = len(prompt_ids) + len(response_ids)
         reward_info = output.extra_fields.setdefault("reward_extra_info", {})
         _, _, support = parse_ground_truth(dict(kwargs.get("reward_model") or {}).get("ground_truth", []))
-        selected = float(reward_info.get("distill_select", 1.0)) > 0 and bool(support)
+        # One default (schema.DISTILL_SELECT_DEFAULT = 0): a manager that does not select is
+        # not distilled; a row without gold evidence never is (nothing to condition on).
+        selected = distill_select(reward_info) > 0 and bool(support)
         teacher_prompt_ids = (
             await self._teacher_prompt_ids(kwargs, support, len(response_ids)) if selected else None
         )
         if teacher_prompt_ids is None:
-            if selected:  # evidence would not fit: drop the sample from the KL rather than distil a dummy
-                reward_info["distill_select"] = 0.0
+            # Not selected, no evidence, or the evidence would not fit: write 0 so as_dict's
+            # distill_mask is zero and the dummy teacher rows are never distilled toward.
+            reward_info[RI_DISTILL_SELECT] = 0.0
             ids, logprobs = dummy_teacher_topk(total, k)
         else:
             t_ids, t_logprobs = await self.teacher_server_manager.compute_teacher_logprobs_single(

@@ -43,9 +43,10 @@ import torch
 from tensordict import TensorDict
 
 from gta_verl.algos.distill_loss import COEF_KEY, LOSS_NAME, SELECT_FRAC_KEY
-from gta_verl.algos.route_weights import apply_route_weights, route_metrics
+from gta_verl.algos.route_weights import apply_route_weights, route_metrics, unsupported_answer_rate
 from gta_verl.algos.schedule import warmup_lambda
 from gta_verl.algos.step_metrics import evidence_step_metrics, kl_token_frac
+from gta_verl.data.schema import DISTILL_SELECT_DEFAULT, RI_DISTILL_SELECT
 from gta_verl.rewards.path_router import path_router_config_from_trainer
 from gta_verl.verl_compat import PPOTrainerSync, register_trainer, response_to_nested, tq
 
@@ -61,14 +62,15 @@ def route_fields_from_extra(extra_fields: Sequence[Mapping[str, Any]]) -> dict[s
     """Per-sample route diagnostics from TQ ``extra_fields`` (missing values → neutral).
 
     Returns float64 tensors ``route_weight`` (1.0 if missing), ``route`` (−1 if missing),
-    ``C``, ``P``, ``distill_select`` (0 if missing) and ``has_gold_evidence``.
+    ``C``, ``P``, ``distill_select`` (:data:`~gta_verl.data.schema.DISTILL_SELECT_DEFAULT`
+    if missing) and ``has_gold_evidence``.
     """
     keys = {
         "route_weight": 1.0,
         "route": -1,
         "C": 0.0,
         "P": 0.0,
-        "distill_select": 0.0,
+        RI_DISTILL_SELECT: DISTILL_SELECT_DEFAULT,
         "has_gold_evidence": 0.0,
     }
     cols: dict[str, list[float]] = {k: [] for k in keys}
@@ -80,7 +82,7 @@ def route_fields_from_extra(extra_fields: Sequence[Mapping[str, Any]]) -> dict[s
     return {k: torch.tensor(v, dtype=torch.float64) for k, v in cols.items()}
 
 
-def _step_metrics(fields: Mapping[str, torch.Tensor], keep: torch.Tensor) -> dict[str, float]:
+def _step_metrics(fields: Mapping[str, torch.Tensor], keep: torch.Tensor, theta_p: float) -> dict[str, float]:
     routes, weights = fields["route"][keep], fields["route_weight"][keep]
     known = routes >= 0
     out = route_metrics(routes[known].long(), weights[known])
@@ -92,11 +94,8 @@ def _step_metrics(fields: Mapping[str, torch.Tensor], keep: torch.Tensor) -> dic
     out["path_router/kl_select_frac"] = (
         float(fields["distill_select"][keep].mean().item()) if c.numel() else 0.0
     )
-    # UAR (paper §4.1): share of correct answers whose trajectory is evidence-poor.
-    poor_correct = ((c > 0) & gold & (routes == 1)).double().sum()
-    out["path_router/unsupported_answer_rate"] = (
-        float(poor_correct / (c > 0).double().sum()) if (c > 0).any() else 0.0
-    )
+    # UAR (paper §4.1) from C and P, not the route: answer_only routing never yields C+P-.
+    out["path_router/unsupported_answer_rate"] = unsupported_answer_rate(c, p, gold, theta_p)
     return out
 
 
@@ -201,7 +200,7 @@ class GTAPathRouterTrainer(GTATrainerSync):
         fields = route_fields_from_extra(extra)
         tags = list(getattr(batch, "tags", None) or [{}] * len(extra))
         keep = torch.tensor([not (t or {}).get("is_padding", False) for t in tags], dtype=torch.bool)
-        metrics.update(_step_metrics(fields, keep))
+        metrics.update(_step_metrics(fields, keep, self.path_router_cfg.theta_p))
         selected = fields["distill_select"][keep]
         self._distill_select_frac = float(selected.mean().item()) if selected.numel() else 0.0
 

@@ -3,7 +3,7 @@
 verl-format parquet rows (read by ``verl.utils.dataset.rl_dataset.RLHFDataset``)::
 
     data_source: str                      # e.g. "musique", "hotpotqa", "gta_synth"
-    prompt: list[{role, content}]         # gta_verl.agent.prompt.build_messages(question)
+    prompt: list[{role, content}]         # gta_verl.protocol.build_messages(question)
     ability: str                          # "multihop_qa"
     agent_name: str                       # "gta_search_agent"
     reward_model: {"style": "rule", "ground_truth": {
@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gta_verl.agent.prompt import build_messages
 from gta_verl.data.types import QAExample, RolloutRecord
+from gta_verl.protocol import build_messages
 
 ABILITY = "multihop_qa"
 DEFAULT_AGENT_NAME = "gta_search_agent"
@@ -49,6 +49,25 @@ EF_PLACE_TURN_REWARDS = "gta/place_turn_rewards"  # bool: as_dict places per-tur
 EF_TRAILING_DROPPED = "gta/trailing_dropped"  # int: turns whose text ran past the closing tag (verl #935)
 
 SPAN_KINDS = ("reasoning", "query", "observation", "answer", "invalid")
+
+# reward_extra_info keys read outside the reward manager that wrote them
+RI_DISTILL_SELECT = "distill_select"  # float: 1 = the gold-evidence teacher distils this trajectory
+#: The one default of ``distill_select``: a trajectory no reward manager selected is never
+#: distilled (only the ``path_router`` manager selects, and only rows with gold evidence).
+DISTILL_SELECT_DEFAULT = 0.0
+
+
+def distill_select(reward_extra_info: Mapping[str, Any] | None) -> float:
+    """``reward_extra_info["distill_select"]``, or :data:`DISTILL_SELECT_DEFAULT` when absent.
+
+    Read by the agent loop (``distill_mask``), the gold-evidence teacher worker and the
+    PathRouter trainer, so the three agree on rows a manager did not mark.
+    """
+    value = (reward_extra_info or {}).get(RI_DISTILL_SELECT)
+    if value is None:
+        return DISTILL_SELECT_DEFAULT
+    value = value.item() if hasattr(value, "item") else value
+    return float(value)
 
 
 def make_ground_truth(

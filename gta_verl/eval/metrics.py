@@ -133,7 +133,8 @@ def score_record(record: RolloutRecord, config: pr.PathRouterConfig | None = Non
 
     Args:
         record: The rollout.
-        config: PathRouter thresholds θ_C, θ_P (defaults 0.5 / 0.1, the paper's).
+        config: PathRouter θ_C, θ_P and P reading (defaults: 0.5, 0.4, ``best_passage``,
+            as in training; :class:`~gta_verl.rewards.path_router.PathRouterConfig`).
     """
     cfg = config or pr.PathRouterConfig()
     answered = record.answer is not None and bool(str(record.answer).strip())
@@ -141,7 +142,7 @@ def score_record(record: RolloutRecord, config: pr.PathRouterConfig | None = Non
     f1_score = float(f1(record.answer, record.gold_answers))
     correct = bool(pr.correctness(record.answer, record.gold_answers, cfg.theta_c))
     if any(str(t).strip() for t in record.gold_texts):
-        p = float(pr.path_overlap(record.retrieved_texts, record.gold_texts))
+        p = float(pr.path_overlap(record.retrieved_texts, record.gold_texts, cfg.overlap))
         route = pr.ROUTE_NAMES[int(pr.route(int(correct), p, cfg))]
     else:
         p, route = NAN, ""

@@ -273,7 +273,7 @@ def write_report(
         meta: Run facts listed at the top (policy, data, KB, backend…).
         metrics_log: Optional training metrics log (verl ``file`` logger jsonl or CSV)
             with ``path_router/route_share/*`` per step, for the route-shares plot.
-        config: θ_C / θ_P for correctness and routes (PathRouter defaults 0.5 / 0.1).
+        config: θ_C / θ_P / P reading for correctness and routes (defaults 0.5 / 0.4 / best_passage).
         title: Markdown title.
     """
     out = Path(out_dir)

@@ -16,7 +16,8 @@ per validation with one JSON object per rollout::
 The dump has no ``data_source``, doc ids or token counts, so this module rebuilds the
 :class:`~gta_verl.data.types.RolloutRecord` from the text: the question from the prompt,
 each ``<search>`` query and the ``Doc i(Title: …) …`` lines of the ``<info>`` block that
-follows it, the answer with :func:`~gta_verl.rewards.qa.extract_answer`. Doc ids: with
+follows it, and the answer, all with the agent loop's own parser
+(:func:`gta_verl.protocol.parse_turns` / :func:`~gta_verl.protocol.final_answer`). Doc ids: with
 the KB (:func:`kb_doc_index`) each shown passage is looked up by title and text, which
 also resolves titles containing ``") "`` and passages cut off by
 ``gta.agent.max_obs_tokens``; without it the id is ``make_doc_id(title, text)`` of the
@@ -39,24 +40,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gta_verl.agent.prompt import INFO_CLOSE, INFO_OPEN, SEARCH_CLOSE, SEARCH_OPEN
 from gta_verl.data.ids import make_doc_id
 from gta_verl.data.schema import parse_ground_truth
 from gta_verl.data.types import RolloutRecord
 from gta_verl.eval.records import EvalRecord
-from gta_verl.rewards.qa import extract_answer
+from gta_verl.protocol import SEARCH_FAILED_PREFIX, build_user_prompt, final_answer, parse_turns
 
 logger = logging.getLogger(__name__)
 
 REQUIRED_KEYS = ("input", "output", "gts")
 _QUESTION_RE = re.compile(r"Question: (.*?)\s*(?:\n|$)")
-_EVENT_RE = re.compile(
-    re.escape(SEARCH_OPEN) + r"(.*?)" + re.escape(SEARCH_CLOSE)
-    + r"|" + re.escape(INFO_OPEN) + r"(.*?)(?:" + re.escape(INFO_CLOSE) + r"|$)",
-    re.DOTALL,
-)
 _DOC_SPLIT_RE = re.compile(r"(?:^|\n)Doc \d+\(Title: ")
-SEARCH_FAILED_PREFIX = "Search failed:"
 
 
 @dataclass(frozen=True)
@@ -100,7 +94,7 @@ def find_dump_file(path: Path | str, step: int | None = None) -> Path:
 
 
 def question_from_prompt(prompt_text: str) -> str:
-    """The question of :func:`gta_verl.agent.prompt.build_user_prompt` (last ``Question: …`` line)."""
+    """The question of :func:`gta_verl.protocol.build_user_prompt` (last ``Question: …`` line)."""
     matches = _QUESTION_RE.findall(prompt_text)
     return matches[-1].strip() if matches else ""
 
@@ -160,7 +154,7 @@ def parse_observation(body: str, index: DocIndex | None = None) -> tuple[list[tu
 def parse_response(
     response_text: str, index: DocIndex | None = None
 ) -> tuple[list[str], list[list[tuple[str, str, str]]], int]:
-    """Pair each ``<search>`` query with the ``<info>`` block after it.
+    """Pair each search action with the ``<info>`` block after it (the loop's own parser).
 
     Returns:
         (queries, per-turn [(doc_id, title, text)], number of failed searches). A search
@@ -169,14 +163,13 @@ def parse_response(
     queries: list[str] = []
     docs: list[list[tuple[str, str, str]]] = []
     failed = 0
-    for m in _EVENT_RE.finditer(response_text):
-        if m.group(1) is not None:
-            queries.append(m.group(1).strip())
-            docs.append([])
-        elif queries and not docs[-1]:
-            parsed, err = parse_observation(m.group(2), index)
-            docs[-1] = parsed
-            failed += int(err)
+    for turn in parse_turns(response_text):
+        if turn.action.kind != "search":
+            continue
+        queries.append(turn.action.content)
+        parsed, err = ([], False) if turn.observation is None else parse_observation(turn.observation, index)
+        docs.append(parsed)
+        failed += int(err)
     return queries, docs, failed
 
 
@@ -222,7 +215,7 @@ def record_from_entry(
             target_doc_ids=tuple(target_ids),
             turn_queries=tuple(queries),
             turn_doc_ids=tuple(tuple(t) for t in turn_ids),
-            answer=extract_answer(output),
+            answer=final_answer(output),
             retrieval_errors=int(errors) if errors is not None else failed,
             invalid_actions=int(entry.get("invalid_actions", 0) or 0),
             data_source=str(entry.get("data_source") or info.data_source),
@@ -280,8 +273,6 @@ def question_index(parquet_paths: Iterable[Path | str]) -> dict[str, QuestionInf
     """Map question text (as :func:`question_from_prompt` reads it back) → (data_source, hops, qid)
     from verl-format parquet files."""
     import pandas as pd
-
-    from gta_verl.agent.prompt import build_user_prompt
 
     out: dict[str, QuestionInfo] = {}
     for path in parquet_paths:

@@ -4,8 +4,13 @@ Paper: PathRouter (arXiv 2606.16409) §3.2 and §3.4.
 
 * Answer correctness  ``C_i = 1[EM(a_i, a*) > 0  or  F1(a_i, a*) >= θ_C]``.
 * Evidence-path overlap ``P_i = 1/|S_gt| · Σ_{s ∈ S_gt} F1(retrieved(τ_i), s)`` — token F1
-  (SQuAD normalization) between the bag of tokens of everything τ_i retrieved and each
-  gold evidence passage s.
+  (SQuAD normalization) against each gold evidence passage s. ``retrieved(τ_i)`` is read per
+  ``gta.path_router.overlap``: ``best_passage`` (default) takes, for each s, the best F1 of
+  any one passage τ_i was shown — "did the retrieved evidence cover s" (Fig. 1, §3.2), equal
+  to the bag reading when exactly the gold passages are retrieved and never lowered by
+  retrieving more; ``bag`` is the literal reading (one bag of tokens of everything shown),
+  whose precision falls with every extra passage (a rollout that found both gold passages
+  plus 10 others gets P ≈ 0.05 < θ_P).
 * Route ∈ {C↑P↑, C↑P↓, C↓P↑, C↓P↓} from (C_i, P_i ≥ θ_P); the trainer multiplies the
   group-normalized GRPO advantage by ``w_route`` (``Ã_i = w_route · Â_i``).
 * Reward ``R(τ_i) = r_a + α·r_p + r_s`` with r_a = answer F1, r_p = P_i and r_s the
@@ -27,10 +32,12 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import IntEnum
 from typing import Any
 
+from gta_verl.data.schema import RI_DISTILL_SELECT
 from gta_verl.rewards.qa import exact_match, f1, normalize_answer
 
 __all__ = [
     "KL_SCHEDULES",
+    "OVERLAPS",
     "ROUTE_NAMES",
     "ROUTINGS",
     "PathRouterConfig",
@@ -47,6 +54,7 @@ __all__ = [
 ]
 
 ROUTINGS = ("2d", "answer_only", "path_only")
+OVERLAPS = ("best_passage", "bag")
 BASE_REWARDS = ("path_router", "trajectory_guided")
 KL_SCHEDULES = ("linear", "cosine", "constant")
 
@@ -111,8 +119,16 @@ class PathRouterConfig:
 
     Attributes:
         theta_c: θ_C, answer-F1 threshold for C=1 (paper: 0.5).
-        theta_p: θ_P, evidence-overlap threshold for P↑ and for KL selection (paper: 0.1,
-            stable in [0.05, 0.2]; 0.3 selects 88% of trajectories, Table 8).
+        theta_p: θ_P, evidence-overlap threshold for P↑ and for KL selection. Our default
+            0.4 goes with ``overlap=best_passage``: on bundled-KB retrieval outputs
+            (``benchmarks/p_distribution.py``, docs/path_router.md) rollouts shown no gold
+            passage have best-passage P in [0.09, 0.30] and rollouts shown all of it
+            P ≥ 0.585, so the paper's 0.1 would route 99% of gold-missed rollouts P↑. The
+            paper's 0.1 (stable in [0.05, 0.2], Table 8) is for its own P; use it with
+            ``overlap=bag`` (there 0.1 puts 19% of gold-missed rollouts P↑, 99% of gold-found).
+        overlap: how ``retrieved(τ_i)`` enters P: ``best_passage`` (default: per gold
+            passage, the best F1 of any one shown passage) or ``bag`` (the literal reading:
+            one bag of tokens of all shown passages; falls as a rollout searches more).
         alpha: α, weight of r_p = P in R (paper names the term, not the value; 1.0 puts
             evidence overlap on the same scale as answer F1).
         exploration_bonus: r_e, added once when the trajectory searched at least once and
@@ -142,7 +158,8 @@ class PathRouterConfig:
     """
 
     theta_c: float = 0.5
-    theta_p: float = 0.1
+    theta_p: float = 0.4
+    overlap: str = "best_passage"
     alpha: float = 1.0
     exploration_bonus: float = 0.1
     lazy_penalty: float = -0.2
@@ -172,6 +189,8 @@ class PathRouterConfig:
             raise ValueError(f"gta.path_router.theta_p={self.theta_p} must be in [0, 1]")
         if self.alpha < 0:
             raise ValueError(f"gta.path_router.alpha={self.alpha} must be >= 0")
+        if self.overlap not in OVERLAPS:
+            raise ValueError(f"gta.path_router.overlap={self.overlap!r}; use one of {OVERLAPS}")
         if self.routing not in ROUTINGS:
             raise ValueError(f"gta.path_router.routing={self.routing!r}; use one of {ROUTINGS}")
         if self.base_reward not in BASE_REWARDS:
@@ -244,28 +263,42 @@ def _bag_f1(pred: Counter[str], gold: Counter[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def path_overlap(retrieved_texts: Sequence[str], gold_texts: Sequence[str]) -> float:
+def path_overlap(
+    retrieved_texts: Sequence[str], gold_texts: Sequence[str], overlap: str = "best_passage"
+) -> float:
     """P_i = mean over gold passages s of token-F1(retrieved evidence of τ_i, s) (§3.2).
 
-    The retrieved evidence is the concatenation of the *distinct* passages τ_i retrieved
-    (a passage seen twice is one piece of evidence; repeats are the redundancy penalty's
-    business). Returns 0.0 when nothing was retrieved or there is no gold evidence — use
-    ``has_gold = bool(gold_texts)`` to tell the two apart.
+    ``overlap="best_passage"`` (default): for each s the best F1 of any one retrieved
+    passage, ``P = 1/|S| Σ_s max_r F1(r, s)`` — adding passages can only raise it.
+    ``overlap="bag"``: F1 of one bag of tokens of the *distinct* retrieved passages
+    against each s (a passage seen twice counts once) — every extra passage lowers its
+    precision. The two agree when the only passage retrieved is the only gold passage;
+    with two gold passages retrieved exactly, ``bag`` already scores each below 1. Gold
+    passages with no tokens after normalization are ignored. Returns 0.0 when nothing was
+    retrieved or there is no gold evidence — use ``has_gold`` to tell them apart.
 
     Examples:
-        >>> path_overlap(["x y z w"], ["x y"])  # F1 = 2·(2/4)·(2/2)/(2/4+2/2)
+        >>> path_overlap(["x y z w"], ["x y"])  # F1 = 2·(2/4)·(2/2)/(2/4+2/2) = 2/3
         0.6666666666666666
-        >>> path_overlap(["x y"], ["x y", "z w"])  # (1.0 + 0.0) / 2
-        0.5
+        >>> path_overlap(["x y", "z w"], ["x y", "z w"])  # (1 + 1) / 2
+        1.0
+        >>> path_overlap(["x y", "z w"], ["x y", "z w"], overlap="bag")  # (2/3 + 2/3) / 2
+        0.6666666666666666
     """
-    gold = [g for g in gold_texts if str(g).strip()]
+    if overlap not in OVERLAPS:
+        raise ValueError(f"overlap={overlap!r}; use one of {OVERLAPS}")
+    gold = [_bag(g) for g in gold_texts if str(g).strip()]
+    gold = [g for g in gold if g]
     if not gold:
         return 0.0
     distinct = list(dict.fromkeys(str(t) for t in retrieved_texts))
-    pred = _bag(" ".join(distinct))
-    if not pred:
+    if overlap == "bag":
+        pred = _bag(" ".join(distinct))
+        return sum(_bag_f1(pred, g) for g in gold) / len(gold) if pred else 0.0
+    bags = [b for b in (_bag(t) for t in distinct) if b]
+    if not bags:
         return 0.0
-    return sum(_bag_f1(pred, _bag(g)) for g in gold) / len(gold)
+    return sum(max(_bag_f1(b, g) for b in bags) for g in gold) / len(gold)
 
 
 def route(c: int, p: float, cfg: PathRouterConfig, has_gold: bool = True) -> Route:
@@ -357,7 +390,7 @@ class PathRouterReward:
             "P": float(self.p),
             "route": int(self.route),
             "route_weight": float(self.route_weight),
-            "distill_select": float(self.distill_select),
+            RI_DISTILL_SELECT: float(self.distill_select),
             "num_searches": int(self.num_searches),
             "has_gold_evidence": int(self.has_gold),
             "r_a": float(d["r_a"]),
@@ -381,7 +414,8 @@ def path_router_reward(
     Args:
         prediction: the extracted final answer, or None when the agent never answered.
         golds: gold answer aliases a*.
-        retrieved_texts: every passage text τ_i retrieved, all turns, in order.
+        retrieved_texts: every passage text τ_i was shown, all turns, in order (the agent
+            loop records only passages shown, as shown: ``gta/turn_texts``).
         gold_texts: gold evidence passages S_gt (Stage-I: target documents' texts).
         queries: the search queries issued (for the redundancy penalty).
         num_searches: number of searches; defaults to ``len(queries)``.
@@ -394,7 +428,7 @@ def path_router_reward(
     em, f1_score = exact_match(prediction, golds), f1(prediction, golds)
     c = int(em > 0 or f1_score >= cfg.theta_c)
     has_gold = any(str(g).strip() for g in gold_texts)
-    p = path_overlap(retrieved_texts, gold_texts) if has_gold else 0.0
+    p = path_overlap(retrieved_texts, gold_texts, cfg.overlap) if has_gold else 0.0
     r_s = shaping_reward(n_search, answered, budget_exhausted, queries, cfg)
     r = route(c, p, cfg, has_gold=has_gold)
     evidence_poor = has_gold and p < cfg.theta_p

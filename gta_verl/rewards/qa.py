@@ -1,7 +1,8 @@
-"""Answer scoring: SQuAD normalization, exact match, token F1, ``<answer>`` extraction.
+"""Answer scoring: SQuAD normalization, exact match, token F1, and verl's score function.
 
 Pure Python (no torch, no verl), so it pickles into Ray reward workers and is shared
-by the reward managers, the evaluation runner and the synthesis validator.
+by the reward managers, the evaluation runner and the synthesis validator. The answer ŷ is
+read with the agent loop's own parser, :func:`gta_verl.protocol.final_answer`.
 
 Paper: GTA-RAG §4 (EM and token F1 with SQuAD normalization, eqs 22–23 report them);
 the normalization is the SQuAD v1.1 evaluation script's (lower-case, drop punctuation,
@@ -16,16 +17,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gta_verl.agent.prompt import ANSWER_CLOSE, ANSWER_OPEN, INFO_CLOSE, INFO_OPEN
+from gta_verl.data.schema import parse_ground_truth
+from gta_verl.protocol import final_answer
 
-__all__ = ["compute_score", "exact_match", "extract_answer", "f1", "normalize_answer"]
+__all__ = ["compute_score", "exact_match", "f1", "normalize_answer"]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = frozenset(string.punctuation)
-_ANSWER_RE = re.compile(re.escape(ANSWER_OPEN) + r"(.*?)" + re.escape(ANSWER_CLOSE), re.DOTALL)
-# An observation is retrieved text, not policy output: a passage that happens to contain
-# "<answer>…</answer>" must never become the policy's answer.
-_INFO_RE = re.compile(re.escape(INFO_OPEN) + r".*?(?:" + re.escape(INFO_CLOSE) + r"|$)", re.DOTALL)
 
 
 def normalize_answer(text: str) -> str:
@@ -104,32 +102,6 @@ def f1(prediction: str | None, gold_answers: Iterable[str] | str) -> float:
     return best
 
 
-def extract_answer(response_text: str | None) -> str | None:
-    """The text of the LAST closed ``<answer>…</answer>`` in the generated response.
-
-    Pass the *response only*, never prompt + response: the prompt's instructions contain
-    an example ``<answer> Beijing </answer>``, and counting it (Search-R1 issue #79) either
-    scores the example or rejects single-answer responses. ``<info>…</info>`` observation
-    blocks are removed first, so retrieved passages cannot inject an answer. An unclosed
-    ``<answer>`` (truncated generation) is not an answer.
-
-    Examples:
-        >>> extract_answer("<search> q </search> ... <answer> Paris </answer>")
-        'Paris'
-        >>> extract_answer("<answer>x</answer> wait <answer>y</answer>")
-        'y'
-        >>> extract_answer("<info>Doc 1 <answer>leak</answer></info> no answer") is None
-        True
-    """
-    if not response_text:
-        return None
-    visible = _INFO_RE.sub(" ", response_text)
-    matches = _ANSWER_RE.findall(visible)
-    if not matches:
-        return None
-    return matches[-1].strip()
-
-
 def compute_score(
     data_source: str,
     solution_str: str,
@@ -141,17 +113,15 @@ def compute_score(
 
     Stage-II style answer reward for use with verl's stock ``naive`` manager:
     ``score = acc = EM``, plus token ``f1``. ``solution_str`` must be the decoded response
-    (verl's managers decode the response only). ``data_source``/``extra_info``/``kwargs``
-    are accepted for signature compatibility and ignored.
+    (verl's managers decode the response only); ŷ is :func:`gta_verl.protocol.final_answer`
+    of it. ``data_source``/``extra_info``/``kwargs`` are accepted for signature
+    compatibility and ignored.
 
     Examples:
         >>> compute_score("hotpotqa", "<answer> The Beatles </answer>", {"target": ["Beatles"]})
         {'score': 1.0, 'acc': 1.0, 'f1': 1.0}
     """
-    # Local import: gta_verl.data.schema imports the prompt module only, so this stays light.
-    from gta_verl.data.schema import parse_ground_truth
-
     answers, _, _ = parse_ground_truth(ground_truth)
-    prediction = extract_answer(solution_str)
+    prediction = final_answer(solution_str)
     em = exact_match(prediction, answers)
     return {"score": em, "acc": em, "f1": f1(prediction, answers)}

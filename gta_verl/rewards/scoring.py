@@ -21,14 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gta_verl.data.schema import (
+    EF_ANSWER,
     EF_INVALID_ACTIONS,
     EF_NUM_SEARCHES,
     EF_RETRIEVAL_ERRORS,
     EF_TURN_DOC_IDS,
     parse_ground_truth,
 )
+from gta_verl.protocol import final_answer
 from gta_verl.rewards.placement import TURN_REWARDS_KEY
-from gta_verl.rewards.qa import extract_answer
 from gta_verl.rewards.trajectory import (
     TrajectoryReward,
     TrajectoryRewardConfig,
@@ -69,8 +70,16 @@ class ScoringRequest:
 
     @property
     def prediction(self) -> str | None:
-        """ŷ: the last ``<answer>`` of the response (None when the rollout never answered)."""
-        return extract_answer(self.response_text)
+        """ŷ: the answer the agent loop recorded (``gta/answer``), None if it never answered.
+
+        Without the gta agent loop (no ``gta/answer`` key) the response is re-parsed with the
+        loop's own parser, :func:`gta_verl.protocol.final_answer`, so both paths give the
+        answer of the first ``<answer>`` *action*, never of a stray opener in reasoning.
+        """
+        if EF_ANSWER in self.extra_fields:
+            value = _plain(self.extra_fields[EF_ANSWER])
+            return None if value is None else str(value)
+        return final_answer(self.response_text)
 
     @property
     def turn_doc_ids(self) -> list[list[str]]:

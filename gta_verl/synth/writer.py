@@ -2,7 +2,7 @@
 
 One row per trajectory, laid out by :func:`gta_verl.data.schema.make_verl_row`:
 
-* ``prompt``: the rollout prompt shared with the agent loop (``gta_verl.agent.prompt``);
+* ``prompt``: the rollout prompt shared with the agent loop (``gta_verl.protocol``);
 * ``reward_model.ground_truth``: answers ``[y*, aliases…]``, ``target_doc_ids`` = S(x)
   (path documents in order) and their ``support_texts``;
 * ``extra_info``: the reference trajectory τ* (``reference_trajectory``), ``hops``,

@@ -15,7 +15,7 @@ PYTHON=${PYTHON:-python3}
 MODEL=${MODEL:-3b}
 # path_router (PathRouter alone) | gta_path_router (GTA trajectory-guided reward + PathRouter).
 CONFIG_NAME=${CONFIG_NAME:-path_router}
-# full | no_route_scaling | answer_only | path_only | no_kl | uniform_kl | constant_lambda
+# full | no_route_scaling | answer_only | path_only | no_kl | uniform_kl | constant_lambda | bag_overlap
 ABLATION=${ABLATION:-full}
 # Prepared parquet files (README.md, "Data"): rows need ground_truth.support_texts (gold evidence).
 DATA_DIR=${DATA_DIR:-$HOME/data/path_router}
@@ -37,7 +37,10 @@ ROLLOUT_N=${ROLLOUT_N:-5}
 STEPS=${STEPS:-120}
 # PathRouter knobs (gta.path_router; defaults and reasons in docs/path_router.md).
 THETA_C=${THETA_C:-0.5}
-THETA_P=${THETA_P:-0.1}
+# theta_P: our default 0.4 for overlap=best_passage (measured, docs/path_router.md); the paper's
+# 0.1 goes with the literal bag-of-tokens P (ABLATION=bag_overlap).
+[ "$ABLATION" = bag_overlap ] && THETA_P=${THETA_P:-0.1}
+THETA_P=${THETA_P:-0.4}
 ALPHA=${ALPHA:-1.0}
 ROUTE_WEIGHTS=${ROUTE_WEIGHTS:-[1.0,0.5,0.5,1.0]}
 TOPK=${TOPK:-32}
@@ -64,7 +67,8 @@ case "$ABLATION" in
   no_kl)            ABLATION_ARGS=(gta.path_router.kl.enabled=false) ;;
   uniform_kl)       ABLATION_ARGS=(gta.path_router.kl.selective=false) ;;
   constant_lambda)  ABLATION_ARGS=(gta.path_router.kl.schedule=constant) ;;
-  *) echo "error: unknown ABLATION=$ABLATION (full|no_route_scaling|answer_only|path_only|no_kl|uniform_kl|constant_lambda)" >&2
+  bag_overlap)      ABLATION_ARGS=(gta.path_router.overlap=bag) ;;
+  *) echo "error: unknown ABLATION=$ABLATION (full|no_route_scaling|answer_only|path_only|no_kl|uniform_kl|constant_lambda|bag_overlap)" >&2
      exit 2 ;;
 esac
 

@@ -13,9 +13,9 @@ import pytest
 
 from gta_verl.agent.backends import ScriptedServerManager
 from gta_verl.agent.loop import EF_PLACE_TURN_REWARDS, EF_TRAILING_DROPPED
-from gta_verl.agent.prompt import INVALID_ACTION_MESSAGE, format_observation
+from gta_verl.protocol import INVALID_ACTION_MESSAGE, format_observation
 from gta_verl.agent.runner import make_trainer_config, run_agent_rollouts
-from gta_verl.agent.spans import distill_mask_from_spans, response_mask_from_spans
+from gta_verl.agent.spans import response_mask_from_spans
 from gta_verl.data import schema
 from gta_verl.data.schema import make_verl_row
 from gta_verl.data.types import QAExample
@@ -142,13 +142,18 @@ def test_answer_on_last_allowed_action_is_not_budget_exhausted(qwen_tokenizer, f
 def test_truncation_at_response_length(qwen_tokenizer, fake_retriever) -> None:
     script = ["<search> first query </search>", "<search> second </search>", "<answer> z </answer>"]
     full, _ = rollout(qwen_tokenizer, fake_retriever, [script])
-    limit = spans_of(full, "observation")[0][0] + 5  # cuts the first observation after 5 tokens
+    obs_start = spans_of(full, "observation")[0][0]
+    limit = obs_start + 5  # room for 5 observation tokens: no passage fits
     out, _ = rollout(qwen_tokenizer, fake_retriever, [script], response_length=limit)
     check_invariants(out, limit)
-    assert len(out.response_ids) == limit and out.response_ids == full.response_ids[:limit]
+    assert len(out.response_ids) == limit and out.response_ids[:obs_start] == full.response_ids[:obs_start]
     assert out.response_mask == full.response_mask[:limit]
     assert out.extra_fields[schema.EF_TRUNCATED] is True and out.extra_fields[schema.EF_ANSWER] is None
     assert out.extra_fields[schema.EF_TURN_SPANS][-1] == ["observation", limit - 5, limit]
+    # the observation was fitted to the 5 tokens left: its passage was not shown, so the
+    # search records no document (before: ["d:first query"], credited by the rewards)
+    assert qwen_tokenizer.decode(out.response_ids[obs_start:]).endswith("</info>\n\n")
+    assert out.extra_fields[schema.EF_TURN_DOC_IDS] == [[]] and out.extra_fields[schema.EF_TURN_TEXTS] == [[]]
 
 
 def test_generation_capped_by_remaining_length(qwen_tokenizer, fake_retriever) -> None:
@@ -207,6 +212,38 @@ def test_observation_cap(qwen_tokenizer, fake_retriever) -> None:
     )
     ((s, e),) = spans_of(out, "observation")
     assert e - s == 20 and qwen_tokenizer.decode(out.response_ids[s:e]).endswith("</info>\n\n")
+    # the one passage's ~120-token title cannot be shown in 20 tokens: nothing is recorded
+    assert out.extra_fields[schema.EF_TURN_DOC_IDS] == [[]]
+
+
+def test_default_cap_on_long_real_passages_records_only_what_was_shown(
+    qwen_tokenizer, musique_retriever_client, musique_qa
+) -> None:
+    """Default max_obs_tokens = 512 on real MuSiQue retrievals whose full observation is longer:
+    every passage is shortened, all are shown, and the recorded texts are exactly the shown ones."""
+    tok, client = qwen_tokenizer, musique_retriever_client
+    long_q = None
+    for ex in musique_qa:  # first question whose 6-passage observation exceeds 512 tokens
+        (res,) = asyncio.run(client.aretrieve([ex.question]))
+        if len(tok.encode(format_observation(res.hits), add_special_tokens=False)) > 600:
+            long_q, hits = ex.question, res.hits
+            break
+    assert long_q is not None, "no MuSiQue retrieval longer than 600 tokens"
+    out, _ = rollout(tok, client, [[f"<search> {long_q} </search>", "<answer> x </answer>"]])
+    ((s, e),) = spans_of(out, "observation")
+    shown = tok.decode(out.response_ids[s:e])
+    assert e - s <= 512
+    ef = out.extra_fields
+    # all retrieved passages are shown (each shortened, the list is not cut)
+    assert ef[schema.EF_TURN_DOC_IDS] == [[h.doc_id for h in hits]]
+    texts = ef[schema.EF_TURN_TEXTS][0]
+    assert len(texts) == len(hits)
+    for i, (text, hit) in enumerate(zip(texts, hits)):
+        title, body = text.split("\n", 1)
+        assert title == hit.title and hit.text.startswith(body)
+        # what the reward reads is literally in the observation the policy saw
+        assert f"Doc {i + 1}(Title: {title}) {body}" in shown
+    assert sum(len(t) for t in texts) < sum(len(h.title) + 1 + len(h.text) for h in hits)  # shortened
 
 
 def test_as_dict_places_turn_rewards_and_distill_mask(qwen_tokenizer, fake_retriever) -> None:
@@ -224,11 +261,17 @@ def test_as_dict_places_turn_rewards_and_distill_mask(qwen_tokenizer, fake_retri
     assert rm[q_ends[0]] == pytest.approx(0.25) and rm[q_ends[1]] == pytest.approx(-0.1)
     assert rm[-1] == pytest.approx(2.0) and sum(rm) == pytest.approx(2.15)
     assert sum(1 for v in rm if v != 0) == 3
-    spans = out.extra_fields[schema.EF_TURN_SPANS]
-    assert d["distill_mask"].tolist() == distill_mask_from_spans(n, spans)
-    assert d["distill_mask"][q_ends[0]] == 1.0 and d["distill_mask"][-1] == 0.0  # answer not distilled
-    # PathRouter's manager turns distillation off for evidence-rich trajectories
-    out.extra_fields["reward_extra_info"]["distill_select"] = 0.0
+    # A trajectory_guided manager writes no distill_select: the one default (0) → never distilled
+    assert float(d["distill_mask"].sum()) == 0.0
+    # PathRouter's manager selects it: the mask covers exactly the policy's reasoning + query
+    # tokens "a <search> q1 </search>", "b <search> q2 </search>", "c" — not the observations,
+    # not " <answer> x </answer>"
+    out.extra_fields["reward_extra_info"]["distill_select"] = 1.0
+    mask = out.output.as_dict()["distill_mask"].tolist()
+    kept = [t for t, m in zip(out.response_ids, mask) if m == 1.0]
+    assert qwen_tokenizer.decode(kept) == "a <search> q1 </search>b <search> q2 </search>c"
+    assert set(mask) == {0.0, 1.0} and mask[q_ends[0]] == 1.0 and mask[-1] == 0.0
+    out.extra_fields["reward_extra_info"]["distill_select"] = 0.0  # evidence-rich
     assert float(out.output.as_dict()["distill_mask"].sum()) == 0.0
 
 
@@ -286,3 +329,26 @@ def test_built_by_hydra_like_verl_and_stored_in_transfer_queue_layout(qwen_token
     for key in ("responses", "response_mask", "rollout_log_probs", "rm_scores", "distill_mask"):
         assert td[key].is_nested and td[key].size(0) == 2
     assert [float(t.sum()) for t in td["rm_scores"].unbind()] == pytest.approx([1.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        # stray opener in reasoning, then a search: the turn's first closer is </search>
+        [
+            "I think <answer> might be Paris, let me check <search> capital </search>",
+            "<answer> Lyon </answer>",
+        ],
+        # stray opener in a turn without closer: invalid, then the answer
+        ["maybe <answer> Paris", "<answer> Lyon </answer>"],
+    ],
+)
+def test_reward_parser_reads_the_answer_the_loop_recorded(qwen_tokenizer, fake_retriever, script) -> None:
+    from gta_verl.protocol import final_answer
+
+    out, _ = rollout(qwen_tokenizer, fake_retriever, [script])
+    assert out.extra_fields[schema.EF_ANSWER] == "Lyon"
+    # what a reward manager decodes (special tokens skipped) parses to the same answer;
+    # the old reward regex read "might be Paris, let me check … <answer> Lyon" here
+    text = qwen_tokenizer.decode(out.response_ids, skip_special_tokens=True)
+    assert final_answer(text) == "Lyon"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gta_verl.agent.parser import has_trailing, parse_action, token_index_for_char
+from gta_verl.agent.parser import token_index_for_char
+from gta_verl.protocol import has_trailing, parse_action
 
 
 @pytest.mark.parametrize(

@@ -63,9 +63,12 @@ class FakeTQ:
         return KVBatchMeta(partition_id=partition_id, keys=list(keys), tags=[{} for _ in keys])
 
 
-def _rows(weights, routes):
+def _rows(weights, routes, c=None, p=None):
     # 2 prompts × 3 sessions; scalar reward on the last token, different response lengths.
+    # C, P default to values consistent with the route at θ_P = 0.4 (P↑ → 0.5, P↓ → 0.0).
     scores = [1.0, 0.0, 0.5, 2.0, -1.0, 0.0]
+    c = c if c is not None else [float(r in (0, 1)) for r in routes]
+    p = p if p is not None else [0.5 if r in (0, 2) else 0.0 for r in routes]
     rows = {}
     for i, (s, w, r) in enumerate(zip(scores, weights, routes)):
         uid = f"u{i // 3}"
@@ -80,8 +83,8 @@ def _rows(weights, routes):
                 "reward_extra_info": {
                     "route_weight": w,
                     "route": r,
-                    "C": float(r in (0, 1)),
-                    "P": 0.2 if r in (0, 2) else 0.0,
+                    "C": c[i],
+                    "P": p[i],
                     "distill_select": float(r in (1, 3)),
                     "has_gold_evidence": 1.0,
                 }
@@ -122,12 +125,12 @@ def _trainer(monkeypatch, rows, path_router=None):
     return trainer, meta, fake
 
 
-def _grpo(scores):
-    out = []
-    for g in range(0, len(scores), 3):
-        s = torch.tensor(scores[g : g + 3])
-        out.extend(((s - s.mean()) / (s.std() + 1e-6)).tolist())
-    return out
+# GRPO advantages of the scores [1, 0, 0.5 | 2, -1, 0], Â = (R − mean)/(std + 1e-6), unbiased std:
+#   group 1: mean 0.5, deviations (0.5, −0.5, 0), std = sqrt((0.25 + 0.25 + 0)/2) = 0.5
+#            → Â = (1, −1, 0) (×0.5/(0.5 + 1e-6) = 0.999998)
+#   group 2: mean 1/3, deviations (5/3, −4/3, −1/3), std = sqrt((25 + 16 + 1)/9/2) = sqrt(7/3)
+#            = 1.5275252 → Â = (1.0910895, −0.8728716, −0.2182179)
+HAND_GRPO = [1.0, -1.0, 0.0, 1.0910895, -0.8728716, -0.2182179]
 
 
 def test_trainer_rescales_advantages_and_logs(monkeypatch):
@@ -136,11 +139,11 @@ def test_trainer_rescales_advantages_and_logs(monkeypatch):
     trainer, meta, fake = _trainer(monkeypatch, rows)
     metrics: dict = {}
     trainer._compute_advantage(meta, metrics)
-    expected = _grpo(scores)
     for i, key in enumerate(meta.keys):
         adv = fake.rows[key]["advantages"]
         assert adv.shape[0] == 3 + i
-        assert torch.allclose(adv, torch.full_like(adv, expected[i] * weights[i]), atol=1e-6)
+        # Ã_i = w_i · Â_i, e.g. row 1: 0.5 · (−1) = −0.5; row 5: 0.5 · (−0.2182179) = −0.1091090
+        assert torch.allclose(adv, torch.full_like(adv, HAND_GRPO[i] * weights[i]), atol=1e-5)
     assert metrics["path_router/route_share/C+P+"] == pytest.approx(2 / 6)
     assert metrics["path_router/route_share/C+P-"] == pytest.approx(2 / 6)
     assert metrics["path_router/mean_route_weight"] == pytest.approx(sum(weights) / 6)
@@ -151,18 +154,39 @@ def test_trainer_rescales_advantages_and_logs(monkeypatch):
 
 
 def test_trainer_equals_grpo_with_unit_weights(monkeypatch):
-    from gta_verl.verl_compat import PPOTrainerSync
-
+    # route_scaling=false: every weight 0.5 written by the manager is ignored → Ã = Â, the
+    # hand-computed GRPO advantages (HAND_GRPO), not 0.5 · Â.
     rows, _ = _rows([0.5] * 6, [1] * 6)
     trainer, meta, fake = _trainer(monkeypatch, rows, {"route_scaling": False})
     trainer._compute_advantage(meta, {})
-    ours = {k: fake.rows[k]["advantages"].clone() for k in meta.keys}
-    # the stock GRPO path on a fresh copy of the same rows
-    rows2, _ = _rows([0.5] * 6, [1] * 6)
-    trainer2, meta2, fake2 = _trainer(monkeypatch, rows2)
-    PPOTrainerSync._compute_advantage(trainer2, meta2, {})
-    for k in meta.keys:
-        assert torch.equal(ours[k], fake2.rows[k]["advantages"])
+    for i, k in enumerate(meta.keys):
+        adv = fake.rows[k]["advantages"]
+        assert torch.allclose(adv, torch.full_like(adv, HAND_GRPO[i]), atol=1e-5)
+
+
+def test_uar_from_c_and_p_under_answer_only_routing(monkeypatch):
+    # answer_only routing reports only C+P+ (0) / C-P+ (2), so a route-based UAR is always 0.
+    # From C and P at θ_P = 0.4: correct = rows 0, 1, 2 (C = 1); of those P < 0.4: rows 1, 2
+    # (P = 0.0, 0.3) → UAR = 2/3. Row 3 (C = 0, P = 0.1) is not a correct answer.
+    routes = [0, 0, 0, 2, 2, 2]
+    rows, _ = _rows([1.0] * 6, routes, c=[1.0, 1.0, 1.0, 0.0, 0.0, 0.0], p=[0.5, 0.0, 0.3, 0.1, 0.9, 0.0])
+    trainer, meta, _ = _trainer(monkeypatch, rows, {"routing": "answer_only"})
+    metrics: dict = {}
+    trainer._compute_advantage(meta, metrics)
+    assert metrics["path_router/unsupported_answer_rate"] == pytest.approx(2 / 3)
+
+
+def test_unsupported_answer_rate_hand_computed():
+    from gta_verl.algos.route_weights import unsupported_answer_rate
+
+    c = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0])
+    p = torch.tensor([0.5, 0.39, 0.0, 0.0, 0.0])
+    gold = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0])
+    # correct with gold evidence: rows 0, 1, 2; evidence-poor (P < 0.4): rows 1, 2 → 2/3.
+    # Row 3 has no gold evidence (P undefined) and is left out, as in the evaluation's UAR.
+    assert unsupported_answer_rate(c, p, gold, 0.4) == pytest.approx(2 / 3)
+    assert unsupported_answer_rate(c, p, gold, 0.3) == pytest.approx(1 / 3)  # only row 2 (0.0)
+    assert unsupported_answer_rate(torch.zeros(3), torch.zeros(3), torch.ones(3), 0.4) == 0.0
 
 
 def test_update_actor_sets_lambda(monkeypatch):

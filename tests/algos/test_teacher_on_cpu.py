@@ -10,7 +10,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gta_verl.agent.prompt import build_messages
+from gta_verl.protocol import build_messages
 from gta_verl.agent.tokenizer import load_qwen_tokenizer
 from gta_verl.algos.teacher import (
     EVIDENCE_HEADER,
@@ -122,7 +122,9 @@ def _call(worker, select, validate=False, support=SUPPORT):
     prompt = worker.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
     prompt_ids = worker.tokenizer.encode(prompt, add_special_tokens=False)
     response_ids = worker.tokenizer.encode("<search> Alpha Corp founder </search>", add_special_tokens=False)
-    output = SimpleNamespace(extra_fields={"reward_extra_info": {"distill_select": select}})
+    # select=None: a reward manager that writes no distill_select (trajectory_guided, exact_match)
+    info = {"acc": 1.0} if select is None else {"distill_select": select}
+    output = SimpleNamespace(extra_fields={"reward_extra_info": info})
     kwargs = {
         "raw_prompt": msgs,
         "data_source": "musique",
@@ -159,6 +161,24 @@ def test_worker_skips_evidence_rich_validation_and_disabled(tok):
     assert "teacher_ids" not in out.extra_fields
     out, *_ = _call(_worker(tok, mgr), 1.0, support=[])  # no gold evidence: nothing to condition on
     assert mgr.calls == [] and "teacher_ids" in out.extra_fields
+    # ... and its dummy teacher rows are never distilled toward: select written back as 0
+    assert out.extra_fields["reward_extra_info"]["distill_select"] == 0.0
+
+
+def test_non_path_router_manager_is_never_distilled(tok):
+    # trajectory_guided / exact_match write no distill_select. Before: the worker defaulted to
+    # 1.0 (teacher called, distill_mask on) while the trainer defaulted to 0.0. Now the one
+    # default (schema.DISTILL_SELECT_DEFAULT = 0) holds everywhere.
+    from gta_verl.data.schema import DISTILL_SELECT_DEFAULT, distill_select
+
+    assert DISTILL_SELECT_DEFAULT == 0.0
+    assert distill_select({"acc": 1.0}) == 0.0 and distill_select(None) == 0.0
+    mgr = FakeTeacherManager()
+    out, p_ids, r_ids = _call(_worker(tok, mgr), None)
+    assert mgr.calls == []
+    assert out.extra_fields["reward_extra_info"]["distill_select"] == 0.0
+    d_ids, _ = dummy_teacher_topk(len(p_ids) + len(r_ids), K)
+    assert torch.equal(out.extra_fields["teacher_ids"], d_ids)
 
 
 def test_worker_drops_sample_when_evidence_cannot_fit(tok):

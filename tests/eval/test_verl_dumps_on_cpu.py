@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from gta_verl.agent.prompt import build_messages, build_user_prompt, format_observation
+from gta_verl.protocol import build_messages, build_user_prompt, format_observation
 from gta_verl.data.ids import make_doc_id
 from gta_verl.data.schema import make_ground_truth
 from gta_verl.data.types import RetrievalHit

@@ -172,10 +172,15 @@ CASES: tuple[Case, ...] = (
         0.5,
         0,
     ),
-    # Several <answer> tags: the last one counts. 0.5 + 2 = 2.5.
+    # A stray "<answer>" opener in the first turn's reasoning is not an action: that turn's
+    # first closer is </search>, so it is a search, and the final answer is the second
+    # turn's (the loop records "Paris"). 0.25·2 + 2 = 2.5. (Before the one parser, the
+    # reward read " might be Lyon, let me check … <answer> Paris " → EM 0 → 0.5 − 1.)
     Case(
-        "multiple_answers_last_right",
-        "<answer> London </answer>" + _search("a") + "<answer> Paris </answer>",
+        "stray_answer_opener_then_right",
+        "<think>I think <answer> might be Lyon, let me check</think>\n"
+        + _search("a")[len("<think>need a</think>\n") :]
+        + "<answer> Paris </answer>",
         (("d1", "d2"),),
         S2,
         PARIS,
@@ -187,9 +192,11 @@ CASES: tuple[Case, ...] = (
         1.0,
         0,
     ),
+    # The same with a wrong final answer: 0.25·2 − 1 = −0.5 (the stray "Paris" never counts).
     Case(
-        "multiple_answers_last_wrong",
-        "<answer> Paris </answer>" + _search("a") + "<answer> London </answer>",
+        "stray_answer_opener_then_wrong",
+        "I guess <answer> Paris maybe <search> a </search>\n\n<info>Doc 1(Title: T) x</info>\n\n"
+        + "<answer> London </answer>",
         (("d1", "d2"),),
         S2,
         PARIS,

@@ -9,7 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gta_verl.agent.prompt import build_messages
+from gta_verl.protocol import build_messages
 from gta_verl.agent.tokenizer import load_qwen_tokenizer
 from gta_verl.data.schema import (
     EF_ANSWER,
@@ -53,8 +53,11 @@ def prompt_ids(tok):
     return tok.encode(text, add_special_tokens=False)
 
 
-def make_data(tok, prompt_ids, case, pad: int = 0, as_numpy: bool = False) -> DataProto:
-    """One agent-loop output as verl's AgentLoopWorker._compute_score builds it."""
+def make_data(tok, prompt_ids, case, pad: int = 0, as_numpy: bool = False, recorded=...) -> DataProto:
+    """One agent-loop output as verl's AgentLoopWorker._compute_score builds it.
+
+    ``recorded``: the loop's ``gta/answer``; left out by default, so the response is re-parsed.
+    """
     resp = tok.encode(case.response + "<|im_end|>", add_special_tokens=False)
     responses = torch.tensor([resp + [tok.pad_token_id] * pad])
     attention = torch.tensor([[1] * (len(prompt_ids) + len(resp)) + [0] * pad])
@@ -67,8 +70,9 @@ def make_data(tok, prompt_ids, case, pad: int = 0, as_numpy: bool = False) -> Da
         EF_NUM_SEARCHES: len(turns),
         EF_INVALID_ACTIONS: 0,
         EF_RETRIEVAL_ERRORS: sum(1 for t in turns if not t),
-        EF_ANSWER: None,
     }
+    if recorded is not ...:
+        fields[EF_ANSWER] = recorded
     return DataProto.from_single_dict(
         {
             "prompts": torch.tensor([prompt_ids]),
@@ -184,6 +188,18 @@ def test_missing_ground_truth(tok, prompt_ids):
     data.non_tensor_batch["reward_model"] = np.array([{"style": "rule"}], dtype=object)
     with pytest.raises(KeyError, match="make_verl_row"):
         scoring_request_from_data(data, tok)
+
+
+async def test_recorded_answer_is_what_is_scored(tok, prompt_ids):
+    # The stray-opener case: the loop recorded "Paris" (turn 2's answer action). Scored from the
+    # record: 0.25·2 + 2 = 2.5; a record of None (never answered) scores −1 + 0.5 = −0.5 even
+    # though the text holds an answer tag, because the record is what the loop did.
+    case = next(c for c in CASES if c.name == "stray_answer_opener_then_right")
+    mgr = make_manager("trajectory_guided", tok)
+    out = await mgr.run_single(make_data(tok, prompt_ids, case, recorded="Paris"))
+    assert out["reward_score"] == pytest.approx(2.5)
+    none = await mgr.run_single(make_data(tok, prompt_ids, case, recorded=None))
+    assert none["reward_score"] == pytest.approx(-0.5) and none["reward_extra_info"]["has_answer"] == 0.0
 
 
 async def test_without_gta_agent_loop_fields(tok, prompt_ids):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gta_verl.agent.prompt import build_messages
+from gta_verl.protocol import build_messages
 from gta_verl.agent.tokenizer import load_qwen_tokenizer
 from gta_verl.data.schema import (
     EF_BUDGET_EXHAUSTED,
@@ -33,6 +33,16 @@ PR_KEYS = {
     "has_gold_evidence",
 }
 GOLD = ("Alpha Corp\nAlpha Corp was founded by Jane Roe", "Jane Roe\nJane Roe was born in Lyon")
+# Normalized token bags (SQuAD: lower-case, no punctuation/articles):
+#   gold1 = alpha×2 corp×2 was founded by jane roe            → 9 tokens
+#   gold2 = jane×2 roe×2 was born in lyon                     → 8 tokens
+# OTHERS share no token with either gold passage, 7 tokens each.
+OTHERS = (
+    "Gamma Mill\nGamma Mill makes steel pipes",
+    "Delta Farm\nDelta Farm grows red apples",
+    "Omega Club\nOmega Club plays chess weekly",
+    "Sigma Lab\nSigma Lab studies ocean tides",
+)
 
 
 @pytest.fixture(scope="module")
@@ -92,14 +102,48 @@ def test_registered_and_faithful_success(tok):
     info = out["reward_extra_info"]
     assert PR_KEYS <= set(info)
     assert all(isinstance(v, (int, float)) for v in info.values())
-    # both gold passages retrieved → P = mean_s F1(all gold tokens, s) ≥ θ_P; C=1 → C+P+
+    # both gold passages retrieved → best_passage P = (1 + 1)/2 = 1; C=1 → C+P+
     assert (
         info["C"] == 1
         and info["route"] == 0
         and info["route_weight"] == 1.0
         and info["distill_select"] == 0.0
     )
-    assert out["reward_score"] == pytest.approx(1.0 + info["P"] + 0.1)
+    # R = r_a + α·P + r_e = 1 + 1·1 + 0.1
+    assert info["P"] == pytest.approx(1.0) and out["reward_score"] == pytest.approx(2.1)
+
+
+RESPONSE = "<search> founder </search>\n\n<info>...</info>\n\n<answer> Lyon </answer>"
+
+
+@pytest.mark.parametrize(
+    ("retrieved", "overlap", "p", "route"),
+    [
+        # gold only. best: (1 + 1)/2 = 1.
+        (GOLD, "best_passage", 1.0, 0),
+        # bag of 17 tokens: gold1 9/17 precision, recall 1 → F1 = 2·(9/17)/(26/17) = 9/13;
+        # gold2 → 2·(8/17)/(25/17) = 16/25; P = (9/13 + 16/25)/2 = 433/650 ≈ 0.666.
+        (GOLD, "bag", 433 / 650, 0),
+        # gold + 4 others. best: still (1 + 1)/2 = 1.
+        (GOLD + OTHERS, "best_passage", 1.0, 0),
+        # bag of 17 + 28 = 45 tokens: gold1 → 2·(9/45)/(54/45) = 1/3; gold2 → 2·(8/45)/(53/45)
+        # = 16/53; P = (1/3 + 16/53)/2 = 101/318 ≈ 0.318.
+        (GOLD + OTHERS, "bag", 101 / 318, 0),
+        # gold1 + others. best: gold1 ← itself 1; gold2 ← gold1 shares was, jane, roe:
+        # P=3/9, R=3/8 → F1 = 2·(1/3)(3/8)/(1/3 + 3/8) = 6/17; P = (1 + 6/17)/2 = 23/34.
+        (GOLD[:1] + OTHERS, "best_passage", 23 / 34, 0),
+        # others only: no shared token with either gold passage → P = 0 < θ_P → C+P- (shortcut).
+        (OTHERS, "best_passage", 0.0, 1),
+        (OTHERS, "bag", 0.0, 1),
+    ],
+)
+def test_hand_computed_p_gold_only_gold_plus_others_others_only(tok, retrieved, overlap, p, route):
+    out = run(make_manager(tok, {"overlap": overlap}), make_data(tok, RESPONSE, [("founder", retrieved)]))
+    info = out["reward_extra_info"]
+    assert info["P"] == pytest.approx(p)
+    assert info["route"] == route and info["distill_select"] == float(route == 1)
+    # R = r_a + α·P + r_e with r_a = 1 (F1("Lyon", "Lyon")), α = 1, r_e = 0.1
+    assert out["reward_score"] == pytest.approx(1.0 + p + 0.1)
 
 
 def test_lazy_correct_answer_is_shortcut_route(tok):

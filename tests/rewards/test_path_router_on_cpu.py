@@ -48,14 +48,37 @@ def test_correctness_threshold_is_inclusive():
 
 # ----------------------------------------------------------------------------- P_i
 def test_path_overlap_hand_computed():
-    # retrieved bag {x,y,z,w}; gold1 {x,y}: P=2/4, R=1 → F1=2/3; gold2 {v}: 0 → P_i = 1/3.
-    assert path_overlap(["x y", "z w"], ["x y", "v"]) == pytest.approx(1 / 3)
-    # duplicates of a passage count once: same value as retrieving it once
-    assert path_overlap(["x y", "x y", "z w"], ["x y", "v"]) == pytest.approx(1 / 3)
-    # "a"/"an"/"the" are dropped by the SQuAD normalization: {x} vs {x,y} → 2·1·(1/2)/(3/2)
+    # gold1 {x,y}, gold2 {v}.
+    # best_passage: gold1 ← "x y" F1 1; gold2: no passage shares a token → 0. P = (1 + 0)/2 = 0.5.
+    assert path_overlap(["x y", "z w"], ["x y", "v"]) == pytest.approx(0.5)
+    # bag: {x,y,z,w} vs {x,y}: P=2/4, R=1 → F1=2/3; vs {v}: 0 → (2/3 + 0)/2 = 1/3.
+    assert path_overlap(["x y", "z w"], ["x y", "v"], overlap="bag") == pytest.approx(1 / 3)
+    # duplicates of a passage count once: same values as retrieving it once
+    assert path_overlap(["x y", "x y", "z w"], ["x y", "v"]) == pytest.approx(0.5)
+    assert path_overlap(["x y", "x y", "z w"], ["x y", "v"], overlap="bag") == pytest.approx(1 / 3)
+    # "a"/"an"/"the" are dropped by the SQuAD normalization: {x} vs {x,y} → 2·1·(1/2)/(3/2) = 2/3
     assert path_overlap(["a x"], ["x y"]) == pytest.approx(2 / 3)
+    assert path_overlap(["a x"], ["x y"], overlap="bag") == pytest.approx(2 / 3)
     # SQuAD normalization: case, punctuation and articles do not matter
     assert path_overlap(["The Eiffel Tower, Paris."], ["eiffel tower paris"]) == pytest.approx(1.0)
+    # best passage picks the better of two partial matches for one gold {x,y,z}:
+    # "x q" → P=1/2, R=1/3 → F1 = 2·(1/6)/(5/6) = 0.4; "x y q" → P=2/3, R=2/3 → F1 = 2/3.
+    assert path_overlap(["x q", "x y q"], ["x y z"]) == pytest.approx(2 / 3)
+
+
+def test_best_passage_never_lowered_by_retrieving_more():
+    # Both gold passages {x,y} and {z,w} retrieved exactly: best_passage = (1 + 1)/2 = 1.
+    gold = ["x y", "z w"]
+    assert path_overlap(gold, gold) == pytest.approx(1.0)
+    # + 4 unrelated one-token passages {p1}…{p4}: best_passage still 1.
+    more = gold + ["p1", "p2", "p3", "p4"]
+    assert path_overlap(more, gold) == pytest.approx(1.0)
+    # bag: exact gold → {x,y,z,w} vs {x,y}: P=2/4, R=1 → 2/3, same for {z,w} → 2/3.
+    assert path_overlap(gold, gold, overlap="bag") == pytest.approx(2 / 3)
+    # bag with 4 more tokens → 8 tokens: P=2/8, R=1 → F1 = 2·(1/4)/(5/4) = 0.4 per gold → 0.4.
+    assert path_overlap(more, gold, overlap="bag") == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="overlap"):
+        path_overlap(gold, gold, overlap="union")
 
 
 def test_path_overlap_empty_inputs():
@@ -69,8 +92,8 @@ def test_path_overlap_empty_inputs():
 @pytest.mark.parametrize(
     ("c", "p", "expected", "w"),
     [
-        (1, 0.10, Route.C_UP_P_UP, 1.0),  # P = θ_P counts as ↑
-        (1, 0.09, Route.C_UP_P_DOWN, 0.5),
+        (1, 0.40, Route.C_UP_P_UP, 1.0),  # P = θ_P (default 0.4) counts as ↑
+        (1, 0.39, Route.C_UP_P_DOWN, 0.5),
         (0, 0.50, Route.C_DOWN_P_UP, 0.5),
         (0, 0.00, Route.C_DOWN_P_DOWN, 1.0),
     ],
@@ -115,13 +138,18 @@ def test_shaping_terms():
 
 # ----------------------------------------------------------------------------- R
 def test_reward_faithful_success():
-    # answer F1 1; retrieved {x,y,z,w} vs gold {x,y} → P = 2/3; searched once → r_e 0.1
+    # answer F1 1; best passage "x y" vs gold {x,y} → P = 1; searched once → r_e 0.1 → 2.1
     out = path_router_reward("Paris", ["Paris"], ["x y", "z w"], ["x y"], queries=["q"], cfg=CFG)
-    assert out.score == pytest.approx(1.0 + 2 / 3 + 0.1)
+    assert out.score == pytest.approx(1.0 + 1.0 + 0.1)
     assert (out.c, out.route, out.route_weight, out.distill_select) == (1, Route.C_UP_P_UP, 1.0, 0.0)
     info = out.extra_info()
     assert info["acc"] == 1.0 and info["f1"] == 1.0 and info["C"] == 1 and info["route"] == 0
-    assert info["P"] == pytest.approx(2 / 3) and info["num_searches"] == 1
+    assert info["P"] == pytest.approx(1.0) and info["num_searches"] == 1
+    # bag reading: {x,y,z,w} vs {x,y} → P = 2·(2/4)·1/(2/4 + 1) = 2/3 → R = 1 + 2/3 + 0.1
+    bag = path_router_reward(
+        "Paris", ["Paris"], ["x y", "z w"], ["x y"], queries=["q"], cfg=PathRouterConfig(overlap="bag")
+    )
+    assert bag.score == pytest.approx(1.0 + 2 / 3 + 0.1) and bag.p == pytest.approx(2 / 3)
     assert all(isinstance(v, (int, float)) for v in info.values())
 
 
@@ -169,6 +197,8 @@ def test_config_validation_messages():
         PathRouterKLConfig(schedule="step")
     with pytest.raises(ValueError, match="base_reward"):
         PathRouterConfig(base_reward="em")
+    with pytest.raises(ValueError, match="overlap"):
+        PathRouterConfig(overlap="union")
 
 
 def test_from_mapping_and_trainer_config():

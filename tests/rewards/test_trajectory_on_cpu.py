@@ -7,8 +7,9 @@ import pickle
 
 import pytest
 
-from gta_verl.rewards import placement, qa, scoring, trajectory
-from gta_verl.rewards.qa import extract_answer
+from gta_verl import protocol
+from gta_verl.rewards import path_router, placement, qa, trajectory
+from gta_verl.protocol import final_answer
 from gta_verl.rewards.trajectory import TrajectoryRewardConfig, em_reward, trajectory_reward
 from tests.rewards.cases import CASES
 
@@ -20,7 +21,7 @@ def test_table_has_enough_cases():
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_trajectory_reward_table(case):
-    r = trajectory_reward(case.turn_doc_ids, case.targets, extract_answer(case.response), case.answers)
+    r = trajectory_reward(case.turn_doc_ids, case.targets, final_answer(case.response), case.answers)
     assert r.total == pytest.approx(case.total)
     assert r.search_rewards == pytest.approx(case.search_rewards)
     assert r.answer_reward == case.answer_reward
@@ -31,7 +32,7 @@ def test_trajectory_reward_table(case):
     assert r.num_searches == len(case.turn_doc_ids)
     assert r.total == pytest.approx(r.search_reward_sum + r.answer_reward)
     assert r.has_targets is bool(case.targets)
-    assert em_reward(extract_answer(case.response), case.answers) == case.em
+    assert em_reward(final_answer(case.response), case.answers) == case.em
 
 
 def test_newly_retrieved_tracks_delta():
@@ -80,7 +81,8 @@ def test_results_and_score_fn_pickle():
     assert fn("x", "<answer>Oslo</answer>", {"target": ["oslo"]})["score"] == 1.0
 
 
-@pytest.mark.parametrize("module", [qa, trajectory, placement, scoring])
+@pytest.mark.parametrize("module", [qa, trajectory, placement, path_router, protocol])
 def test_doctests(module):
+    # attempted > 0: a module without examples would pass vacuously (scoring has none).
     result = doctest.testmod(module)
-    assert result.failed == 0
+    assert result.attempted > 0 and result.failed == 0
