@@ -104,6 +104,37 @@ __all__ = [
 ]
 
 
+def allow_topk_teacher_engine(engine_name: str) -> None:
+    """Let verl's distillation config accept ``engine_name`` as a top-K teacher engine.
+
+    verl 0.9.1's ``DistillationTeacherModelConfig._validate_topk_logprobs``
+    (``workers/config/distillation.py:194-217``) knows only vllm (``max_logprobs``) and sglang
+    and raises ``NotImplementedError`` for any other registered rollout engine, although the
+    teacher is served through ``RolloutReplicaRegistry`` like any rollout. Our CPU engine
+    (``hf_cpu``) answers ``prompt_logprobs`` requests with any K, so for it only the
+    ``topk`` presence check is kept; every other engine still goes to verl's check. Active
+    only when the config names the engine (the CPU switch). Upstream change that removes this
+    wrap: a per-engine hook (e.g. on the replica class) instead of the hard-coded match.
+    """
+    from verl.workers.config.distillation import DistillationTeacherModelConfig
+
+    current = DistillationTeacherModelConfig._validate_topk_logprobs
+    engines = getattr(current, "_gta_extra_engines", None)
+    if engines is not None:
+        engines.add(engine_name)
+        return
+
+    def _validate_topk_logprobs(self, use_topk, topk):  # noqa: ANN001 - verl's signature
+        if self.inference.name in _validate_topk_logprobs._gta_extra_engines:
+            if use_topk and topk is None:
+                raise ValueError("topk must be specified when use_topk is True.")
+            return None
+        return current(self, use_topk, topk)
+
+    _validate_topk_logprobs._gta_extra_engines = {engine_name}  # type: ignore[attr-defined]
+    DistillationTeacherModelConfig._validate_topk_logprobs = _validate_topk_logprobs
+
+
 def _retry_plugin_registration() -> None:
     """Re-import plugin modules that failed only because this module was half-imported.
 
@@ -135,33 +166,3 @@ def _retry_plugin_registration() -> None:
 
 _retry_plugin_registration()
 
-
-def allow_topk_teacher_engine(engine_name: str) -> None:
-    """Let verl's distillation config accept ``engine_name`` as a top-K teacher engine.
-
-    verl 0.9.1's ``DistillationTeacherModelConfig._validate_topk_logprobs``
-    (``workers/config/distillation.py:194-217``) knows only vllm (``max_logprobs``) and sglang
-    and raises ``NotImplementedError`` for any other registered rollout engine, although the
-    teacher is served through ``RolloutReplicaRegistry`` like any rollout. Our CPU engine
-    (``hf_cpu``) answers ``prompt_logprobs`` requests with any K, so for it only the
-    ``topk`` presence check is kept; every other engine still goes to verl's check. Active
-    only when the config names the engine (the CPU switch). Upstream change that removes this
-    wrap: a per-engine hook (e.g. on the replica class) instead of the hard-coded match.
-    """
-    from verl.workers.config.distillation import DistillationTeacherModelConfig
-
-    current = DistillationTeacherModelConfig._validate_topk_logprobs
-    engines = getattr(current, "_gta_extra_engines", None)
-    if engines is not None:
-        engines.add(engine_name)
-        return
-
-    def _validate_topk_logprobs(self, use_topk, topk):  # noqa: ANN001 - verl's signature
-        if self.inference.name in _validate_topk_logprobs._gta_extra_engines:
-            if use_topk and topk is None:
-                raise ValueError("topk must be specified when use_topk is True.")
-            return None
-        return current(self, use_topk, topk)
-
-    _validate_topk_logprobs._gta_extra_engines = {engine_name}  # type: ignore[attr-defined]
-    DistillationTeacherModelConfig._validate_topk_logprobs = _validate_topk_logprobs
