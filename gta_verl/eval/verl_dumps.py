@@ -1,8 +1,10 @@
 """Score a training run's validation generations from verl's dump, without re-running the policy.
 
-verl 0.9.1 (``RayPPOTrainer._validate`` → ``_dump_generations`` → ``_write_generations``)
+verl 0.9.1 (V1 ``PPOTrainer._validate``, ``trainer/ppo/v1/trainer_base.py:1031-1283``, and the
+classic ``RayPPOTrainer._validate``, both → ``_dump_generations`` → ``_write_generations``)
 writes, when ``trainer.validation_data_dir`` is set, one file ``<dir>/<global_step>.jsonl``
-per validation with one JSON object per rollout::
+per validation (``0.jsonl`` for ``trainer.val_only=True``) with one JSON object per rollout
+(V1 adds ``uid`` = ``<prompt uid>_<session>_<output>``)::
 
     input   decoded prompt (chat template applied, special tokens skipped)
     output  decoded response: policy text *and* the <info> observations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import ast
 import json
 import logging
+import math
 import re
 import unicodedata
 from collections import Counter
@@ -344,3 +347,51 @@ def score_verl_dump(
     report = write_report(read_records(out / "records"), out, name=name, meta=meta, metrics_log=metrics_log,
                           title="gta-verl evaluation report (verl validation dump)")
     return res, report
+
+
+#: Metrics two evaluations of the same policy on the same questions must agree on.
+COMPARED_METRICS = (
+    "n", "em", "f1", "answered", "target_doc_cov", "complete_traj_cov", "search_turns", "retrieval_errors",
+    "invalid_actions",
+)
+
+
+def compare_reports(a: Path | str, b: Path | str, tol: float = 1e-9) -> list[str]:
+    """Differences between the pooled metrics (``overall``) of two ``report.json`` files.
+
+    Used to check that verl's validation dump, scored here, matches our runner on the same
+    policy and questions (``recipes/cpu/val_only.sh``). Returns one line per metric that
+    differs by more than ``tol`` or is missing on one side; empty when they agree.
+    """
+    ra, rb = (json.loads((Path(p) / "report.json").read_text())["overall"] for p in (a, b))
+    diffs = []
+    for key in COMPARED_METRICS:
+        va, vb = ra.get(key), rb.get(key)
+        if va is None and vb is None:
+            continue
+        if va is not None and vb is not None and math.isnan(float(va)) and math.isnan(float(vb)):
+            continue
+        if va is None or vb is None or not abs(float(va) - float(vb)) <= tol:
+            diffs.append(f"{key}: {va} vs {vb}")
+    return diffs
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m gta_verl.eval.verl_dumps")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    cmp_ = sub.add_parser("compare", help="compare two gta-verl eval outputs (report.json)")
+    cmp_.add_argument("a")
+    cmp_.add_argument("b")
+    args = parser.parse_args(argv)
+    diffs = compare_reports(args.a, args.b)
+    for line in diffs:
+        print(f"MISMATCH {line}")
+    if not diffs:
+        print(f"verl validation dump and runner agree on {', '.join(COMPARED_METRICS)}")
+    return 1 if diffs else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

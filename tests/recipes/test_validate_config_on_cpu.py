@@ -41,7 +41,9 @@ GTA_RAG_SCRIPTS = (
     "gpu_smoke.sh",
 )
 PATH_ROUTER_SCRIPTS = ("run_qwen2_5_3b_fsdp.sh", "run_qwen2_5_7b_fsdp.sh")
-ABLATIONS = ("full", "no_route_scaling", "answer_only", "path_only", "no_kl", "uniform_kl", "constant_lambda")
+ABLATIONS = (
+    "full", "no_route_scaling", "answer_only", "path_only", "no_kl", "uniform_kl", "constant_lambda", "bag_overlap"
+)
 CPU_RUN = REPO / "recipes" / "cpu" / "run.sh"
 CPU_RECIPES = ("gta_stage1", "gta_stage2", "path_router", "gta_path_router", "turn_grpo")
 
@@ -171,3 +173,12 @@ def test_validate_config_catches_a_missing_micro_batch(monkeypatch):
     cfg.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = None
     with pytest.raises(ValueError, match="actor_rollout_ref.rollout"):
         run_main_ppo_until_ray(cfg, monkeypatch)
+
+
+def test_cpu_val_only_passes_main_ppo_checks(monkeypatch):
+    """``recipes/cpu/val_only.sh``: verl's validation-only run (dump for ``gta-verl eval``)."""
+    if not CPU_RUN.exists():
+        pytest.skip("recipes/cpu/run.sh not present in this checkout")
+    (cfg,) = _check_script(CPU_RUN.parent / "val_only.sh", monkeypatch, "gta_stage2")
+    assert cfg.trainer.val_only and cfg.trainer.val_before_train and cfg.trainer.validation_data_dir
+    assert cfg.actor_rollout_ref.rollout.val_kwargs.n == 1
