@@ -27,11 +27,15 @@ class AgentConfig:
 
     Attributes:
         max_actions: Action budget B: the loop stops after B actions (searches,
-            answers or invalid actions) without an answer. Paper default 5.
-        max_obs_tokens: Cap on one ``<info> … </info>`` observation in tokens; longer
-            observations keep their head and the closing tag. 512 fits K_g + K_d = 6
-            MuSiQue/HotpotQA paragraphs (~80 tokens each) with room to spare, like
-            Search-R1's ``max_obs_length=500``.
+            answers or invalid actions) without an answer. Our default 5 (GTA-RAG names B
+            but does not give its value).
+        max_obs_tokens: Cap on one ``<info> … </info>`` observation in tokens, like
+            Search-R1's ``max_obs_length=500``. A longer observation is fitted by cutting
+            every passage to the same token budget, so all passages are shown
+            (:mod:`gta_verl.agent.observation`); only passages that are shown are recorded
+            for the rewards. 512 does NOT fit K_g + K_d = 6 MuSiQue paragraphs: they average
+            121 Qwen tokens with their header (median 107, p90 207), a random 6 is > 512 in 95%
+            of draws (median 724), so most observations show ~70 tokens of each passage.
         place_turn_rewards: Opt-in (beyond the paper): spread R_traj over the response,
             each search reward on its query's last token (see
             :mod:`gta_verl.rewards.placement`). Off = the paper's trajectory-level scalar.

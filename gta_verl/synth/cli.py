@@ -45,7 +45,7 @@ def add_parser(subparsers: Any) -> None:
         "--hops",
         type=_hops,
         default=(2, 3, 4),
-        help="allowed hop counts; weights from the paper mix 0.8/0.15/0.05 (default 2,3,4)",
+        help="allowed hop counts; weights from our default mix 0.8/0.15/0.05 (default 2,3,4)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of path sampling and generation (default 0)")
     p.add_argument("--batch-size", type=int, default=64, help="paths per round (default 64)")

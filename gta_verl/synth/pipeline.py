@@ -211,7 +211,7 @@ def synthesize(
             with ``config.validation.check_retrieval=False``.
         generator: Any :class:`Generator` (template, openai, vllm).
         n: Number of kept trajectories wanted.
-        hops: Allowed hop counts (weights from the paper mix); ``None`` uses
+        hops: Allowed hop counts (weights from our default mix 0.8/0.15/0.05); ``None`` uses
             ``config.sampler.hop_mix``.
         seed: Seed of path sampling.
         progress: Show a tqdm bar.

@@ -92,6 +92,7 @@ def test_yaml_composes_and_builds_verl_dataclasses(name):
         ("gta.path_router.kl.selective=false", lambda pr, c: not pr.kl.selective),
         ("gta.path_router.kl.schedule=constant", lambda pr, c: pr.kl.schedule == "constant"),
         ("gta.path_router.kl.topk=16", lambda pr, c: c.distillation.distillation_loss.topk == 16),
+        ("gta.path_router.overlap=bag", lambda pr, c: pr.overlap == "bag" and pr.theta_p == 0.4),
     ],
 )
 def test_ablation_overrides(override, check):
@@ -104,7 +105,13 @@ def test_ablation_overrides(override, check):
 def test_combination_differs_only_in_reward_and_name():
     a, b = flat(compose("path_router", REQUIRED)), flat(compose("gta_path_router", REQUIRED))
     diff = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
-    assert diff == {"gta.path_router.base_reward", "trainer.experiment_name"}
+    # β·KL to the reference: off in PathRouter's faithful config (its loss has none), on in the
+    # combination (GTA-RAG eq 21)
+    kl = "actor_rollout_ref.actor.use_kl_loss"
+    assert diff == {"gta.path_router.base_reward", "trainer.experiment_name", kl}
+    assert a[kl] is False and b[kl] is True
+    for name in ("path_router", "gta_path_router", "gta_grpo"):  # explicit: the papers' per-trajectory mean
+        assert flat(compose(name, REQUIRED))["actor_rollout_ref.actor.loss_agg_mode"] == "seq-mean-token-mean"
 
 
 def test_rollout_settings_mirror_gta_grpo():
