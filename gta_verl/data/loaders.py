@@ -134,7 +134,8 @@ def not_utf8(obj: Any) -> str:
             except UnicodeEncodeError as exc:
                 bad = x[exc.start]
                 if "\udc80" <= bad <= "\udcff":
-                    return f"not UTF-8: byte 0x{ord(bad) - 0xDC00:02x} in {x[max(0, exc.start - 20):exc.start]!r}"
+                    before = x[max(0, exc.start - 20) : exc.start]
+                    return f"not UTF-8: byte 0x{ord(bad) - 0xDC00:02x} in {before!r}"
                 return f"not UTF-8: lone surrogate \\u{ord(bad):04x}"
         elif isinstance(x, dict):
             stack.extend(x.keys())

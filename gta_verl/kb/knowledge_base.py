@@ -88,8 +88,8 @@ class KnowledgeBase:
         for name, n in rows.items():
             arr = getattr(self, name)
             if not isinstance(arr, np.ndarray) or arr.ndim != 2 or arr.dtype != np.float32:
-                out.append((name, f"expected a float32 matrix, got {getattr(arr, 'dtype', type(arr).__name__)} "
-                                  f"of shape {getattr(arr, 'shape', '?')}"))
+                got = getattr(arr, "dtype", type(arr).__name__)
+                out.append((name, f"expected a float32 matrix, got {got} of shape {getattr(arr, 'shape', '?')}"))
                 continue
             dims.add(arr.shape[1])
             if arr.shape[0] != n:

@@ -142,7 +142,8 @@ def _plain_name(name: Any) -> bool:
 def _regular_file(kb_dir: Path, name: str, what: str) -> Path:
     """``kb_dir / name`` if it is a regular file inside ``kb_dir`` (after symlinks), else KBLoadError."""
     if not _plain_name(name):
-        raise KBLoadError(f"{kb_dir / MANIFEST}: {what} {name!r} is not a plain file name inside the KB directory")
+        raise KBLoadError(
+            f"{kb_dir / MANIFEST}: {what} {name!r} is not a plain file name inside the KB directory")
     path = kb_dir / name
     try:
         real = path.resolve(strict=True)
@@ -274,8 +275,9 @@ def _edge_table(kb_dir: Path, n_nodes: int) -> Any:
 
 
 # Which file holds each KnowledgeBase field (to name it in a KBLoadError).
-_FIELD_FILE = {"passages": "passages.parquet", "triple_entity_ids": "triples.parquet", "graph": "edges.parquet",
-               "passage_emb": "passage_emb.npy", "entity_emb": "entity_emb.npy", "triple_emb": "triple_emb.npy"}
+_FIELD_FILE = {"passages": "passages.parquet", "triple_entity_ids": "triples.parquet",
+               "graph": "edges.parquet", "passage_emb": "passage_emb.npy", "entity_emb": "entity_emb.npy",
+               "triple_emb": "triple_emb.npy"}
 
 
 def load_kb(kb_dir: str | Path, verify: bool = True) -> KnowledgeBase:
@@ -320,6 +322,7 @@ def load_kb(kb_dir: str | Path, verify: bool = True) -> KnowledgeBase:
         raise KBLoadError(f"{kb_dir / _FIELD_FILE.get(field_name, MANIFEST)}: {why}; rebuild the KB")
     dim = manifest.get("dim")
     if dim is not None and dim != kb.passage_emb.shape[1]:
-        raise KBLoadError(f"{kb_dir / 'passage_emb.npy'}: width {kb.passage_emb.shape[1]}, manifest says {dim}")
+        raise KBLoadError(
+            f"{kb_dir / 'passage_emb.npy'}: width {kb.passage_emb.shape[1]}, manifest says {dim}")
     # Counts are derived data: recomputed, so an edited manifest cannot misreport the KB.
     return replace(kb, manifest={**manifest, "counts": kb_stats(kb)})

@@ -38,6 +38,9 @@ MAX_BODY_BYTES = 1_000_000
 MAX_QUERIES = 512
 MAX_TOPK = 100
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Longer than any client's keep-alive expiry (httpx: 5 s = uvicorn's default): with equal
+# timeouts the server may close an idle connection just as a client reuses it (ReadError).
+KEEP_ALIVE_S = 75
 
 
 class RetrieveRequest(BaseModel):
@@ -57,7 +60,8 @@ class RetrieveRequest(BaseModel):
             try:
                 q.encode("utf-8")
             except UnicodeEncodeError as exc:
-                raise ValueError(f"query {i} is not valid UTF-8 (lone surrogate at character {exc.start})") from None
+                raise ValueError(
+                    f"query {i} is not valid UTF-8 (lone surrogate at character {exc.start})") from None
         return queries
 
 
@@ -119,8 +123,8 @@ class BodyLimit:
 async def _reply(send: Any, status: int, detail: str) -> None:
     body = json.dumps({"detail": detail}).encode()
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -228,4 +232,5 @@ def serve(
 
     retriever = GraphRetriever.from_kb_dir(kb_dir, config, allow_download=allow_download)
     print(bind_message(host, port), file=sys.stderr, flush=True)
-    uvicorn.run(create_app(retriever, **app_kwargs), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(retriever, **app_kwargs), host=host, port=port, log_level="info",
+                timeout_keep_alive=KEEP_ALIVE_S)
