@@ -165,7 +165,8 @@ def _cached_snapshot(repo_id: str) -> str:
 
 
 def load_embedder(name_or_path: str = DEFAULT_EMBEDDER, device: str = "cpu", pooling: str | None = None,
-                  max_length: int | None = None, cache: bool = True, allow_download: bool = False) -> Embedder:
+                  max_length: int | None = None, cache: bool = True,
+                  allow_download: bool = False) -> Embedder:
     """Load (once per process) an encoder, wrapped with the on-disk embedding cache.
 
     ``"all-MiniLM-L6-v2"`` (also ``"sentence-transformers/all-MiniLM-L6-v2"``) resolves
