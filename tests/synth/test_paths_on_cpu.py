@@ -89,9 +89,32 @@ def test_sampling_is_reproducible_and_deduplicated(musique_index, musique_paths)
 
 def test_hop_mix_follows_config(musique_paths, musique_index):
     counts = Counter(p.hops for p in musique_paths)
-    assert counts[2] > counts[3] > counts[4] > 0  # paper mix 0.8 / 0.15 / 0.05
+    assert set(counts) == {2, 3, 4}  # every configured hop count occurs on the real KB
     only3 = sample_paths(musique_index, 20, PathSamplerConfig(hop_mix=hop_mix_for([3])), seed=1)
     assert {p.hops for p in only3} == {3}
+
+
+def test_hop_probabilities_hand_computed():
+    # our default mix (the paper gives none): weights 0.8, 0.15, 0.05 sum to 1
+    assert PathSamplerConfig().hop_probs.tolist() == pytest.approx([0.8, 0.15, 0.05])
+    # hop_mix_for([2, 5]): 5 is not in the base mix → the smallest base weight 0.05;
+    # normalized 0.8/0.85 = 0.941176, 0.05/0.85 = 0.058824
+    cfg = PathSamplerConfig(hop_mix=hop_mix_for([2, 5]), max_sampled_docs=10)
+    assert cfg.hops == (2, 5) and cfg.hop_probs.tolist() == pytest.approx([0.941176, 0.058824], abs=1e-6)
+
+
+def test_hop_draws_follow_the_mix(monkeypatch):
+    """Each walk's hop count is drawn from the mix (kept paths then skew short: long walks dead-end
+    more). 10 attempts × 1,000 = 10,000 draws; expected 8,000 / 1,500 / 500 with binomial
+    σ = sqrt(10⁴·0.8·0.2) = 40, sqrt(10⁴·0.15·0.85) = 35.7, sqrt(10⁴·0.05·0.95) = 21.8; allow 4σ."""
+    import gta_verl.synth.paths as paths
+
+    drawn: list[int] = []
+    monkeypatch.setattr(paths, "sample_path", lambda index, h, rng, cfg: drawn.append(h))  # every walk fails
+    sampler = PathSampler(None, PathSamplerConfig(max_attempts_factor=10), seed=0)
+    assert sampler.sample(1000) == [] and len(drawn) == 10_000
+    c = Counter(drawn)
+    assert abs(c[2] - 8000) <= 160 and abs(c[3] - 1500) <= 143 and abs(c[4] - 500) <= 87
 
 
 def test_bridges_skip_numbers_dates_and_hubs(musique_kb, musique_index, musique_paths):
