@@ -99,10 +99,21 @@ class RetrieverSection:
     """Per-call timeout; a timeout becomes an observation the policy sees, not a crash."""
     num_cpus: float = 4.0
     """CPUs reserved for the retriever actor (0 GPUs: verl's placement groups hold them)."""
+    num_replicas: int = 1
+    """Retriever replicas behind the one named service (agent loops balance over them)."""
+    min_replicas: int | None = None
+    """Autoscaling lower bound (with ``max_replicas``; None = a fixed ``num_replicas``)."""
+    max_replicas: int | None = None
+    """Autoscaling upper bound."""
+    placement: str = "cpu_nodes"
+    """``cpu_nodes`` (nodes without GPUs first), ``resource`` (custom resource ``resource``) or ``any``."""
+    resource: str | None = None
+    """Custom Ray resource the replicas require when ``placement=resource``."""
     knobs: dict[str, Any] = field(default_factory=_knob_defaults)
     """Retrieval settings (mode, k_graph, k_dense, alpha, top_n_triples, …); written flat in YAML."""
 
-    SERVICE_KEYS = ("kb_dir", "actor_name", "timeout_s", "num_cpus")
+    SERVICE_KEYS = ("kb_dir", "actor_name", "timeout_s", "num_cpus", "num_replicas", "min_replicas",
+                    "max_replicas", "placement", "resource")
 
     def __post_init__(self) -> None:
         if not self.actor_name:
@@ -116,6 +127,7 @@ class RetrieverSection:
             raise ValueError(f"gta.retriever.mode={mode!r}; use one of {RETRIEVER_MODES} (dense = w/o graph)")
         if _retriever_config_cls() is not None:
             self.retriever_config()  # validates the knobs with the retrieval module's own checks
+            self.serving_config()
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any] | None) -> RetrieverSection:
@@ -136,6 +148,14 @@ class RetrieverSection:
         if cls is None:
             raise ImportError("gta_verl.retrieval.config is not available in this build")
         return cls(**self.knobs)
+
+    def serving_config(self) -> Any:
+        """The :class:`gta_verl.retrieval.config.ServingConfig` of the replica keys."""
+        from gta_verl.retrieval.config import ServingConfig
+
+        return ServingConfig(num_replicas=int(self.num_replicas), min_replicas=self.min_replicas,
+                             max_replicas=self.max_replicas, placement=self.placement,
+                             resource=self.resource, num_cpus=float(self.num_cpus))
 
     def to_dict(self) -> dict[str, Any]:
         return {**{k: getattr(self, k) for k in self.SERVICE_KEYS}, **self.knobs}

@@ -114,22 +114,27 @@ def _make_client(transport: str, section: Any, agent: AgentConfig) -> AsyncRetri
     if transport == "ray":
         import ray
 
-        try:
-            handle = ray.get_actor(section.actor_name)
+        try:  # normally the trainer created it before the first rollout
+            handle, recreate = ray.get_actor(section.actor_name), None
+            if section.kb_dir:  # allowed to recreate a service killed for good (issue 14)
+                recreate = _spec(section).create
         except ValueError:
-            from gta_verl.retrieval.actor import get_or_create_retriever_actor
-
-            handle = get_or_create_retriever_actor(
-                _require_kb_dir(section, transport),
-                section.retriever_config(),
-                name=section.actor_name,
-                num_cpus=section.num_cpus,
-            )
-        return rclient.RayRetrieverClient(handle, timeout_s=section.timeout_s)
+            spec = _spec(section, _require_kb_dir(section, transport))
+            handle, recreate = spec.create(), spec.create  # the client keeps the handle alive
+        return rclient.RayRetrieverClient(handle, timeout_s=section.timeout_s, recreate=recreate,
+                                          name=section.actor_name)
     from gta_verl.retrieval.retriever import GraphRetriever
 
     retriever = GraphRetriever.from_kb_dir(_require_kb_dir(section, transport), section.retriever_config())
     return rclient.InProcessRetrieverClient(retriever)
+
+
+def _spec(section: Any, kb_dir: str | None = None) -> Any:
+    """The creation spec of the job's retriever service from ``gta.retriever``."""
+    from gta_verl.retrieval.actor import RetrieverSpec
+
+    return RetrieverSpec(kb_dir=str(kb_dir or section.kb_dir), config=section.retriever_config().to_dict(),
+                         serving=section.serving_config().to_dict(), name=section.actor_name)
 
 
 def in_process_client(retriever: Any) -> AsyncRetriever:

@@ -52,7 +52,7 @@ def service(cluster, toy_kb_dir):
     serving = ServingConfig(num_replicas=2, placement="resource", resource="retriever", monitor_interval_s=0.2)
     handle = get_or_create_retriever_actor(toy_kb_dir, name=NAME, namespace=NS, num_cpus=0.5, embedder=EMB,
                                            serving=serving)
-    ray.get(handle.health.remote(timeout_s=120))
+    ray.get(handle.health.remote(timeout_s=300))
     yield handle
     ray.get(handle.shutdown.remote())
     ray.kill(handle)
