@@ -15,6 +15,7 @@ INSTALL_REQUIRES = [
     "pyarrow>=19.0.0",
     "numpy>=2.0.0",
     "scipy>=1.11",
+    "numba>=0.60",  # forward-push PPR and the fused triple search (prebuilt wheels, no compiler)
     "tqdm>=4.66",
     "hydra-core>=1.3",
     "matplotlib>=3.8",

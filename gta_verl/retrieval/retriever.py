@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from gta_verl.data.types import RetrievalHit, RetrievalResult
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.fusion import fuse
 from gta_verl.retrieval.index import VectorIndex
 from gta_verl.retrieval.ppr import Transition, batched_ppr, build_transition
+from gta_verl.retrieval.push import push_ppr
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +81,32 @@ def seed_entities(
     if doc_frequency_norm:
         weights = weights / np.maximum(np.asarray(doc_freq)[ids], 1)
     return ids, weights.astype(np.float64)
+
+
+def _top_docs(scores: np.ndarray, n: int) -> np.ndarray:
+    """Indices of the ``n`` best scores (all when ``n`` is 0 or ≥ len), any order."""
+    if n <= 0 or n >= len(scores):
+        return np.arange(len(scores))
+    return np.argpartition(-scores, n - 1)[:n]
+
+
+def topk_stable(x: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest of ``x`` [n], best first, ties by index.
+
+    Equals ``np.argsort(-x, kind="stable")[:k]`` in O(n + k log k).
+
+    >>> topk_stable(np.array([0.1, 0.5, 0.5, 0.2]), 2).tolist()
+    [1, 2]
+    """
+    n = len(x)
+    k = min(k, n)
+    if k <= 0:
+        return np.zeros(0, np.int64)
+    if k >= n // 4:
+        return np.argsort(-x, kind="stable")[:k]
+    kth = np.partition(x, n - k)[n - k]
+    cand = np.flatnonzero(x >= kth)  # ascending index; ties at the k-th value all kept
+    return cand[np.argsort(-x[cand], kind="stable")[:k]]
 
 
 def _minmax(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -228,7 +256,7 @@ class GraphRetriever:
     # ------------------------------------------------------------------ scoring
     def personalization(
         self, triple_scores: np.ndarray, triple_ids: np.ndarray, min_scores: np.ndarray, dense: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[sp.csr_matrix, np.ndarray]:
         """Build ``p_q`` for a batch from its triple search and dense scores.
 
         Args:
@@ -238,17 +266,24 @@ class GraphRetriever:
             dense: ``float [B, n_docs]`` passage cosines.
 
         Returns:
-            ``(p float64 [B, N], seeded bool [B])``; rows without a usable triple are
-            all-zero and ``seeded`` False (→ dense-only).
+            ``(p csr float64 [B, N], seeded bool [B])``, sparse: the entity seeds plus
+            ``passage_node_weight`` × min–max dense score on the documents (all of them,
+            or the best ``passage_seed_top``); rows without a usable triple are empty and
+            ``seeded`` False (→ dense-only).
         """
         c, kb = self.config, self.kb
         n_b = len(dense)
-        pers = np.zeros((n_b, kb.n_docs + kb.n_entities))
         seeded = np.zeros(n_b, dtype=bool)
         if c.triple_score_norm == "minmax":
             norm = _minmax(triple_scores, min_scores, triple_scores[:, 0])
         else:
             norm = triple_scores
+        rows: list[np.ndarray] = []
+        cols: list[np.ndarray] = []
+        vals: list[np.ndarray] = []
+        dense_norm = None
+        if c.passage_node_weight > 0:
+            dense_norm = _minmax(dense, dense.min(axis=1), dense.max(axis=1))
         for b in range(n_b):
             usable = (triple_ids[b] >= 0) & (triple_scores[b] > c.min_triple_score)
             ids, w = seed_entities(
@@ -261,66 +296,117 @@ class GraphRetriever:
             if w.sum() <= 0:
                 continue
             seeded[b] = True
-            pers[b, kb.n_docs + ids] += w
-        if c.passage_node_weight > 0:
-            dense_norm = _minmax(dense, dense.min(axis=1), dense.max(axis=1))
-            pers[seeded, : kb.n_docs] += c.passage_node_weight * dense_norm[seeded]
+            b_cols, b_vals = [kb.n_docs + ids], [w]
+            if dense_norm is not None:
+                docs = _top_docs(dense[b], c.passage_seed_top)
+                b_cols.append(docs)
+                b_vals.append(c.passage_node_weight * dense_norm[b, docs])
+            cols += b_cols
+            vals += b_vals
+            rows.append(np.full(sum(len(x) for x in b_cols), b, dtype=np.int64))
+        n_nodes = kb.n_docs + kb.n_entities
+        if not rows:
+            return sp.csr_matrix((n_b, n_nodes)), seeded
+        pers = sp.csr_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_b, n_nodes)
+        )
+        pers.sum_duplicates()
         return pers, seeded
 
-    def score(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-        """Dense and PPR document scores of prepared query texts (one chunk).
+    def score(
+        self, texts: Sequence[str], k_graph: int | None = None
+    ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None, np.ndarray]:
+        """Dense scores and the PPR top documents of prepared query texts (one chunk).
+
+        Args:
+            texts: Prepared queries.
+            k_graph: PPR documents kept per query (default ``config.k_graph``).
 
         Returns:
-            ``(dense float32 [B, n_docs], ppr float64 [B, n_docs] or None in dense
-            mode, seeded bool [B])``; unseeded rows of ``ppr`` are zero.
+            ``(dense float32 [B, n_docs], graph, seeded bool [B])`` where ``graph`` is
+            ``(doc ids int64 [B, k], PPR scores float64 [B, k])`` best first (id −1 =
+            none; ties by document index), or ``None`` in dense mode; unseeded rows are
+            all −1.
         """
         c = self.config
+        k = max(1, min(c.k_graph if k_graph is None else k_graph, self.kb.n_docs))
         q = np.asarray(self.embedder.encode(list(texts)), dtype=np.float32)
         dense = q @ self._passage_emb.T
         seeded = np.zeros(len(texts), dtype=bool)
-        if c.mode == "dense" or self._fact_index is None:
-            return dense, (None if c.mode == "dense" else np.zeros(dense.shape)), seeded
-        t_scores, t_ids = self._fact_index.search(q, c.top_n_triples)
-        mins = self._fact_index.min_scores(q) if c.triple_score_norm == "minmax" else t_scores[:, -1]
+        g_ids = np.full((len(texts), k), -1, dtype=np.int64)
+        g_scores = np.zeros((len(texts), k))
+        if c.mode == "dense":
+            return dense, None, seeded
+        if self._fact_index is None:
+            return dense, (g_ids, g_scores), seeded
+        if c.triple_score_norm == "minmax":
+            t_scores, t_ids, mins = self._fact_index.search_with_min(q, c.top_n_triples)
+        else:
+            t_scores, t_ids = self._fact_index.search(q, c.top_n_triples)
+            mins = t_scores[:, -1]
         pers, seeded = self.personalization(t_scores, t_ids, mins, dense)
-        ppr = np.zeros(dense.shape)
         if seeded.any():
-            full = batched_ppr(
-                self.transition,
-                pers[seeded],
-                alpha=c.alpha,
-                tol=c.ppr_tol,
-                max_iter=c.ppr_max_iter,
-                block_size=c.ppr_block_size,
-                device=c.device,
-                dtype=np.float32 if c.ppr_dtype == "float32" else np.float64,
-            )
-            ppr[seeded] = full[:, : self.kb.n_docs]
-        return dense, ppr, seeded
+            ids, scores = self._ppr_top(pers[seeded], k)
+            g_ids[seeded], g_scores[seeded] = ids, scores
+        return dense, (g_ids, g_scores), seeded
+
+    def _ppr_top(self, pers: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` documents of PPR (eq 7) for personalization rows ``pers`` [b, N]."""
+        c = self.config
+        if c.ppr_method == "push":
+            n_docs = self.kb.n_docs
+            res = push_ppr(self.transition, pers, k=k, alpha=c.alpha, eps=c.ppr_push_eps, targets=n_docs)
+            return res.ids, res.scores
+        full = batched_ppr(
+            self.transition,
+            pers.toarray(),
+            alpha=c.alpha,
+            tol=c.ppr_tol,
+            max_iter=c.ppr_max_iter,
+            block_size=c.ppr_block_size,
+            method=c.ppr_method,
+            device=c.device,
+            dtype=np.float32 if c.ppr_dtype == "float32" else np.float64,
+        )[:, : self.kb.n_docs]
+        ids = np.stack([topk_stable(row, k) for row in full])
+        return ids, np.take_along_axis(full, ids, axis=1)
 
     # ------------------------------------------------------------------ results
-    def _hit(self, doc: int, source: str, dense: np.ndarray, ppr: np.ndarray | None) -> RetrievalHit:
+    def _hit(self, doc: int, source: str, score: float) -> RetrievalHit:
         p = self.kb.passages[doc]
-        score = float(dense[doc]) if source == "dense" or ppr is None else float(ppr[doc])
         return RetrievalHit(doc_id=p.doc_id, title=p.title, text=p.text, score=score, source=source)
 
     def _ordered(
-        self, dense: np.ndarray, ppr: np.ndarray | None, ok: bool, k_g: int, k_d: int
+        self, dense: np.ndarray, graph: tuple[np.ndarray, np.ndarray] | None, ok: bool, k_g: int, k_d: int
     ) -> list[RetrievalHit]:
-        """Hits of one query: top-k_g graph ∪ top-k_d dense, fused, with provenance."""
+        """Hits of one query: top-k_g graph ∪ top-k_d dense, fused, with provenance.
+
+        Graph hits carry their PPR probability as score, dense-only hits their cosine.
+        A PPR ranking shorter than ``k_g`` (the walk reached fewer documents) is
+        continued with unreached documents in index order, as a full sort of their
+        zero scores would.
+        """
         c = self.config
-        d_order = np.argsort(-dense, kind="stable")[:k_d] if k_d else np.zeros(0, np.int64)
-        if c.mode == "dense" or not ok or ppr is None:
-            return [self._hit(int(d), "dense", dense, None) for d in d_order]
-        g_order = np.argsort(-ppr, kind="stable")[:k_g]
+        d_order = topk_stable(dense, k_d) if k_d else np.zeros(0, np.int64)
+        if c.mode == "dense" or not ok or graph is None:
+            return [self._hit(int(d), "dense", float(dense[d])) for d in d_order]
+        ids, scores = graph[0][:k_g], graph[1][:k_g]
+        g_order = ids[ids >= 0]
+        ppr = dict(zip(g_order.tolist(), scores[ids >= 0].tolist()))
+        want = min(k_g, len(dense))
+        if len(g_order) < want:
+            rest = np.setdiff1d(np.arange(want + len(g_order)), g_order)
+            g_order = np.concatenate([g_order, rest[: want - len(g_order)]])
         if c.mode == "graph":
-            return [self._hit(int(d), "graph", dense, ppr) for d in g_order]
+            return [self._hit(int(d), "graph", ppr.get(int(d), 0.0)) for d in g_order]
         g_set, d_set = set(g_order.tolist()), set(d_order.tolist())
-        fused = fuse(g_order, d_order, c.fusion, c.dense_head, c.rrf_k)
-        src = {
-            d: "both" if d in g_set and d in d_set else ("graph" if d in g_set else "dense") for d in fused
-        }
-        return [self._hit(d, src[d], dense, ppr) for d in fused]
+        hits = []
+        for d in fuse(g_order, d_order, c.fusion, c.dense_head, c.rrf_k):
+            if d in g_set:
+                hits.append(self._hit(d, "both" if d in d_set else "graph", ppr.get(d, 0.0)))
+            else:
+                hits.append(self._hit(d, "dense", float(dense[d])))
+        return hits
 
     def _run(
         self, queries: Sequence[str], k_g: int, k_d: int, limit: int | None = None
@@ -330,13 +416,14 @@ class GraphRetriever:
         for start in range(0, len(texts), self.config.batch_size):
             t0 = time.perf_counter()
             chunk = texts[start : start + self.config.batch_size]
-            dense, ppr, seeded = self.score(chunk)
+            dense, graph, seeded = self.score(chunk, k_g)
             ms = (time.perf_counter() - t0) * 1000
             for b, text in enumerate(chunk):
                 f = flags[start + b]
                 if self.config.mode != "dense" and not seeded[b]:
                     f = f + (FLAG_NO_ENTITIES,)
-                hits = self._ordered(dense[b], None if ppr is None else ppr[b], bool(seeded[b]), k_g, k_d)
+                g_b = None if graph is None else (graph[0][b], graph[1][b])
+                hits = self._ordered(dense[b], g_b, bool(seeded[b]), k_g, k_d)
                 hits = hits[:limit] if limit is not None else hits
                 results.append(RetrievalResult(query=text, hits=tuple(hits), flags=f, latency_ms=ms))
         return results

@@ -43,6 +43,7 @@ def test_personalization_from_hand_computed_triple_scores(retriever: GraphRetrie
     cfg = dataclasses.replace(retriever.config, passage_node_weight=0.1)
     pers, seeded = retriever.with_config(cfg).personalization(scores, ids, np.array([0.0]), dense)
     assert seeded.tolist() == [True]
+    pers = pers.toarray()  # sparse [1, N]
     ent = {e: j for j, e in enumerate(kb.entities)}
     # documents mentioning each: paris {Paris}, france {Paris, France, Amiens}, macron/amiens 2 each
     # min–max with min 0, max 0.8 → 1.0 and 0.625; weight = score / df
@@ -51,6 +52,12 @@ def test_personalization_from_hand_computed_triple_scores(retriever: GraphRetrie
         assert pers[0, kb.n_docs + ent[name]] == pytest.approx(w), name
     assert np.count_nonzero(pers[0, kb.n_docs :]) == 4
     np.testing.assert_allclose(pers[0, : kb.n_docs], 0.1 * np.linspace(0, 1, kb.n_docs))
+    # only the best 3 dense documents seeded: the last three of the linspace (1, 8/9, 7/9 after min–max)
+    cfg3 = dataclasses.replace(cfg, passage_seed_top=3)
+    pers3, _ = retriever.with_config(cfg3).personalization(scores, ids, np.array([0.0]), dense)
+    docs3 = pers3.toarray()[0, : kb.n_docs]
+    assert np.flatnonzero(docs3).tolist() == [kb.n_docs - 3, kb.n_docs - 2, kb.n_docs - 1]
+    np.testing.assert_allclose(docs3[-3:], 0.1 * np.array([7, 8, 9]) / 9)
 
 
 def test_hybrid_is_deduplicated_union_with_provenance(retriever: GraphRetriever) -> None:
