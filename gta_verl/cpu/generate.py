@@ -66,10 +66,22 @@ def _generate_kwargs(params: Mapping[str, Any], max_new_tokens: int, tokenizer: 
                       top_k=top_k if top_k > 0 else 0)
     else:  # greedy: leave the model's sampling defaults out of it
         kwargs.update(temperature=None, top_p=None, top_k=None)
-    stops = _stop_strings(params)
-    if stops:
-        kwargs.update(stop_strings=stops, tokenizer=tokenizer)
     return kwargs
+
+
+class _StopOnGeneratedText:
+    """Stop once a stop string occurs in the *generated* text (vLLM's semantics).
+
+    HF's ``stop_strings`` criterion matches the end of prompt + generation, so a stop string that
+    straddles the prompt boundary would end generation; this one decodes only the new tokens.
+    """
+
+    def __init__(self, tokenizer: Any, stops: Sequence[str], prompt_len: int) -> None:
+        self.tokenizer, self.stops, self.start = tokenizer, list(stops), prompt_len
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        text = self.tokenizer.decode(input_ids[0, self.start :], skip_special_tokens=False)
+        return torch.tensor([any(s in text for s in self.stops)], dtype=torch.bool)
 
 
 def token_log_probs(logits: torch.Tensor, token_ids: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -123,7 +135,7 @@ def hf_generate(
 
     Args:
         model: A causal LM in eval mode.
-        tokenizer: Its tokenizer (stop strings are matched on decoded text by HF's criteria).
+        tokenizer: Its tokenizer (stop strings are matched on the decoded generated text).
         prompt_ids: The full context, [P].
         sampling_params: vLLM-style parameters (module docstring).
         default_max_tokens: Budget when the request names none (the rollout's response length).
@@ -146,9 +158,16 @@ def hf_generate(
     if "seed" in params and params["seed"] is not None:
         torch.manual_seed(int(params["seed"]))
     input_ids = torch.tensor([list(prompt_ids)], dtype=torch.long)
+    stops = _stop_strings(params)
+    criteria = None
+    if stops:
+        from transformers import StoppingCriteriaList
+
+        criteria = StoppingCriteriaList([_StopOnGeneratedText(tokenizer, stops, input_ids.shape[1])])
     out = model.generate(
         input_ids=input_ids,
         attention_mask=torch.ones_like(input_ids),
+        stopping_criteria=criteria,
         **_generate_kwargs(params, max_new, tokenizer),
     )
     new = out.sequences[0, input_ids.shape[1]:]

@@ -34,13 +34,11 @@ def ray_local():
         ray.shutdown()
 
 
-def _rollout_config(**over):
-    from omegaconf import OmegaConf
+def _rollout_config():
+    from verl.workers.config import RolloutConfig
 
-    base = {"name": "hf_cpu", "mode": "async", "response_length": 8, "prompt_length": 64, "seed": 0}
-    from verl.workers.config import RolloutConfig  # noqa: F401 - the dataclass verl converts into
-
-    return OmegaConf.merge(OmegaConf.structured(RolloutConfig), {**base, **over})
+    return RolloutConfig(name="hf_cpu", mode="async", response_length=8, prompt_length=64,
+                         tensor_model_parallel_size=1, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -80,13 +78,13 @@ def test_server_generate_returns_int_global_steps(replica):
 
 
 def test_weight_update_reaches_the_server(replica, model_path, monkeypatch):
-    from omegaconf import OmegaConf
     from transformers import AutoModelForCausalLM
+    from verl.workers.config import HFModelConfig
 
     from gta_verl.cpu.rollout import HFCPUServerAdapter
 
     monkeypatch.setitem(os.environ, "RANK", "0")
-    adapter = HFCPUServerAdapter(_rollout_config(), OmegaConf.create({"path": model_path}), device_mesh=None)
+    adapter = HFCPUServerAdapter(_rollout_config(), HFModelConfig(path=model_path), device_mesh=None)
     prompt = [151644, 872, 198, 9707]
     before = ray.get(replica.server_handle.generate.remote(
         prompt_ids=prompt, sampling_params={**GREEDY, "max_tokens": 4}, request_id="a"))
