@@ -16,6 +16,7 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 from verl.experimental.agent_loop.agent_loop import register as register_agent_loop
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, DictConfigWrap  # agent runner
+from verl.experimental.agent_loop.agent_loop import AgentLoopWorker  # plain base of AgentLoopWorkerTQ (teacher worker)
 from verl.utils.dataset.rl_dataset import RLHFDataset  # dataset_cls for AgentLoopBase outside the worker
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.registry import (
@@ -90,6 +91,7 @@ __all__ = [
     "register_distillation_loss",
     "register_reward_manager",
     "AgentLoopManagerTQ",
+    "AgentLoopWorker",
     "AgentLoopWorkerTQ",
     "PPOTrainerSync",
     "get_trainer_cls",

@@ -32,7 +32,7 @@ import ray
 import torch
 
 from gta_verl.data.schema import RI_DISTILL_SELECT, distill_select, parse_ground_truth
-from gta_verl.verl_compat import AgentLoopManagerTQ, AgentLoopWorkerTQ, normalize_token_ids
+from gta_verl.verl_compat import AgentLoopManagerTQ, AgentLoopWorker, AgentLoopWorkerTQ, normalize_token_ids, tq
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +153,18 @@ class GTAAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
 
     #: Per-passage character cap of the first attempt; halved until the prompt fits.
     max_chars_per_passage: int | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """``AgentLoopWorkerTQ.__init__``'s two statements, without its zero-argument ``super()``.
+
+        ``AgentLoopWorkerTQ``'s module name is bound to Ray's actor wrapper, so cloudpickle
+        ships the class by value, and in the Ray worker its ``__init__``'s ``super()`` cell
+        is not a base of this subclass ("super(type, obj): obj must be an instance or subtype
+        of type", found by the CPU main_ppo run). Calling the plain base explicitly avoids it.
+        """
+        AgentLoopWorker.__init__(self, *args, **kwargs)
+        tq.init()
+        self.background_tasks = set()
 
     async def _compute_teacher_logprobs(
         self,
