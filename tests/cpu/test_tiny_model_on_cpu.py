@@ -1,0 +1,47 @@
+"""``gta-verl cpu tiny-model``: deterministic, offline, complete HF directory; recipe metric reader."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from gta_verl.cpu.recipe_run import read_step_metrics
+from gta_verl.cpu.tiny_model import REQUIRED_FILES, build_tiny_model
+
+
+def test_same_seed_same_weights_and_real_tokenizer(tmp_path):
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+
+    a = build_tiny_model(tmp_path / "a", seed=0)
+    b = build_tiny_model(tmp_path / "b", seed=0)
+    c = build_tiny_model(tmp_path / "c", seed=1)
+    assert all((a / f).is_file() for f in REQUIRED_FILES)
+    wa, wb, wc = (load_file(str(p / "model.safetensors")) for p in (a, b, c))
+    assert wa.keys() == wb.keys()
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert not torch.equal(wa["model.embed_tokens.weight"], wc["model.embed_tokens.weight"])
+    tok = AutoTokenizer.from_pretrained(str(a))
+    # Qwen2.5's ids: <|im_start|> 151644, <|im_end|> 151645, "user" 872, "\n" 198.
+    assert tok.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"]) == [151644, 151645]
+    assert tok.encode("user\n", add_special_tokens=False) == [872, 198]
+    assert json.loads((a / "config.json").read_text())["vocab_size"] == 151646
+
+
+def test_complete_directory_is_reused(tmp_path):
+    out = build_tiny_model(tmp_path / "m", seed=0)
+    stamp = (out / "model.safetensors").stat().st_mtime_ns
+    assert build_tiny_model(out, seed=0) == out
+    assert (out / "model.safetensors").stat().st_mtime_ns == stamp
+
+
+def test_read_step_metrics(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"step": 1, "data": {"a": 1.5}}\n{"step": 2, "data": {"a": 2.0, "gta/x": 0}}\n')
+    assert read_step_metrics(path) == {1: {"a": 1.5}, 2: {"a": 2.0, "gta/x": 0}}
+    assert read_step_metrics(tmp_path / "missing.jsonl") == {}
+    path.write_text('{"step": 1, "data": {}}\nnot json\n')
+    with pytest.raises(ValueError, match="m.jsonl:2"):
+        read_step_metrics(path)
