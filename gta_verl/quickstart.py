@@ -6,8 +6,11 @@ Stages (each one is the same library call the stage's own subcommand makes):
 2. kb build    — precomputed GPT-3.5 OpenIE triples → entity–document graph → statistics;
 3. retrieval   — recall@k of dense / graph / hybrid retrieval on the 100 questions;
 4. synthesis   — template trajectories over graph paths, validated by the deployed retriever;
-5. RL smoke    — tiny random Qwen2 through the real agent loop, retriever and reward, one GRPO step;
-6. evaluation  — agent-loop evaluation with evidence metrics, markdown report and PNG plots.
+5. RL smoke    — tiny random Qwen2 through the real agent loop, retriever and reward, one GRPO step
+                 (hand-built: checks that only generated tokens get gradient);
+6. verl        — the same tiny model trained 2 GRPO steps by stock ``python -m verl.trainer.main_ppo``
+                 on CPU (``recipes/cpu/run.sh gta_stage1``: Stage-I config, the KB and Stage-I set above);
+7. evaluation  — agent-loop evaluation with evidence metrics, markdown report and PNG plots.
 
 Everything is written under ``--out``; a ``summary.md`` collects each stage's table.
 """
@@ -142,6 +145,24 @@ def _stage_smoke(ctx: QuickstartContext) -> StageLog:
     return StageLog("RL smoke (tiny random Qwen2, one GRPO step)", report.markdown(), 0.0, report.to_dict())
 
 
+def _stage_verl(ctx: QuickstartContext) -> StageLog:
+    """2 GRPO steps of the Stage-I recipe through verl's own trainer on CPU (gta_verl.cpu)."""
+    from gta_verl.cpu.recipe_run import run_cpu_recipe
+    from gta_verl.cpu.tiny_model import build_tiny_model
+
+    env = {
+        "MODEL_PATH": str(build_tiny_model(seed=ctx.seed)),
+        "KB_DIR": str(Path(ctx.paths["kb"]).resolve()),
+        "STAGE1_TRAIN": str(Path(ctx.paths["stage1"]).resolve()),
+        "QA_FILES": str(Path(ctx.paths["qa"]).resolve()),
+    }
+    run = run_cpu_recipe("gta_stage1", (ctx.out / "verl").resolve(), env)
+    if run.returncode != 0 or not run.steps:
+        raise RuntimeError(f"verl main_ppo (recipes/cpu/run.sh gta_stage1) exited {run.returncode}; see {run.log}")
+    data = {"returncode": run.returncode, "seconds": run.seconds, "steps": run.steps, "log": str(run.log)}
+    return StageLog("RL with verl main_ppo on CPU (Stage I, 2 GRPO steps)", run.markdown(), 0.0, data)
+
+
 def _stage_eval(ctx: QuickstartContext) -> StageLog:
     """Two evaluation runs through the real agent loop and retriever.
 
@@ -208,6 +229,7 @@ STAGES: tuple[tuple[str, Callable[[QuickstartContext], StageLog]], ...] = (
     ("retrieval", _stage_retrieval),
     ("synth", _stage_synth),
     ("smoke", _stage_smoke),
+    ("verl", _stage_verl),
     ("eval", _stage_eval),
 )
 
