@@ -11,30 +11,35 @@ from gta_verl.cpu.recipe_run import read_step_metrics
 from gta_verl.cpu.tiny_model import REQUIRED_FILES, build_tiny_model
 
 
-def test_same_seed_same_weights_and_real_tokenizer(tmp_path):
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "a", seed=0)
+
+
+def test_same_seed_same_weights_and_real_tokenizer(built, tmp_path):
     from safetensors.torch import load_file
     from transformers import AutoTokenizer
 
-    a = build_tiny_model(tmp_path / "a", seed=0)
+    from gta_verl.agent.tokenizer import tiny_qwen2
+
     b = build_tiny_model(tmp_path / "b", seed=0)
-    c = build_tiny_model(tmp_path / "c", seed=1)
-    assert all((a / f).is_file() for f in REQUIRED_FILES)
-    wa, wb, wc = (load_file(str(p / "model.safetensors")) for p in (a, b, c))
+    assert all((built / f).is_file() for f in REQUIRED_FILES)
+    wa, wb = load_file(str(built / "model.safetensors")), load_file(str(b / "model.safetensors"))
     assert wa.keys() == wb.keys()
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
-    assert not torch.equal(wa["model.embed_tokens.weight"], wc["model.embed_tokens.weight"])
-    tok = AutoTokenizer.from_pretrained(str(a))
+    other = tiny_qwen2(seed=1).state_dict()["model.embed_tokens.weight"]
+    assert not torch.equal(wa["model.embed_tokens.weight"], other)
+    tok = AutoTokenizer.from_pretrained(str(built))
     # Qwen2.5's ids: <|im_start|> 151644, <|im_end|> 151645, "user" 872, "\n" 198.
     assert tok.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"]) == [151644, 151645]
     assert tok.encode("user\n", add_special_tokens=False) == [872, 198]
-    assert json.loads((a / "config.json").read_text())["vocab_size"] == 151646
+    assert json.loads((built / "config.json").read_text())["vocab_size"] == 151646
 
 
-def test_complete_directory_is_reused(tmp_path):
-    out = build_tiny_model(tmp_path / "m", seed=0)
-    stamp = (out / "model.safetensors").stat().st_mtime_ns
-    assert build_tiny_model(out, seed=0) == out
-    assert (out / "model.safetensors").stat().st_mtime_ns == stamp
+def test_complete_directory_is_reused(built):
+    stamp = (built / "model.safetensors").stat().st_mtime_ns
+    assert build_tiny_model(built, seed=0) == built
+    assert (built / "model.safetensors").stat().st_mtime_ns == stamp
 
 
 def test_read_step_metrics(tmp_path):
