@@ -4,7 +4,8 @@ Usage:
     python benchmarks/ppr.py [--graphs 2wiki,hotpotqa] [--batches 1,32,256,1024]
         [--n-ref 32] [--variants default|fast|all] [--retriever] [--n-triples 1300000] [--seed 0]
 
-Prints markdown tables: per graph, igraph ms/query, then batched PPR at every
+Prints markdown tables: per graph, igraph ms/query, then forward push (``push_ppr``, the
+retriever's default, per threshold ``--push-eps``; "touched" = nodes it reached) and batched PPR at every
 batch size (ms/query, queries/s, speed-up over igraph, share of reference queries
 whose top-10 documents are identical *in order* to igraph's, max |Δscore|).
 With ``--retriever``, also the whole retriever (encode excluded: queries are
@@ -20,6 +21,7 @@ import time
 import numpy as np
 
 from gta_verl.retrieval.ppr import batched_ppr, build_transition
+from gta_verl.retrieval.push import push_ppr
 from gta_verl.retrieval.synthetic import (
     HOTPOTQA_10K,
     TWOWIKI,
@@ -54,7 +56,9 @@ def _top10_agree(ours: np.ndarray, ref: np.ndarray, n_docs: int) -> float:
     return float(np.mean(np.all(a == b, axis=1)))
 
 
-def bench_graph(key: str, batches: list[int], n_ref: int, seed: int, variants: list[dict]) -> list[str]:
+def bench_graph(
+    key: str, batches: list[int], n_ref: int, seed: int, variants: list[dict], push_eps: list[float]
+) -> list[str]:
     spec = SPECS[key]
     t0 = time.perf_counter()
     sg = make_synthetic_graph(spec, seed=seed)
@@ -69,7 +73,7 @@ def bench_graph(key: str, batches: list[int], n_ref: int, seed: int, variants: l
             f"\n### {spec.name}: {spec.n_docs:,} docs, {spec.n_entities:,} entities, "
             f"{len(sg.edges):,} edges (graph {t1 - t0:.1f} s, transition {t2 - t1:.2f} s)\n"
         ),
-        "| method | batch | ms/query | queries/s | speed-up vs igraph | top-10 identical | max abs diff | iters |",
+        "| method | batch | ms/query | queries/s | speed-up vs igraph | top-10 identical | max abs diff | iters / touched |",
         "|---|---|---|---|---|---|---|---|",
         f"| igraph prpack (per query) | 1 | {ig_ms:.1f} | {1000 / ig_ms:.1f} | 1.0× | ref | ref | – |",
     ]
@@ -92,6 +96,22 @@ def bench_graph(key: str, batches: list[int], n_ref: int, seed: int, variants: l
             lines.append(
                 f"| {name} | {b} | {ms:.2f} | {1000 / ms:.0f} | {ig_ms / ms:.0f}× | "
                 f"{agree * 100:.0f}% ({k}) | {diff:.1e} | {min(iters)}–{max(iters)} |"
+            )
+            print(lines[-1], flush=True)
+    for eps in push_eps:
+        push_ppr(tr, pers[:4], k=10, eps=eps, targets=spec.n_docs)  # warm-up (numba compile/cache load)
+        for b in [x for x in batches if x > 1] or batches:
+            t = time.perf_counter()
+            res = push_ppr(tr, pers[:b], k=10, eps=eps, targets=spec.n_docs)
+            ms = (time.perf_counter() - t) * 1000 / b
+            k = min(b, n_ref)
+            ref_top = np.argsort(-ref[:k, : spec.n_docs], axis=1, kind="stable")[:, :10]
+            agree = float(np.mean(np.all(res.ids[:k] == ref_top, axis=1)))
+            sets = float(np.mean([set(a) == set(r) for a, r in zip(res.ids[:k].tolist(), ref_top.tolist())]))
+            diff = float(np.abs(res.scores[:k] - np.take_along_axis(ref[:k], res.ids[:k], 1)).max())
+            lines.append(
+                f"| push eps={eps:g} (top-10 docs; sets {sets * 100:.0f}%) | {b} | {ms:.2f} | {1000 / ms:.0f} | "
+                f"{ig_ms / ms:.0f}× | {agree * 100:.0f}% ({k}) | {diff:.1e} | {res.touched.mean():,.0f} nodes |"
             )
             print(lines[-1], flush=True)
     return lines
@@ -178,21 +198,25 @@ def main() -> None:
     ap.add_argument("--n-ref", type=int, default=32, help="queries run through igraph as reference")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
-        "--variants", default="default", help="default | fast (+float32) | all (+float32, power, torch CPU)"
+        "--variants",
+        default="default",
+        help="none | default | fast (+float32) | all (+float32, power, torch CPU); push rows always",
     )
     ap.add_argument("--retriever", action="store_true", help="also time the whole retriever")
     ap.add_argument("--n-triples", type=int, default=1_300_000)
     ap.add_argument("--dim", type=int, default=384, help="triple/passage vector size (MiniLM: 384)")
+    ap.add_argument("--push-eps", default="1e-7,3e-8", help="forward-push thresholds ('' = none)")
     args = ap.parse_args()
+    push_eps = [float(e) for e in args.push_eps.split(",") if e]
     batches = [int(b) for b in args.batches.split(",")]
-    variants: list[dict] = [{"method": "cg", "backend": "scipy"}]
+    variants: list[dict] = [{"method": "cg", "backend": "scipy"}] if args.variants != "none" else []
     if args.variants in ("fast", "all"):
         variants.append({"method": "cg", "backend": "scipy", "dtype": np.float32})
     if args.variants == "all":
         variants += [{"method": "power", "backend": "scipy"}, {"method": "cg", "backend": "torch"}]
     out = ["## Batched PPR vs igraph PRPACK (synthetic Table-5 graphs, seeded)"]
     for key in args.graphs.split(","):
-        out += bench_graph(key, batches, args.n_ref, args.seed, variants)
+        out += bench_graph(key, batches, args.n_ref, args.seed, variants, push_eps)
     if args.retriever:
         out += bench_retriever(args.n_triples, args.seed, args.dim)
     print("\n".join(out))
