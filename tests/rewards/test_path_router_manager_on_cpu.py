@@ -127,8 +127,9 @@ RESPONSE = "<search> founder </search>\n\n<info>...</info>\n\n<answer> Lyon </an
         # gold + 4 others. best: still (1 + 1)/2 = 1.
         (GOLD + OTHERS, "best_passage", 1.0, 0),
         # bag of 17 + 28 = 45 tokens: gold1 → 2·(9/45)/(54/45) = 1/3; gold2 → 2·(8/45)/(53/45)
-        # = 16/53; P = (1/3 + 16/53)/2 = 101/318 ≈ 0.318.
-        (GOLD + OTHERS, "bag", 101 / 318, 0),
+        # = 16/53; P = (1/3 + 16/53)/2 = 101/318 ≈ 0.318 < θ_P 0.4 → C+P- although both gold
+        # passages were found: the bag reading punishes the 4 extra passages.
+        (GOLD + OTHERS, "bag", 101 / 318, 1),
         # gold1 + others. best: gold1 ← itself 1; gold2 ← gold1 shares was, jane, roe:
         # P=3/9, R=3/8 → F1 = 2·(1/3)(3/8)/(1/3 + 3/8) = 6/17; P = (1 + 6/17)/2 = 23/34.
         (GOLD[:1] + OTHERS, "best_passage", 23 / 34, 0),
