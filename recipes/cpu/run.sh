@@ -120,7 +120,10 @@ else
   # Logical counts: one "GPU" = the training slot (+1 for the teacher pool); CPUs for bundles + actors.
   NUM_GPUS=1
   [[ "$CONFIG" != gta_grpo ]] && NUM_GPUS=2
-  CPU_ARGS+=(ray_kwargs.ray_init.num_cpus=16 "+ray_kwargs.ray_init.num_gpus=$NUM_GPUS")
+  # address=local: always start this run's own Ray. Without it ray.init() joins any cluster already
+  # running on the node (e.g. another job's `ray start`) and then rejects num_cpus/num_gpus.
+  CPU_ARGS+=(ray_kwargs.ray_init.num_cpus=16 "+ray_kwargs.ray_init.num_gpus=$NUM_GPUS"
+             "+ray_kwargs.ray_init.address=local")
 fi
 
 # shellcheck source=../lib.sh
