@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.dry_run import command_blocks
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -63,14 +65,7 @@ def dry_run(script: str, *args: str, **env: str) -> list[list[str]]:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    blocks, current = [], []
-    for line in proc.stdout.splitlines():
-        if line == "----":
-            blocks.append(current)
-            current = []
-        else:
-            current.append(line)
-    assert not current, f"unterminated command block: {current}"
+    blocks = command_blocks(proc.stdout)
     return blocks
 
 

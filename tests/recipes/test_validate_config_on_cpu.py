@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.dry_run import command_blocks
 from hydra import compose, initialize_config_dir
 
 import gta_verl
@@ -61,14 +63,7 @@ def dry_run(script: Path, *args: str, **env: str) -> list[list[str]]:
         ["bash", str(script), *args], capture_output=True, text=True, env=full_env, timeout=120, check=False
     )
     assert proc.returncode == 0, f"{script.name} {args} {env}: {proc.stderr}"
-    blocks, current = [], []
-    for line in proc.stdout.splitlines():
-        if line == "----":
-            blocks.append(current)
-            current = []
-        else:
-            current.append(line)
-    assert not current, f"unterminated command block: {current}"
+    blocks = command_blocks(proc.stdout)
     launches = [b for b in blocks if b[1:3] == ["-m", "verl.trainer.main_ppo"]]
     assert launches, f"{script.name} printed no main_ppo command: {blocks}"
     return launches
