@@ -7,7 +7,7 @@ INSTALL_REQUIRES = [
     # otherwise the resolver pulls a multi-GB CUDA build through verl's dependencies.
     "torch>=2.6",
     "verl[verl-core]==0.9.1",
-    "ray[default]>=2.41.0",
+    "ray[default,data]>=2.41.0",  # Ray Data: the distributed KB build (kb build --ray)
     "igraph>=0.11",
     "faiss-cpu>=1.8",
     "transformers>=5.5.3,!=5.6.0,<5.11",  # verl 0.9.1's range

@@ -27,7 +27,7 @@ MUSIQUE_QA = ASSETS / "musique" / "musique_train.json"
 MUSIQUE_OPENIE = ASSETS / "musique" / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 MUSIQUE_OPENIE_SPEC = f"precomputed:{MUSIQUE_OPENIE}"
 
-# Code that determines the built KB (cli/other backends do not).
+# Code that determines the built KB (cli, the Ray build and other backends do not).
 _KB_CODE = ("gta_verl/data/ids.py", "gta_verl/data/types.py", "gta_verl/data/loaders.py",
             "gta_verl/kb/*.py", "gta_verl/kb/openie/base.py", "gta_verl/kb/openie/precomputed.py")
 
@@ -40,7 +40,7 @@ def musique_kb_key() -> str:
     h = hashlib.sha256(f"schema={gta_verl.SCHEMA_VERSION};config={KBConfig()!r}".encode())
     files = [MUSIQUE_CORPUS, MUSIQUE_OPENIE]
     for pattern in _KB_CODE:
-        files += sorted(p for p in REPO.glob(pattern) if p.name != "cli.py")
+        files += sorted(p for p in REPO.glob(pattern) if p.name not in ("cli.py", "ray_build.py"))
     for f in files:
         h.update(f.name.encode())
         h.update(f.read_bytes())

@@ -63,10 +63,27 @@ def _print_stats(kb_dir: str, as_json: bool, manifest: dict | None = None) -> No
 def cmd_build(args: argparse.Namespace) -> int:
     from gta_verl.kb.build import build_kb_from_files
 
+    if args.ray:
+        return _cmd_build_ray(args)
     kb = build_kb_from_files(args.corpus, args.corpus_format, args.openie, args.out, _config(args),
                              progress=not args.no_progress, strict=args.strict,
                              allow_download=args.allow_download)
     print(f"wrote KB to {args.out}", file=sys.stderr)
+    _print_stats(args.out, False, kb.manifest)
+    return 0
+
+
+def _cmd_build_ray(args: argparse.Namespace) -> int:
+    from gta_verl.kb.ray_build import RayOptions, build_kb_ray, summary_table
+
+    opts = RayOptions(address=args.ray_address, concurrency=args.ray_concurrency, num_gpus=args.ray_num_gpus,
+                      openie_num_gpus=args.ray_openie_num_gpus, shard_passages=args.ray_shard_passages,
+                      work_dir=args.ray_work_dir)
+    kb, stats = build_kb_ray(args.corpus, args.corpus_format, args.openie, args.out, _config(args), opts,
+                             progress=not args.no_progress, strict=args.strict,
+                             allow_download=args.allow_download)
+    print(f"wrote KB to {args.out}", file=sys.stderr)
+    print(summary_table(stats))
     _print_stats(args.out, False, kb.manifest)
     return 0
 
@@ -102,6 +119,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     b = sub.add_parser("build", help="corpus → OpenIE → entity–document graph → KB directory")
     _add_common(b, openie_required=True)
     b.add_argument("--out", required=True, help="output KB directory (replaced atomically)")
+    r = b.add_argument_group("Ray (distributed build: OpenIE and embeddings as Ray Data actor pools)")
+    r.add_argument("--ray", action="store_true", help="run OpenIE and embeddings on Ray; resumable")
+    r.add_argument("--ray-address", default=None,
+                   help="Ray cluster to join ('auto' = the running one; default: start a local instance)")
+    r.add_argument("--ray-concurrency", type=int, default=2, help="actors per pool (default 2)")
+    r.add_argument("--ray-num-gpus", type=float, default=0.0, help="GPUs per encoder actor (default 0: CPU)")
+    r.add_argument("--ray-openie-num-gpus", type=float, default=0.0,
+                   help="GPUs per OpenIE actor (--openie vllm; default 0)")
+    r.add_argument("--ray-shard-passages", type=int, default=256, help="passages per OpenIE shard (default 256)")
+    r.add_argument("--ray-work-dir", default=None,
+                   help="shard directory, shared by all nodes (default OUT.ray-work); rerun to resume")
     b.set_defaults(func=cmd_build)
     s = sub.add_parser("stats", help="GTA-RAG Table 5 statistics of a KB directory")
     s.add_argument("kb_dir")

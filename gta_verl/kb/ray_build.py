@@ -1,0 +1,431 @@
+"""``gta-verl kb build … --ray``: OpenIE and embeddings as Ray Data pipelines, the graph on one node.
+
+Stages (each a Ray Data dataset of *shards* mapped by an actor pool, ``map_batches`` with
+:class:`ray.data.ActorPoolStrategy`):
+
+1. **OpenIE** (extracting backends only; a precomputed file is read on the driver, as in the
+   single-process build): shard ``i`` = passages ``[i·S, (i+1)·S)`` of the de-duplicated corpus.
+   Each actor holds one backend (spaCy on a CPU, an OpenAI-compatible client with its bounded
+   thread pool, or a vLLM engine with ``openie_num_gpus``) and the passage-hash
+   :class:`~gta_verl.kb.openie.cache.ExtractionCache`.
+2. **Embeddings**: the texts not in the driver's embedding cache, planned exactly as
+   :class:`~gta_verl.kb.embed.CachedEmbedder` plans them (per list — passages, entities, triples —
+   the unique missing texts in first-appearance order, cut every ``chunk`` texts); one shard =
+   one chunk, encoded by one ``HFEmbedder.encode`` call (on a GPU with ``num_gpus``). The encoder's
+   micro-batches therefore hold the same texts in the same order as in the single-process build,
+   which makes the vectors bit-identical (batch composition changes float rounding; thread count
+   does not).
+3. **Graph** (normalization, synonymy k-NN with faiss, CSR) and saving run on the driver through
+   :func:`gta_verl.kb.build.build_kb` and :func:`gta_verl.kb.store.save_kb`, reading the vectors
+   the pool wrote; so the KB files and their checksums equal the single-process build's.
+
+Resume: every shard is written as ``<name>.parquet`` (temp file + rename) and then a marker
+``<name>.done.json`` holding its counts and the parquet's sha256. Shard names hash their inputs,
+so rerunning the same command skips every shard whose marker is valid and recomputes the rest;
+OpenIE shards with failed passages are rerun (the single-process cache never stores errors
+either). The work directory (default ``<out>.ray-work`` next to ``out``) must be on storage
+every node sees (NFS, a cluster file system) when the cluster has more than one node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gta_verl.data.types import Passage
+from gta_verl.kb.build import KBConfig, build_kb, extract_passages, make_backend
+from gta_verl.kb.embed import EmbeddingCache, cache_root, load_embedder, text_key
+from gta_verl.kb.openie.base import Extraction, OpenIEReport
+
+log = logging.getLogger(__name__)
+WORK_LAYOUT = 1  # bump when shard contents change meaning: old shards then stop matching by name
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """How the Ray stages run.
+
+    Attributes:
+        address: ``None`` starts a private local Ray instance; ``"auto"`` (or ``ray://…``) joins a cluster.
+            Ignored when Ray is already initialised in this process.
+        concurrency: Actors per pool (OpenIE and encoder).
+        num_gpus: GPUs per encoder actor (0: CPU encoders).
+        openie_num_gpus: GPUs per OpenIE actor (``--openie vllm``).
+        shard_passages: Passages per OpenIE shard.
+        embed_chunk: Texts per embedding shard; ``None`` = the single-process encoder's chunk
+            (needed for bit-identical vectors).
+        work_dir: Shard directory (default ``<out>.ray-work`` next to the KB directory).
+        cache_dir: Root of the OpenIE / embedding caches (default ``$GTA_VERL_CACHE``).
+    """
+
+    address: str | None = None
+    concurrency: int = 2
+    num_gpus: float = 0.0
+    openie_num_gpus: float = 0.0
+    shard_passages: int = 256
+    embed_chunk: int | None = None
+    work_dir: str | None = None
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1 or self.shard_passages < 1 or (self.embed_chunk is not None and self.embed_chunk < 1):
+            raise ValueError(f"concurrency, shard_passages and embed_chunk must be ≥ 1: {self}")
+        if self.num_gpus < 0 or self.openie_num_gpus < 0:
+            raise ValueError(f"num_gpus must be ≥ 0: {self}")
+
+
+@dataclass
+class StageStats:
+    """One row of the summary table."""
+
+    stage: str
+    items: int = 0
+    triples: int | None = None
+    failures: int = 0
+    shards_run: int = 0
+    shards_resumed: int = 0
+    seconds: float = 0.0
+    failed_ids: list[str] = field(default_factory=list)
+
+
+def summary_table(stats: Sequence[StageStats]) -> str:
+    """Markdown table: passages/texts, triples, failures, shards run/resumed and time per stage."""
+    rows = ["| stage | items | triples | failures | shards run | shards resumed | time (s) |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for s in stats:
+        tri = "" if s.triples is None else f"{s.triples:,}"
+        rows.append(f"| {s.stage} | {s.items:,} | {tri} | {s.failures:,} | {s.shards_run} | "
+                    f"{s.shards_resumed} | {s.seconds:.1f} |")
+    for s in stats:
+        if s.failed_ids:
+            more = f" (+{s.failures - len(s.failed_ids)} more)" if s.failures > len(s.failed_ids) else ""
+            rows.append(f"\n{s.stage} failures: {', '.join(s.failed_ids)}{more}")
+    return "\n".join(rows)
+
+
+# ------------------------------------------------------------------ shards on disk
+def _sha256(path: Path) -> str:
+    from gta_verl.kb.store import sha256_file
+
+    return sha256_file(path)
+
+
+def write_shard(directory: Path, name: str, table: Any, meta: dict[str, Any]) -> None:
+    """Write ``table`` (pyarrow) as ``name.parquet``, then its completion marker ``name.done.json``."""
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.parquet"
+    tmp = directory / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    marker = {**meta, "rows": table.num_rows, "sha256": _sha256(path)}
+    tmp = directory / f".{name}.{uuid.uuid4().hex[:8]}.done.tmp"
+    tmp.write_text(json.dumps(marker, sort_keys=True))
+    os.replace(tmp, directory / f"{name}.done.json")
+
+
+def finished_shard(directory: Path, name: str) -> dict[str, Any] | None:
+    """The marker of a finished shard, or ``None`` (no marker, no parquet, or a parquet that changed)."""
+    marker, path = directory / f"{name}.done.json", directory / f"{name}.parquet"
+    if not marker.exists() or not path.exists():
+        return None
+    try:
+        meta = json.loads(marker.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return meta if isinstance(meta, dict) and meta.get("sha256") == _sha256(path) else None
+
+
+def _read_shard(directory: Path, name: str) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(directory / f"{name}.parquet").to_pylist()
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps([WORK_LAYOUT, *parts], default=str).encode()).hexdigest()[:16]
+
+
+def _run_pool(actor: type, rows: list[dict[str, Any]], ctor: dict[str, Any], concurrency: int,
+              num_gpus: float) -> list[dict[str, Any]]:
+    """Map ``rows`` (one per shard) through a pool of ``actor``; return the small result rows."""
+    import ray.data
+
+    if not rows:
+        return []
+    ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+    out = ds.map_batches(actor, batch_size=1, batch_format="pyarrow", fn_constructor_kwargs=ctor,
+                         compute=ray.data.ActorPoolStrategy(size=min(concurrency, len(rows))),
+                         num_cpus=1, num_gpus=num_gpus or None)
+    return list(out.iter_rows())
+
+
+# ------------------------------------------------------------------ OpenIE
+def _extraction_table(exs: Sequence[Extraction]) -> Any:
+    import pyarrow as pa
+
+    return pa.table({"doc_id": [e.doc_id for e in exs], "status": [e.status for e in exs],
+                     "n_malformed": [e.n_malformed for e in exs], "error": [e.error for e in exs],
+                     "entities": [json.dumps(list(e.entities), ensure_ascii=False) for e in exs],
+                     "triples": [json.dumps([list(t) for t in e.triples], ensure_ascii=False) for e in exs]})
+
+
+def _extraction(r: dict[str, Any]) -> Extraction:
+    return Extraction(r["doc_id"], tuple(json.loads(r["entities"])),
+                      tuple(tuple(t) for t in json.loads(r["triples"])),  # type: ignore[misc]
+                      r["status"], int(r["n_malformed"]), r["error"] or "")
+
+
+class OpenIEActor:
+    """Actor of the OpenIE pool: one backend + the passage-hash cache; one row = one shard."""
+
+    def __init__(self, spec: str, config: dict[str, Any], out_dir: str, cache_dir: str) -> None:
+        from gta_verl.kb.openie.cache import ExtractionCache
+
+        kb_config = KBConfig(**config)
+        self.backend = make_backend(spec, kb_config)
+        self.cache = None
+        if kb_config.openie_cache:
+            slug = hashlib.sha256(self.backend.identity.encode()).hexdigest()[:16]
+            self.cache = ExtractionCache(self.backend.identity, Path(cache_dir) / "openie" / f"{slug}.jsonl")
+        self.out_dir = Path(out_dir)
+
+    def __call__(self, batch: Any) -> Any:
+        import pyarrow as pa
+
+        from gta_verl.kb.openie.base import run_openie
+
+        out = []
+        for row in batch.to_pylist():
+            passages = [Passage(d, t, x) for d, t, x in json.loads(row["payload"])]
+            exs, report = run_openie(self.backend, passages, cache=self.cache, progress=False)
+            ordered = [exs[p.doc_id] for p in passages]
+            failed = [e.doc_id for e in ordered if e.status == "error"]
+            meta = {"identity": self.backend.identity, "n_from_cache": report.n_from_cache, "failed": failed}
+            write_shard(self.out_dir, row["shard"], _extraction_table(ordered), meta)
+            out.append({"shard": row["shard"], "n": len(ordered), "failed": len(failed)})
+        return pa.Table.from_pylist(out)
+
+
+def ray_extract(passages: Sequence[Passage], spec: str, config: KBConfig, work: Path, opts: RayOptions,
+                progress: bool) -> tuple[dict[str, Extraction], dict[str, Any], StageStats]:
+    """OpenIE stage → ({doc_id: Extraction}, manifest report, stats)."""
+    t0 = time.perf_counter()
+    if spec.startswith("precomputed"):  # reading a file: nothing to distribute
+        exs, report = extract_passages(passages, spec, config, progress=False)
+        return exs, report, _openie_stats(exs, report["n_triples"], 0, 0, t0, "OpenIE (precomputed, driver)")
+    unique = list({p.doc_id: p for p in passages}.values())
+    out_dir, size = work / "openie", opts.shard_passages
+    key = [spec, config.llm_model, config.llm_base_url, config.openie_cache]
+    names = [f"{i:06d}-{_digest(key, [(p.doc_id, p.contents) for p in unique[s:s + size]])}"
+             for i, s in enumerate(range(0, len(unique), size))]
+    metas = {n: finished_shard(out_dir, n) for n in names}
+    todo = [i for i, n in enumerate(names) if metas[n] is None or metas[n].get("failed")]
+    rows = [{"shard": names[i], "payload": json.dumps([[p.doc_id, p.title, p.text]
+                                                        for p in unique[i * size:(i + 1) * size]])} for i in todo]
+    _run_pool(OpenIEActor, rows, {"spec": spec, "config": asdict(config), "out_dir": str(out_dir),
+                                  "cache_dir": str(opts.cache_dir or cache_root())},
+              opts.concurrency, opts.openie_num_gpus)
+    exs: dict[str, Extraction] = {}
+    report: OpenIEReport | None = None
+    for n in names:
+        meta = finished_shard(out_dir, n)
+        if meta is None:
+            raise RuntimeError(f"{out_dir / n}.parquet: the OpenIE pool finished without writing this shard")
+        report = report or OpenIEReport(meta["identity"])
+        for r in _read_shard(out_dir, n):
+            ex = _extraction(r)
+            exs[ex.doc_id] = ex
+            report.add(ex, cached=False)
+        report.n_from_cache += int(meta["n_from_cache"])
+        report.n_extracted -= int(meta["n_from_cache"])
+    assert report is not None  # read_corpus never returns an empty corpus here
+    rep = {**report.to_dict(), "spec": spec}
+    log.info(report.summary())
+    return exs, rep, _openie_stats(exs, report.n_triples, len(todo), len(names) - len(todo), t0, "OpenIE")
+
+
+def _openie_stats(exs: dict[str, Extraction], n_triples: int, run: int, resumed: int, t0: float,
+                  stage: str) -> StageStats:
+    failed = [d for d, e in exs.items() if e.status == "error"]
+    for d in failed[:20]:
+        log.warning("OpenIE failed for %s: %s", d, exs[d].error)
+    return StageStats(stage, len(exs), n_triples, len(failed), run, resumed, time.perf_counter() - t0,
+                      failed_ids=failed[:5])
+
+
+# ------------------------------------------------------------------ embeddings
+def plan_chunks(lists: Iterable[Sequence[str]], is_known: Any, chunk: int) -> list[list[str]]:
+    """The encoder calls a :class:`~gta_verl.kb.embed.CachedEmbedder` makes for ``lists`` encoded in turn.
+
+    Per list: the unique texts not known (cached, or encoded for an earlier list), in
+    first-appearance order, cut every ``chunk`` texts; each chunk is one ``inner.encode`` call.
+
+    Args:
+        lists: Text lists encoded one after the other (passages, entities, triples).
+        is_known: ``f(list[str]) -> list[bool]``: which texts the cache already holds.
+        chunk: Texts per encoder call.
+    """
+    planned: set[str] = set()
+    out: list[list[str]] = []
+    for texts in lists:
+        uniq = [t for t in dict.fromkeys(str(t) for t in texts) if t not in planned]
+        missing = [t for t, k in zip(uniq, is_known(uniq)) if not k]
+        planned.update(missing)
+        out += [missing[s:s + chunk] for s in range(0, len(missing), chunk)]
+    return out
+
+
+class EncodeActor:
+    """Actor of the encoder pool: one ``HFEmbedder``; one row = one chunk of texts → one shard."""
+
+    def __init__(self, embedder: str, device: str, allow_download: bool, batch_size: int, out_dir: str) -> None:
+        self.model = load_embedder(embedder, device=device, allow_download=allow_download, cache=False)
+        self.batch_size = batch_size
+        self.out_dir = Path(out_dir)
+
+    def __call__(self, batch: Any) -> Any:
+        import pyarrow as pa
+
+        out = []
+        for row in batch.to_pylist():
+            texts = json.loads(row["payload"])
+            vecs = np.ascontiguousarray(self.model.encode(texts, batch_size=self.batch_size), dtype=np.float32)
+            table = pa.table({"key": pa.array([text_key(t) for t in texts], pa.binary(20)),
+                              "vec": pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)),
+                                                                       vecs.shape[1])})
+            write_shard(self.out_dir, row["shard"], table, {"identity": self.model.identity})
+            out.append({"shard": row["shard"], "n": len(texts)})
+        return pa.Table.from_pylist(out)
+
+
+@dataclass
+class TableEmbedder:
+    """:class:`~gta_verl.kb.embed.Embedder` over vectors already computed (``build_kb`` looks them up)."""
+
+    name: str
+    dim: int
+    table: dict[bytes, np.ndarray]
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+        keys = [text_key(str(t)) for t in texts]
+        missing = [t for t, k in zip(texts, keys) if k not in self.table]
+        if missing:
+            raise KeyError(f"{len(missing)} texts have no vector from the Ray pool, e.g. {missing[0][:80]!r}")
+        return np.stack([self.table[k] for k in keys]) if keys else np.zeros((0, self.dim), np.float32)
+
+
+def ray_embed(lists: Sequence[Sequence[str]], config: KBConfig, work: Path, opts: RayOptions,
+              allow_download: bool) -> tuple[TableEmbedder, StageStats]:
+    """Embedding stage: vectors of every text of ``lists`` (cache hits + the pool's shards)."""
+    from gta_verl.kb.embed import CachedEmbedder
+
+    t0 = time.perf_counter()
+    inner = load_embedder(config.embedder, device="cpu", allow_download=allow_download, cache=False)
+    cache = EmbeddingCache(inner.identity, root=Path(opts.cache_dir or cache_root()) / "emb")
+    chunk = opts.embed_chunk or CachedEmbedder(inner, cache).chunk
+    chunks = plan_chunks(lists, lambda ts: [v is not None for v in cache.get_many([text_key(t) for t in ts])],
+                         chunk)
+    out_dir = work / "embeddings"
+    names = [f"{i:06d}-{_digest(inner.identity, config.embed_batch_size, c)}" for i, c in enumerate(chunks)]
+    todo = [i for i, n in enumerate(names) if finished_shard(out_dir, n) is None]
+    device = "cuda" if opts.num_gpus and config.device == "cpu" else config.device
+    _run_pool(EncodeActor, [{"shard": names[i], "payload": json.dumps(chunks[i])} for i in todo],
+              {"embedder": config.embedder, "device": device, "allow_download": allow_download,
+               "batch_size": config.embed_batch_size, "out_dir": str(out_dir)}, opts.concurrency, opts.num_gpus)
+    new_keys: list[bytes] = []
+    new_vecs: list[np.ndarray] = []
+    for n in names:
+        if finished_shard(out_dir, n) is None:
+            raise RuntimeError(f"{out_dir / n}.parquet: the encoder pool finished without writing this shard")
+        for r in _read_shard(out_dir, n):
+            new_keys.append(r["key"])
+            new_vecs.append(np.asarray(r["vec"], dtype=np.float32))
+    table = {k: v for k, v in zip(new_keys, new_vecs)}
+    all_keys = list(dict.fromkeys(text_key(str(t)) for texts in lists for t in texts))
+    for k, v in zip(all_keys, cache.get_many(all_keys)):
+        if v is not None and k not in table:
+            table[k] = np.asarray(v, dtype=np.float32)
+    if new_keys:  # one atomic cache shard: later builds (Ray or not) reuse these exact vectors
+        cache.put_many(new_keys, np.stack(new_vecs))
+    stats = StageStats("embeddings (unique texts)", len(all_keys), None, 0, len(todo), len(names) - len(todo),
+                       time.perf_counter() - t0)
+    return TableEmbedder(inner.name, inner.dim, table), stats
+
+
+# ------------------------------------------------------------------ driver
+def _start_ray(address: str | None, progress: bool) -> bool:
+    """Initialise Ray unless this process already did; True when we started it (and must shut it down)."""
+    import ray
+    import ray.data
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False)
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = progress
+    return started
+
+
+def build_kb_ray(corpus_path: str | Path, corpus_format: str | None, openie_spec: str, out_dir: str | Path,
+                 config: KBConfig = KBConfig(), opts: RayOptions = RayOptions(), progress: bool = True,
+                 strict: bool = False, allow_download: bool = False) -> tuple[Any, list[StageStats]]:
+    """Build and save a KB with Ray Data stages; the files equal ``build_kb_from_files``'s.
+
+    Args:
+        corpus_path, corpus_format, openie_spec, out_dir, config, progress, strict, allow_download:
+            As :func:`gta_verl.kb.build.build_kb_from_files`.
+        opts: Ray options (cluster address, pool sizes, GPUs, shard sizes, work/cache directories).
+
+    Returns:
+        ``(saved KB, per-stage stats)``; :func:`summary_table` renders the stats.
+    """
+    import ray
+
+    from gta_verl.data.loaders import read_corpus
+    from gta_verl.kb.graph import collect_nodes
+    from gta_verl.kb.store import save_kb
+
+    out = Path(out_dir)
+    work = Path(opts.work_dir) if opts.work_dir else out.with_name(out.name + ".ray-work")
+    started = _start_ray(opts.address, progress)
+    try:
+        t0 = time.perf_counter()
+        rep = read_corpus(corpus_path, corpus_format, strict=strict)
+        log.info(rep.summary())
+        for r in rep.rejected[:20]:
+            log.warning("rejected %s", r)
+        if not rep.records:
+            raise ValueError(f"{corpus_path}: no passages loaded ({rep.summary()})")
+        stats = [StageStats("corpus", rep.n_in, None, len(rep.rejected), seconds=time.perf_counter() - t0,
+                            failed_ids=[str(r) for r in rep.rejected[:5]])]
+        passages = rep.records
+        exs, openie, st = ray_extract(passages, openie_spec, config, work, opts, progress)
+        stats.append(st)
+        nodes = collect_nodes(passages, exs, config.include_ner_entities)
+        lists = ([p.contents for p in passages], list(nodes.entities), [t.text for t in nodes.triples])
+        embedder, st = ray_embed(lists, config, work, opts, allow_download)
+        stats.append(st)
+        t1 = time.perf_counter()
+        corpus_info = {"path": str(corpus_path), "format": corpus_format, "n_in": rep.n_in,
+                       "n_loaded": rep.n_ok, "n_rejected": len(rep.rejected)}
+        kb = build_kb(passages, exs, embedder, config, progress=progress,
+                      extra_manifest={"openie": openie, "corpus": corpus_info})
+        kb = save_kb(kb, out, extractions=exs)
+        stats.append(StageStats("graph + save (driver)", kb.n_docs + kb.n_entities, len(kb.triples),
+                                seconds=time.perf_counter() - t1))
+    finally:
+        if started:
+            ray.shutdown()
+    return kb, stats
