@@ -127,7 +127,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--ray-num-gpus", type=float, default=0.0, help="GPUs per encoder actor (default 0: CPU)")
     r.add_argument("--ray-openie-num-gpus", type=float, default=0.0,
                    help="GPUs per OpenIE actor (--openie vllm; default 0)")
-    r.add_argument("--ray-shard-passages", type=int, default=256, help="passages per OpenIE shard (default 256)")
+    r.add_argument("--ray-shard-passages", type=int, default=256,
+                   help="passages per OpenIE shard (default 256)")
     r.add_argument("--ray-work-dir", default=None,
                    help="shard directory, shared by all nodes (default OUT.ray-work); rerun to resume")
     b.set_defaults(func=cmd_build)

@@ -78,7 +78,8 @@ class RayOptions:
     cache_dir: str | None = None
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1 or self.shard_passages < 1 or (self.embed_chunk is not None and self.embed_chunk < 1):
+        chunk_ok = self.embed_chunk is None or self.embed_chunk >= 1
+        if self.concurrency < 1 or self.shard_passages < 1 or not chunk_ok:
             raise ValueError(f"concurrency, shard_passages and embed_chunk must be ≥ 1: {self}")
         if self.num_gpus < 0 or self.openie_num_gpus < 0:
             raise ValueError(f"num_gpus must be ≥ 0: {self}")
@@ -232,8 +233,9 @@ def ray_extract(passages: Sequence[Passage], spec: str, config: KBConfig, work: 
              for i, s in enumerate(range(0, len(unique), size))]
     metas = {n: finished_shard(out_dir, n) for n in names}
     todo = [i for i, n in enumerate(names) if metas[n] is None or metas[n].get("failed")]
-    rows = [{"shard": names[i], "payload": json.dumps([[p.doc_id, p.title, p.text]
-                                                        for p in unique[i * size:(i + 1) * size]])} for i in todo]
+    rows = [{"shard": names[i],
+             "payload": json.dumps([[p.doc_id, p.title, p.text] for p in unique[i * size:(i + 1) * size]])}
+            for i in todo]
     _run_pool(OpenIEActor, rows, {"spec": spec, "config": asdict(config), "out_dir": str(out_dir),
                                   "cache_dir": str(opts.cache_dir or cache_root())},
               opts.concurrency, opts.openie_num_gpus)
@@ -290,7 +292,8 @@ def plan_chunks(lists: Iterable[Sequence[str]], is_known: Any, chunk: int) -> li
 class EncodeActor:
     """Actor of the encoder pool: one ``HFEmbedder``; one row = one chunk of texts → one shard."""
 
-    def __init__(self, embedder: str, device: str, allow_download: bool, batch_size: int, out_dir: str) -> None:
+    def __init__(self, embedder: str, device: str, allow_download: bool, batch_size: int,
+                 out_dir: str) -> None:
         self.model = load_embedder(embedder, device=device, allow_download=allow_download, cache=False)
         self.batch_size = batch_size
         self.out_dir = Path(out_dir)
@@ -301,7 +304,8 @@ class EncodeActor:
         out = []
         for row in batch.to_pylist():
             texts = json.loads(row["payload"])
-            vecs = np.ascontiguousarray(self.model.encode(texts, batch_size=self.batch_size), dtype=np.float32)
+            vecs = self.model.encode(texts, batch_size=self.batch_size)
+            vecs = np.ascontiguousarray(vecs, dtype=np.float32)
             table = pa.table({"key": pa.array([text_key(t) for t in texts], pa.binary(20)),
                               "vec": pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)),
                                                                        vecs.shape[1])})
@@ -343,7 +347,8 @@ def ray_embed(lists: Sequence[Sequence[str]], config: KBConfig, work: Path, opts
     device = "cuda" if opts.num_gpus and config.device == "cpu" else config.device
     _run_pool(EncodeActor, [{"shard": names[i], "payload": json.dumps(chunks[i])} for i in todo],
               {"embedder": config.embedder, "device": device, "allow_download": allow_download,
-               "batch_size": config.embed_batch_size, "out_dir": str(out_dir)}, opts.concurrency, opts.num_gpus)
+               "batch_size": config.embed_batch_size, "out_dir": str(out_dir)},
+              opts.concurrency, opts.num_gpus)
     new_keys: list[bytes] = []
     new_vecs: list[np.ndarray] = []
     for n in names:

@@ -16,6 +16,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from gta_verl.cli import main  # noqa: E402
 from gta_verl.data.ids import make_doc_id  # noqa: E402
 from gta_verl.data.types import Passage  # noqa: E402
 from gta_verl.kb.build import KBConfig, build_kb_from_files, extract_passages  # noqa: E402
@@ -125,8 +126,11 @@ def _twowiki(tmp_path: Path, n: int) -> Path:
     return path
 
 
-def test_2wiki_spacy_ray_build_equals_single_process_and_resumes(local_ray, tmp_path, monkeypatch):
-    """Cold caches on both sides: the pools compute every extraction and vector themselves."""
+def test_2wiki_spacy_ray_build_equals_single_process_and_resumes(local_ray, tmp_path, monkeypatch, capsys):
+    """Cold caches on both sides: the pools compute every extraction and vector themselves.
+
+    The resumed run goes through ``gta-verl kb build --ray`` (the CLI joins this module's Ray instance).
+    """
     corpus = _twowiki(tmp_path, 24)
     monkeypatch.setenv("GTA_VERL_CACHE", str(tmp_path / "cache_single"))
     build_kb_from_files(corpus, "hipporag", "spacy", tmp_path / "single", progress=False)
@@ -148,10 +152,14 @@ def test_2wiki_spacy_ray_build_equals_single_process_and_resumes(local_ray, tmp_
     oie[1].unlink()
     emb[1].unlink()
     shutil.rmtree(cache_ray / "emb")
-    _, stats = build_kb_ray(corpus, "hipporag", "spacy", tmp_path / "ray", opts=opts, progress=False)
-    st = _by_stage(stats)
-    assert (st["OpenIE"].shards_run, st["OpenIE"].shards_resumed) == (1, 2)
-    assert (st["embeddings"].shards_run, st["embeddings"].shards_resumed) == (1, 2)
+    monkeypatch.setenv("GTA_VERL_CACHE", str(cache_ray))  # the CLI's cache root
+    capsys.readouterr()
+    assert main(["kb", "build", "--corpus", str(corpus), "--openie", "spacy", "--out", str(tmp_path / "ray"),
+                 "--ray", "--ray-shard-passages", "8", "--ray-work-dir", str(work), "--no-progress"]) == 0
+    table = capsys.readouterr().out
+    # summary rows: | stage | items | triples | failures | shards run | shards resumed | time |
+    assert "| OpenIE | 24 | " in table and " | 0 | 1 | 2 | " in table.split("| OpenIE |")[1].split("\n")[0]
+    assert " | 1 | 2 | " in table.split("| embeddings (unique texts) |")[1].split("\n")[0]
     assert all(p.stat().st_mtime_ns == t for p, t in kept.items())  # finished shards untouched
     assert _files(tmp_path / "ray") == _files(tmp_path / "single")
 
