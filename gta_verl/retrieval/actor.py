@@ -38,6 +38,32 @@ def _import_factory(path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def replica_threads(assigned_cpus: float | None) -> int:
+    """Threads for one replica's torch, numba and faiss pools: its reserved CPUs, at least 1.
+
+    Ray already exports ``OMP_NUM_THREADS = max(1, int(num_cpus))`` to an actor, which torch
+    follows, but numba (the PPR push) and faiss start one thread per core regardless, so
+    replicas sharing a node would oversubscribe it.
+
+    >>> replica_threads(2.0), replica_threads(0.5), replica_threads(None)
+    (2, 1, 1)
+    """
+    return max(1, int(assigned_cpus or 0))
+
+
+def limit_threads(n: int) -> dict[str, int]:
+    """Cap torch, numba and faiss (OpenMP) at ``n`` threads in this process; returns what each uses."""
+    import faiss
+    import numba
+    import torch
+
+    torch.set_num_threads(n)
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    faiss.omp_set_num_threads(n)
+    return {"torch": torch.get_num_threads(), "numba": numba.get_num_threads(),
+            "faiss": faiss.omp_get_max_threads()}
+
+
 def _check_kb_dir(kb_dir: str | Path, where: str) -> Path:
     path = Path(kb_dir)
     if not (path / "manifest.json").is_file():
@@ -80,6 +106,10 @@ class GraphRetrieverActor:
 
         self.kb_dir = str(kb_dir)
         _check_kb_dir(kb_dir, f"on node {socket.gethostname()}")
+        import ray
+
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+        self.threads = limit_threads(replica_threads(cpus))  # no more threads than reserved CPUs
         enc = _import_factory(embedder)() if embedder else None
         cfg = RetrieverConfig.from_dict(config)
         if share_arrays:
@@ -120,7 +150,8 @@ class GraphRetrieverActor:
         import ray
 
         return {"status": "ok", "pid": os.getpid(), "host": socket.gethostname(),
-                "node_id": ray.get_runtime_context().get_node_id(), "n_docs": self.retriever.kb.n_docs}
+                "node_id": ray.get_runtime_context().get_node_id(), "n_docs": self.retriever.kb.n_docs,
+                "threads": self.threads}
 
 
 @dataclass(frozen=True)

@@ -147,3 +147,72 @@ def make_seed_personalization(
         nodes = spec.n_docs + rng.choice(spec.n_entities, k, replace=False)
         p[i, nodes] = rng.uniform(0.1, 1.0, k)
     return p / p.sum(axis=1, keepdims=True)
+
+
+def scale_spec(spec: GraphSpec, n_docs: int) -> GraphSpec:
+    """``spec`` with every count scaled by ``n_docs / spec.n_docs`` (same Table 5 proportions).
+
+    >>> s = scale_spec(HOTPOTQA_10K, 1_830)
+    >>> (s.n_docs, s.n_entities, s.n_doc_entity, s.n_relation, s.n_synonymy)
+    (1830, 12754, 20647, 38275, 74843)
+    """
+    f = n_docs / spec.n_docs
+    return GraphSpec(f"{spec.name} x{f:g}", n_docs, max(1, round(spec.n_entities * f)),
+                     round(spec.n_doc_entity * f), round(spec.n_relation * f), round(spec.n_synonymy * f))
+
+
+def _unique_pairs_np(count: int, sample, key_base: int, symmetric: bool) -> np.ndarray:
+    """Vectorized :func:`_unique_pairs`: ``count`` distinct pairs in draw order (sorted keys, no sets)."""
+    chosen: list[np.ndarray] = []
+    taken = np.zeros(0, np.int64)  # sorted keys already chosen
+    have = 0
+    while have < count:
+        cand = sample(max(1024, int((count - have) * 1.3)))
+        if symmetric:
+            cand = np.sort(cand, axis=1)
+            cand = cand[cand[:, 0] != cand[:, 1]]
+        keys = cand[:, 0] * key_base + cand[:, 1]
+        _, first = np.unique(keys, return_index=True)
+        first.sort()  # draw order: the result depends only on the seed
+        first = first[~np.isin(keys[first], taken, assume_unique=True)][: count - have]
+        taken = np.union1d(taken, keys[first])
+        chosen.append(cand[first])
+        have += len(first)
+    return np.concatenate(chosen) if chosen else np.zeros((0, 2), np.int64)
+
+
+def make_scaled_graph(spec: GraphSpec, seed: int = 0, exponent: float = 0.9) -> SyntheticGraph:
+    """Same distribution as :func:`make_synthetic_graph`, drawn with numpy only (for 10⁷–10⁸ edges).
+
+    ``make_synthetic_graph`` deduplicates pairs in a Python set, which takes minutes and
+    gigabytes of Python objects at a million documents (73 M edges); here duplicates are
+    removed by sorting int64 keys. Entity popularity is the same shuffled Zipf law, the
+    counts are exactly ``spec``'s, relation and synonymy edges are disjoint; the edges
+    differ from ``make_synthetic_graph``'s for the same seed (another draw order).
+
+    Args:
+        spec: Node and edge counts (e.g. ``scale_spec(HOTPOTQA_10K, 1_000_000)``).
+        seed: RNG seed; the same seed gives the same graph.
+        exponent: Zipf exponent of entity popularity.
+
+    Returns:
+        The graph, weights as in :func:`make_synthetic_graph`.
+    """
+    rng = np.random.default_rng(seed)
+    nd, ne = spec.n_docs, spec.n_entities
+    cdf = np.cumsum(_popularity(ne, exponent, rng))
+
+    def zipf(n: int) -> np.ndarray:
+        return np.minimum(np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right"), ne - 1)
+
+    de = _unique_pairs_np(spec.n_doc_entity, lambda n: np.stack([rng.integers(0, nd, n), zipf(n)], 1),
+                          ne, symmetric=False)
+    ee = _unique_pairs_np(spec.n_relation + spec.n_synonymy, lambda n: np.stack([zipf(n), zipf(n)], 1),
+                          ne, symmetric=True)
+    rel, syn = ee[: spec.n_relation], ee[spec.n_relation :]
+    edges = np.concatenate([np.stack([de[:, 0], de[:, 1] + nd], 1), ee + nd]).astype(np.int64)
+    weights = np.concatenate([np.ones(len(de)), rng.choice([1.0, 1.0, 1.0, 2.0, 3.0], len(rel)),
+                              rng.uniform(0.8, 1.0, len(syn))])
+    kinds = np.concatenate([np.zeros(len(de), np.int8), np.ones(len(rel), np.int8),
+                            np.full(len(syn), 2, np.int8)])
+    return SyntheticGraph(spec, edges, weights, kinds)
