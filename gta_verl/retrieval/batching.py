@@ -11,8 +11,13 @@ share of the batch (``max_batch // callers``, at least one query), leftovers go
 round again, and callers served in a batch queue behind those that were not.
 So a 400-query request occupies the worker for at most ``ceil(400 / max_batch)``
 batches, interleaved with everybody else's, instead of one batch that outlasts
-their timeouts. Requests with a ``topk`` (a ranking cut) are batched only with
-requests of the same ``topk``.
+their timeouts. A batch also holds at most ``max_batch_chars`` query characters
+(its first query always goes in), shared the same way: the cost of a batch
+grows with its characters (encoder tokens, entity seeds), so many concurrent
+requests of long queries cannot fill ``max_batch`` slots with 2,000-character
+queries and hold the worker for a minute while single-query callers time out.
+Requests with a ``topk`` (a ranking cut) are batched only with requests of the
+same ``topk``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ from gta_verl.data.types import RetrievalResult
 # 512 queries of 256 characters: far above what an agent sends (Search-R1 batches
 # ~50-character queries), far below what stalls a CPU worker.
 MAX_REQUEST_CHARS = 131_072
+# ~160 MuSiQue questions (~100 characters), or 8 queries at the retriever's 2,000-character
+# cut: a batch of long queries costs ~2 s on 2 idle cores, not the minute 256 of them take,
+# and a caller waits at most about two batches (the running one and its own).
+MAX_BATCH_CHARS = 16_384
 
 
 class RequestTooLarge(ValueError):
@@ -69,14 +78,16 @@ class _Request:
 Slice = tuple[_Request, int, int]
 
 
-def plan_batch(active: deque[_Request], max_batch: int) -> list[Slice]:
+def plan_batch(active: deque[_Request], max_batch: int, max_chars: int | None = None) -> list[Slice]:
     """Take the next batch from ``active`` round-robin (pure scheduling; mutates ``next``/order).
 
     The batch serves the ``topk`` of the first waiting request. Each round gives
-    every waiting request of that ``topk`` ``max(1, room // n)`` queries until the
-    batch holds ``max_batch`` queries or nobody waits. Afterwards ``active`` holds
-    the requests that were not served first, then the served ones with queries
-    left, so the next batch starts with whoever waited.
+    every waiting request of that ``topk`` ``max(1, room // n)`` queries, and at
+    most ``max(1, char_room // n)`` characters' worth of them (at least one query),
+    until the batch holds ``max_batch`` queries or ``max_chars`` characters (its
+    first query is always taken), or nobody waits. Afterwards ``active`` holds the
+    requests that were not served first, then the served ones with queries left,
+    so the next batch starts with whoever waited.
 
     Returns:
         ``[(request, start, end)]``, one contiguous slice per served request.
@@ -84,21 +95,33 @@ def plan_batch(active: deque[_Request], max_batch: int) -> list[Slice]:
     if not active:
         return []
     key = active[0].topk
+    budget = max_chars if max_chars is not None else 1 << 62
     spans: dict[_Request, list[int]] = {}
-    room = max_batch
-    while room > 0:
+    size = chars = 0
+    full = False
+    while not full and size < max_batch:
         same = [r for r in active if r.topk == key and r.unscheduled > 0]
         if not same:
             break
-        share = max(1, room // len(same))
+        share = max(1, (max_batch - size) // len(same))
+        char_share = max(1, (budget - chars) // len(same))
+        before = size
         for r in same:
-            take = min(share, r.unscheduled, room)
-            span = spans.setdefault(r, [r.next, r.next])
-            span[1] += take
-            r.next += take
-            room -= take
-            if room == 0:
+            took = took_chars = 0
+            while took < share and r.unscheduled > 0 and size < max_batch:
+                c = len(r.queries[r.next])
+                if size and chars + c > budget:
+                    full = True  # the batch's work budget is spent
+                    break
+                if took and took_chars + c > char_share:
+                    break
+                spans.setdefault(r, [r.next, r.next])[1] += 1
+                r.next += 1
+                took, took_chars, size, chars = took + 1, took_chars + c, size + 1, chars + c
+            if full or size == max_batch:
                 break
+        if size == before:
+            break
     waiting = [r for r in active if r not in spans]
     again = [r for r in active if r in spans and r.unscheduled > 0]
     active.clear()
@@ -119,6 +142,8 @@ class MicroBatcher:
         rank_fn: ``(list[str], k) -> list[RetrievalResult]`` for requests with a
             ``topk`` (``None``: such requests get error results).
         max_request_chars: Most query characters in one request (``None``: no cap).
+        max_batch_chars: Most query characters in one batch (``None``: no cap); a
+            longer single query still runs, alone.
     """
 
     def __init__(
@@ -130,12 +155,13 @@ class MicroBatcher:
         history: int = 10_000,
         rank_fn: Callable[[list[str], int], list[RetrievalResult]] | None = None,
         max_request_chars: int | None = MAX_REQUEST_CHARS,
+        max_batch_chars: int | None = MAX_BATCH_CHARS,
     ) -> None:
         if max_batch < 1 or max_wait_ms < 0:
             raise ValueError(f"need max_batch >= 1 and max_wait_ms >= 0, got {max_batch}, {max_wait_ms}")
         self.fn, self.rank_fn, self.validate = fn, rank_fn, validate
         self.max_batch, self.max_wait_s = max_batch, max_wait_ms / 1000.0
-        self.max_request_chars = max_request_chars
+        self.max_request_chars, self.max_batch_chars = max_request_chars, max_batch_chars
         self._active: deque[_Request] = deque()
         self._arrived: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
@@ -250,7 +276,7 @@ class MicroBatcher:
         assert arrived is not None
         while True:
             await self._gather(arrived)
-            slices = plan_batch(self._active, self.max_batch)
+            slices = plan_batch(self._active, self.max_batch, self.max_batch_chars)
             if slices:
                 await self._run(slices)
 

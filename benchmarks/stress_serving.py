@@ -1,0 +1,491 @@
+"""Serving sections of the reliability suite (issue 14): hostile HTTP input, stall, load, actor kills.
+
+Imported by ``benchmarks/stress.py`` (run that); each ``section_*`` prints markdown tables.
+Everything listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests.* helpers (the KB cache, the corruption cases)
+
+TIMEOUT_S = 30.0  # the agent loop's default gta.retriever.timeout_s: what a caller waits
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
+
+
+def musique_kb_dir() -> Path:
+    """The cached MuSiQue KB of the test suite (built once if absent, behind the suite's lock)."""
+    from tests.conftest import _build, musique_kb_key
+
+    from gta_verl.kb.embed import cache_root
+    from gta_verl.kb.store import KBLoadError, verify_kb
+
+    root = cache_root() / "kb"
+    root.mkdir(parents=True, exist_ok=True)
+    out = root / f"musique-{musique_kb_key()[:16]}"
+    with open(root / "musique.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a parallel pytest session may be building it
+        try:
+            verify_kb(out)
+        except KBLoadError:
+            _build(out)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return out
+
+
+def musique_questions() -> list[str]:
+    """Bundled MuSiQue questions, then distinct passage titles (short, realistic queries)."""
+    from tests.conftest import MUSIQUE_CORPUS, MUSIQUE_QA
+
+    qs = [q["question"] for q in json.loads(MUSIQUE_QA.read_text())]
+    return qs + list(dict.fromkeys(p["title"] for p in json.loads(MUSIQUE_CORPUS.read_text())))
+
+
+def long_queries(n: int, chars: int) -> list[str]:
+    """``n`` distinct slices of ``chars`` characters of MuSiQue passage text (entity-dense)."""
+    from tests.conftest import MUSIQUE_CORPUS
+
+    text = " ".join(p["text"] for p in json.loads(MUSIQUE_CORPUS.read_text()))
+    return [text[i * chars : (i + 1) * chars] for i in range(n)]
+
+
+# ------------------------------------------------------------------------------------------ HTTP
+class Server:
+    """uvicorn in a thread on 127.0.0.1 (stopped by :meth:`stop`)."""
+
+    def __init__(self, app: Any) -> None:
+        import httpx
+        import uvicorn
+
+        from gta_verl.retrieval.http import KEEP_ALIVE_S
+
+        self.port = _free_port()
+        cfg = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                             timeout_keep_alive=KEEP_ALIVE_S)
+        self.server = uvicorn.Server(cfg)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.port}"
+        for _ in range(400):
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError("the HTTP retriever did not come up within 20 s")
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+_MUSIQUE: dict[str, Any] = {}
+
+
+def musique_server() -> tuple[Any, Server]:
+    """(retriever, server) on the MuSiQue KB with the default limits, started once per run."""
+    if not _MUSIQUE:
+        from gta_verl.retrieval.http import create_app
+        from gta_verl.retrieval.retriever import GraphRetriever
+
+        retriever = GraphRetriever.from_kb_dir(musique_kb_dir())
+        _MUSIQUE.update(retriever=retriever, server=Server(create_app(retriever)))
+    return _MUSIQUE["retriever"], _MUSIQUE["server"]
+
+
+def stop_musique_server() -> None:
+    if _MUSIQUE:
+        _MUSIQUE.pop("server").stop()
+        _MUSIQUE.clear()
+
+
+def chunked_flood(port: int, total: int, chunk: int = 1 << 16) -> tuple[str, int]:
+    """POST ``total`` bytes chunked; stop when the server answers. Returns (status line, bytes sent)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n")
+    sent, body = 0, b'{"queries": ["' + b"a" * chunk
+    try:
+        while sent < total:
+            s.sendall(f"{len(body):x}\r\n".encode() + body + b"\r\n")
+            sent += len(body)
+            body = b"a" * chunk
+            if select.select([s], [], [], 0)[0]:  # the server has answered: stop sending
+                break
+        else:
+            s.sendall(b'2\r\n"]\r\n1\r\n}\r\n0\r\n\r\n')
+        status = s.recv(4096).split(b"\r\n", 1)[0].decode(errors="replace")
+    except OSError as exc:  # a reset after the 413 is fine; the status line is what counts
+        status = f"connection {type(exc).__name__}"
+    finally:
+        s.close()
+    return status, sent
+
+
+def declared_flood(port: int, declared: int) -> str:
+    """Declare ``declared`` body bytes, send 2, read the status line (the server must not wait for more)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  + f"Content-Length: {declared}\r\n\r\n{{}}".encode())
+        return s.recv(4096).split(b"\r\n", 1)[0].decode(errors="replace")
+
+
+def _post(url: str, content: bytes) -> Any:
+    import httpx
+
+    return httpx.post(url + "/retrieve", content=content, timeout=60,
+                      headers={"content-type": "application/json"})
+
+
+def hostile_rows(srv: Server) -> list[tuple[str, str, str]]:
+    """(case, expected, got) for issue 14 items 1 and 3."""
+    import httpx
+
+    rows = []
+    status, sent = chunked_flood(srv.port, 12_000_000)
+    rows.append(("12 MB body, chunked transfer", "413", f"{status.split(' ', 1)[-1]} (client had pushed "
+                                                        f"{sent:,} bytes into the socket)"))
+    rows.append(("Content-Length 12,000,000 (2 bytes sent)", "413", declared_flood(srv.port, 12_000_000)
+                 .split(" ", 1)[-1]))
+    for name, raw in (("lone surrogate escape `\\ud800`", b'{"queries": ["\\ud800 x"]}'),
+                      ("lone low surrogate `\\udfff` after a valid query", b'{"queries": ["ok", "\\udfff"]}'),
+                      ("raw byte 0xff (not UTF-8)", b'{"queries": ["caf\xff"]}'),
+                      ('topk `"3"`', b'{"queries": ["x"], "topk": "3"}'),
+                      ("topk `true`", b'{"queries": ["x"], "topk": true}'),
+                      ("topk `3.0`", b'{"queries": ["x"], "topk": 3.0}'),
+                      ("queries not a list", b'{"queries": "x"}'),
+                      ("query not a string", b'{"queries": [3]}')):
+        r = _post(srv.url, raw)
+        echo = ", body echoes no input" if "\\ud800" not in r.text else ""
+        rows.append((name, "422", f"{r.status_code}{echo}"))
+    for bad, shown in (("", "`\"\"`"), ("\u0000", "`\"\\u0000\"`"), ("  \t", "blank")):
+        errs = []
+        for extra in ({}, {"topk": 3}):
+            r = _post(srv.url, json.dumps({"queries": ["capital of France", bad], **extra}).encode())
+            body = r.json() if r.status_code == 200 else {}
+            ok0 = bool(body) and body["meta"][0]["error"] is None and len(body["result"][0]) > 0
+            got = body["meta"][1]["error"] if ok0 else r.text[:80]
+            errs.append(f"{r.status_code}:{got}")
+        same = errs[0] == errs[1]
+        rows.append((f"query {shown} next to a good one, without / with topk", "200, same per-query error",
+                     ("same: " + errs[0].split(":", 1)[1][:60]) if same else f"DIFFER: {errs}"))
+    long_q = json.dumps({"queries": long_queries(400, 2300)}).encode()  # 920,000 query characters
+    t = time.perf_counter()
+    r = _post(srv.url, long_q)
+    rows.append(("one request: 400 queries × 2,300 characters", "413 (character cap)",
+                 f"{r.status_code} in {(time.perf_counter() - t) * 1000:.0f} ms"))
+    rows.append(("`/health` afterwards", "200", str(httpx.get(srv.url + "/health", timeout=10).status_code)))
+    return rows
+
+
+def section_hostile() -> None:
+    _, srv = musique_server()
+    print("\n### Hostile input (MuSiQue KB, default limits: 1,000,000-byte body, 512 queries, "
+          "131,072 query characters)\n\n| case | expected | got |\n|---|---|---|")
+    for row in hostile_rows(srv):
+        print("| " + " | ".join(row) + " |")
+
+
+# ------------------------------------------------------------------------------------------ stall
+@dataclass
+class _Calls:
+    """Latencies (ms) of callers' requests and how each ended."""
+
+    ms: list[float] = field(default_factory=list)
+    ok: int = 0
+    late: int = 0  # answered 200 but after TIMEOUT_S (the caller had given up)
+    timeouts: int = 0
+    other: int = 0
+
+    def row(self) -> str:
+        n = len(self.ms)
+        return (f"{n} | {self.ok} | {self.late + self.timeouts} | {self.other} | {_pct(self.ms, 50):.0f} | "
+                f"{_pct(self.ms, 95):.0f} | {max(self.ms, default=float('nan')):.0f}")
+
+
+async def _caller(client: Any, url: str, qs: list[str], i: int, stop: asyncio.Event, calls: _Calls,
+                  n_max: int | None = None) -> None:
+    """One agent: single-query requests one after another until ``stop`` (or ``n_max`` calls)."""
+    import httpx
+
+    j = 0
+    while not stop.is_set() and (n_max is None or j < n_max):
+        t = time.perf_counter()
+        try:
+            r = await client.post(url + "/retrieve", json={"queries": [qs[(i * 7 + j) % len(qs)]]})
+            ms = (time.perf_counter() - t) * 1000
+            if r.status_code != 200:
+                calls.other += 1
+            elif ms > TIMEOUT_S * 1000:
+                calls.late += 1
+            else:
+                calls.ok += 1
+        except httpx.TimeoutException:
+            ms = (time.perf_counter() - t) * 1000
+            calls.timeouts += 1
+        except httpx.HTTPError:
+            ms = (time.perf_counter() - t) * 1000
+            calls.other += 1
+        calls.ms.append(ms)
+        j += 1
+
+
+async def _stall(url: str, n_long: int, chars: int, n_callers: int) -> dict[str, Any]:
+    """Baseline agents, then the same agents while one caller pushes ``n_long`` long queries."""
+    import httpx
+
+    from gta_verl.retrieval.batching import MAX_REQUEST_CHARS
+
+    qs, longs = musique_questions(), long_queries(n_long, chars)
+    per = MAX_REQUEST_CHARS // chars  # the largest request the character cap lets through
+    requests = [longs[i : i + per] for i in range(0, n_long, per)]
+    limits = httpx.Limits(max_connections=n_callers + len(requests) + 4)
+    async with httpx.AsyncClient(timeout=TIMEOUT_S, limits=limits) as agents, \
+            httpx.AsyncClient(timeout=1800, limits=limits) as attacker:
+        base, stop = _Calls(), asyncio.Event()
+        await asyncio.gather(*(_caller(agents, url, qs, i, stop, base, n_max=3) for i in range(n_callers)))
+
+        async def attack() -> tuple[list[int], float]:
+            t = time.perf_counter()
+            posts = (attacker.post(url + "/retrieve", json={"queries": r}) for r in requests)
+            rs = await asyncio.gather(*posts)
+            stop.set()
+            return [r.status_code for r in rs], time.perf_counter() - t
+
+        under = _Calls()
+        job = asyncio.ensure_future(attack())
+        await asyncio.sleep(0.2)  # the attacker's first batch is running when the agents arrive
+        await asyncio.gather(*(_caller(agents, url, qs, i, stop, under) for i in range(n_callers)))
+        codes, wall = await job
+    return {"per": per, "requests": len(requests), "codes": codes, "wall": wall, "base": base, "under": under}
+
+
+def section_stall(n_long: int, chars: int, n_callers: int) -> None:
+    _, srv = musique_server()
+    s = asyncio.run(_stall(srv.url, n_long, chars, n_callers))
+    print(f"\n### Stall: one caller sends {n_long} queries × {chars:,} characters as {s['requests']} "
+          f"concurrent requests of ≤ {s['per']} (the most the character cap admits), while {n_callers} "
+          f"agents keep sending single-query requests with a {TIMEOUT_S:g} s timeout\n")
+    ok = sum(c == 200 for c in s["codes"])
+    print(f"Attacker: {ok}/{len(s['codes'])} requests answered 200, all {n_long} queries served in "
+          f"{s['wall']:.1f} s.\n")
+    print("| agents' calls | n | answered ≤ 30 s | timed out / late | other | p50 ms | p95 ms | max ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| alone (3 calls each, reference) | {s['base'].row()} |")
+    print(f"| while the attacker is served | {s['under'].row()} |")
+
+
+# ------------------------------------------------------------------------------------------ load
+async def _load(url: str, queries: list[str], clients: int) -> tuple[list[Any], list[float]]:
+    import httpx
+
+    sem = asyncio.Semaphore(clients)
+    lat: list[float] = [0.0] * len(queries)
+    out: list[Any] = [None] * len(queries)
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        async def one(i: int) -> None:
+            async with sem:
+                t = time.perf_counter()
+                try:
+                    r = await client.post(url + "/retrieve", json={"queries": [queries[i]]})
+                    out[i] = r.json() if r.status_code == 200 else r.status_code
+                except httpx.HTTPError as exc:  # counted: "answered 200" is below the request count
+                    out[i] = f"{type(exc).__name__}: {exc}"
+                lat[i] = (time.perf_counter() - t) * 1000
+        await asyncio.gather(*(one(i) for i in range(len(queries))))
+    return out, lat
+
+
+def section_http(n: int, clients: int) -> None:
+    retriever, srv = musique_server()
+    qs = musique_questions()[:n]
+    t = time.perf_counter()
+    expected = [r.doc_ids for r in retriever.retrieve(qs)]  # the reference: one in-process batch
+    inproc_s = time.perf_counter() - t
+    t = time.perf_counter()
+    out, lat = asyncio.run(_load(srv.url, qs, clients))
+    wall = time.perf_counter() - t
+    ok = [o for o in out if isinstance(o, dict)]
+    same = sum(isinstance(o, dict) and [d["doc_id"] for d in o["result"][0]] == e
+               for o, e in zip(out, expected))
+    print(f"\n### HTTP load: {len(qs):,} requests (1 query each), {clients} concurrent clients, 127.0.0.1\n")
+    print("| answered 200 | equal to in-process | p50 ms | p95 ms | max ms | wall s | req/s | in-process s "
+          "| wall / in-process |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| {len(ok):,} | {same:,} | {_pct(lat, 50):.0f} | {_pct(lat, 95):.0f} | {max(lat):.0f} | "
+          f"{wall:.1f} | {len(qs) / wall:.1f} | {inproc_s:.1f} | {wall / inproc_s:.2f} |")
+
+
+# ------------------------------------------------------------------------------------------ actor kills
+KILLS = ("ray.kill(no_restart=True)", "ray.kill(no_restart=False)", "SIGKILL")
+
+
+def _service_pid(name_part: str) -> int:
+    """Pid of this driver's Ray worker running ``name_part`` (children of our own local cluster only)."""
+    import psutil
+
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if name_part in " ".join(p.cmdline()):
+                return p.pid
+        except psutil.Error:
+            continue
+    raise RuntimeError(f"no Ray worker process titled {name_part!r} under this driver")
+
+
+def kill(target: str, how: str, service: Any) -> None:
+    """Kill the service's first replica (``target="replica"``) or the service itself, one of :data:`KILLS`."""
+    import ray
+
+    if target == "replica":
+        ((_, handle),) = ray.get(service.replicas.remote())["replicas"][:1]
+        pid = ray.get(handle.health.remote())["pid"] if how == "SIGKILL" else None
+    else:
+        handle, pid = service, (_service_pid("ray::RetrieverService") if how == "SIGKILL" else None)
+    if how == "SIGKILL":
+        os.kill(pid, signal.SIGKILL)
+    else:
+        ray.kill(handle, no_restart=how == "ray.kill(no_restart=True)")
+
+
+@dataclass
+class KillRow:
+    target: str
+    how: str
+    calls: int
+    answered: int
+    equal: int
+    errors: int
+    slowest_ms: float
+    recovered_s: float
+    later_equal: bool
+    reasons: dict[str, int]
+
+
+async def kill_during_calls(client: Any, qs: list[str], expected: list[list[str]], n_calls: int,
+                            do_kill: Any) -> tuple[list[Any], list[float]]:
+    """``n_calls`` concurrent one-query calls; ``do_kill()`` once they are all in flight."""
+    async def timed(i: int) -> tuple[Any, float]:
+        t = time.perf_counter()
+        (r,) = await client.aretrieve([qs[i % len(qs)]])
+        return r, (time.perf_counter() - t) * 1000
+
+    tasks = [asyncio.ensure_future(timed(i)) for i in range(n_calls)]
+    await asyncio.sleep(0)  # every task has sent its call
+    await asyncio.to_thread(do_kill)
+    done = await asyncio.gather(*tasks)
+    return [r for r, _ in done], [ms for _, ms in done]
+
+
+def wait_recovered(client: Any, qs: list[str], expected: list[list[str]],
+                   limit_s: float) -> tuple[float, bool]:
+    """Seconds until one call of all ``qs`` succeeds again, and whether it equals ``expected``."""
+    t = time.perf_counter()
+    while True:
+        res = client.retrieve(qs)
+        if all(r.ok for r in res) or time.perf_counter() - t > limit_s:
+            return time.perf_counter() - t, [r.doc_ids for r in res] == expected
+        time.sleep(0.2)
+
+
+def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
+    """Kill the retriever (replica, then the service) three ways during ``n_calls`` concurrent calls."""
+    import ray
+
+    from gta_verl.retrieval.actor import RetrieverSpec
+    from gta_verl.retrieval.client import RayRetrieverClient
+    from gta_verl.retrieval.config import RetrieverConfig, ServingConfig
+    from gta_verl.retrieval.retriever import GraphRetriever
+
+    tmp = Path(tempfile.mkdtemp())
+    if kb == "toy":
+        from gta_verl.kb.store import save_kb
+        from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+
+        emb = HashEmbedder()
+        save_kb(make_toy_kb(emb), tmp / "kb")
+        kb_dir, embedder = tmp / "kb", "gta_verl.retrieval.testing:HashEmbedder"
+        qs = ["Where was the president of France born?", "capital of Japan", "chancellor of Germany",
+              "Mount Fuji height"]
+        local = GraphRetriever.from_kb_dir(kb_dir, embedder=emb)
+    else:
+        kb_dir, embedder, qs = musique_kb_dir(), None, musique_questions()[:64]
+        local = _MUSIQUE.get("retriever") or GraphRetriever.from_kb_dir(kb_dir)
+    expected = [r.doc_ids for r in local.retrieve(qs)]
+    ns, name = "gta_verl_stress", "stress_retriever"
+    spec = RetrieverSpec(kb_dir=str(Path(kb_dir).resolve()), config=RetrieverConfig().to_dict(), name=name,
+                         namespace=ns, embedder=embedder,
+                         serving=ServingConfig(num_replicas=1, num_cpus=0.5,
+                                               monitor_interval_s=0.2).to_dict())
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace=ns)
+    rows: list[KillRow] = []
+    try:
+        service = spec.create()
+        ray.get(service.health.remote())
+        # as the agent loop builds it (gta_verl.agent.retriever_access): handle, name, allowed to recreate
+        client = RayRetrieverClient(service, timeout_s=TIMEOUT_S, recreate=spec.create, name=name)
+        before = [r.doc_ids for r in client.retrieve(qs)]
+        for target in targets:
+            for how in KILLS:
+                svc = ray.get_actor(name, namespace=ns)
+                ray.get(svc.health.remote())
+                out, ms = asyncio.run(kill_during_calls(client, qs, expected, n_calls,
+                                                        lambda: kill(target, how, svc)))
+                rec_s, later = wait_recovered(client, qs, expected, limit_s=180)
+                reasons: dict[str, int] = {}
+                for r in out:
+                    if not r.ok:
+                        key = (r.error or "")[:70]
+                        reasons[key] = reasons.get(key, 0) + 1
+                equal = sum(r.ok and r.doc_ids == expected[i % len(qs)] for i, r in enumerate(out))
+                rows.append(KillRow(target, how, n_calls, sum(r.ok for r in out), equal,
+                                    sum(not r.ok for r in out), max(ms), rec_s, later and before == expected,
+                                    reasons))
+        svc = ray.get_actor(name, namespace=ns)
+        ray.get(svc.shutdown.remote())
+        ray.kill(svc)
+    finally:
+        ray.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\n### Retriever killed during {n_calls} concurrent calls ({kb} KB, {len(qs)} distinct queries, "
+          f"client timeout {TIMEOUT_S:g} s, client built as the agent loop builds it)\n")
+    print("| killed | how | calls | answered | equal to in-process | error results | slowest call ms "
+          "| ≤ timeout | recovered after s | later results equal |")
+    print("|---|---|---:|---:|---:|---:|---:|---|---:|---|")
+    for r in rows:
+        print(f"| {r.target} | `{r.how}` | {r.calls} | {r.answered} | {r.equal} | {r.errors} | "
+              f"{r.slowest_ms:.0f} | {'yes' if r.slowest_ms <= TIMEOUT_S * 1000 + 500 else 'NO'} | "
+              f"{r.recovered_s:.1f} | {'yes' if r.later_equal else 'NO'} |")
+    errs = {k: v for r in rows for k, v in r.reasons.items()}
+    if errs:
+        print(f"\nerror results seen: {errs}")
+    return rows
