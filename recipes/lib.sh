@@ -39,9 +39,5 @@ PY
 )
   local cmd=(ray job submit --address "${RAY_ADDRESS:-http://127.0.0.1:8265}" --runtime-env-json "$runtime_env"
              -- bash "recipes/$recipe/$script" "$@")
-  if [[ "${DRY_RUN:-0}" == 1 ]]; then
-    printf '%s\n' "${cmd[@]}"
-  else
-    "${cmd[@]}"
-  fi
+  run "${cmd[@]}"
 }

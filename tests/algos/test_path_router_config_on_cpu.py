@@ -10,6 +10,8 @@ import pytest
 import verl  # noqa: F401  (loads the verl.plugins entry point → gta_verl.verl_plugins)
 from omegaconf import OmegaConf
 
+from tests.support.dry_run import command_blocks
+
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = REPO / "recipes" / "path_router"
 CONFIG_DIR = REPO / "gta_verl" / "config"
@@ -144,14 +146,7 @@ def dry_run(script: str, **env) -> list[list[str]]:
     out = subprocess.run(
         ["bash", str(RECIPES / script)], env=run_env, capture_output=True, text=True, check=True
     )
-    cmds, cur = [], []
-    for line in out.stdout.splitlines():
-        if line == "----":
-            cmds.append(cur)
-            cur = []
-        else:
-            cur.append(line)
-    return cmds or [cur]
+    return command_blocks(out.stdout)
 
 
 def _hydra_args(cmd: list[str]) -> tuple[str, list[str]]:

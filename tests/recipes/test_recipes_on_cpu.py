@@ -221,7 +221,7 @@ def test_submit_ray_job_dry_run():
         },
     )
     assert proc.returncode == 0, proc.stderr
-    argv = proc.stdout.splitlines()
+    (argv,) = command_blocks(proc.stdout)
     assert argv[:5] == ["ray", "job", "submit", "--address", "http://head:8265"]
     runtime_env = json.loads(argv[argv.index("--runtime-env-json") + 1])
     assert runtime_env["env_vars"]["NNODES"] == "2" and runtime_env["env_vars"]["MODEL"] == "7b"
