@@ -110,3 +110,26 @@ def embedder():
     from gta_verl.kb.embed import load_embedder
 
     return load_embedder()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Leave no Ray driver connected: Ray's own atexit teardown races the other native pools."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Keep a fault handler on through interpreter teardown.
+
+    pytest's faulthandler plugin switches itself off in its own ``pytest_unconfigure``, so a crash
+    in a native library's teardown after the last test (CI once ended "696 passed" then SIGSEGV,
+    exit 139, with no trace) would print nothing. Re-enabled last, it dumps every thread's stack.
+    """
+    import faulthandler
+    import sys
+
+    faulthandler.enable(file=sys.__stderr__, all_threads=True)
