@@ -1,9 +1,15 @@
 """Benchmark KB construction: stage times and peak memory, with in-run references.
 
     python benchmarks/kb_build.py [--spacy-corpus /path/2wikimultihopqa_corpus.json] [--spacy-sample 500]
-        [--cold-sample 1000]
+        [--cold-sample 1000] [--builds new,old] [--only-builds]
 
-Measures on the bundled MuSiQue subset (precomputed GPT-3.5 triples):
+Cold build (first table): the whole ``build_kb_from_files`` on the bundled MuSiQue subset, each in a
+fresh interpreter with an empty embedding cache, once with today's encoder (``new``: de-duplicated,
+tokenized once, sorted by token count, token-budget batches, threads = CPUs) and once with the
+encoder it replaced (``old``, :func:`legacy_encode`: per-batch tokenizer padding of 64 texts sorted
+by characters), per stage, with the per-row cosine between the two builds' vectors.
+
+Then the stages, on the bundled MuSiQue subset (precomputed GPT-3.5 triples):
     * OpenIE file load + table normalization;
     * embedding: cold (fresh cache, ``--cold-sample`` texts, after warm-up) vs disk-cached (all texts);
     * synonymy (faiss range search, δ = 0.8, ≤ k = 2047 per entity) vs HippoRAG 2's faiss k-NN search + threshold;
@@ -15,8 +21,11 @@ Prints one markdown table; peak RSS is the process high-water mark after each st
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +47,133 @@ def timed(fn, *a, **k):
     t = time.perf_counter()
     out = fn(*a, **k)
     return out, time.perf_counter() - t
+
+
+def legacy_encode(self, texts, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+    """Reference: ``HFEmbedder.encode`` before issue 12 (commit 12e057c), verbatim.
+
+    Batches of ``batch_size`` texts sorted by character count, each tokenized with padding.
+    """
+    from gta_verl.kb.embed import l2_normalize
+
+    texts = [str(t) for t in texts]
+    out = np.zeros((len(texts), self.dim), dtype=np.float32)
+    if not texts:
+        return out
+    order = np.argsort([-len(t) for t in texts], kind="stable")
+    torch = self._torch
+    with self._lock, torch.inference_mode():
+        for s in range(0, len(texts), batch_size):
+            idx = order[s : s + batch_size]
+            enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                 max_length=self.max_length, return_tensors="pt").to(self.device)
+            hidden = self.model(**enc).last_hidden_state  # [b, L, dim]
+            if self.pooling == "cls":
+                pooled = hidden[:, 0]
+            else:
+                mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [b, L, 1]
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            out[idx] = pooled.float().cpu().numpy()
+    return l2_normalize(out)
+
+
+def one_cold_build(mode: str, out: Path) -> dict:
+    """Child process: one cold ``build_kb_from_files`` (empty embedding cache set by the parent)."""
+    t_start = time.perf_counter()
+    import gta_verl.kb.build as build
+    import gta_verl.kb.store as store
+    from gta_verl.kb.embed import HFEmbedder
+
+    if mode == "old":
+        HFEmbedder.encode = legacy_encode
+    t_import = time.perf_counter() - t_start
+    spent: dict[str, float] = {}
+
+    def clock(name, fn):
+        def wrapped(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
+        return wrapped
+
+    build.load_embedder = clock("model load (with torch, transformers imports)", build.load_embedder)
+    store.save_kb = clock("save (parquet, npy, sha256)", store.save_kb)
+    build.extract_passages = clock("read OpenIE file", build.extract_passages)
+    t = time.perf_counter()
+    kb = build.build_kb_from_files(MUSIQUE / "musique_train_corpus.json", "hipporag", f"precomputed:{OPENIE}",
+                                   out, progress=False)
+    total = time.perf_counter() - t
+    tm = kb.manifest["timings"]
+    stages = {**spent, "normalize → tables": tm["tables_s"], "embedding": tm["embedding_s"],
+              "synonymy (faiss range search)": tm["synonymy_s"], "graph (igraph)": tm["graph_s"]}
+    stages["read corpus, stats, other"] = total - sum(stages.values())
+    stages = {"imports (gta_verl.kb, igraph, faiss)": t_import, **stages}
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return {"stages": stages, "total": t_import + total, "peak_mb": peak_mb(),
+            "cpu_s": ru.ru_utime + ru.ru_stime,
+            "synonymy_edges": kb.manifest["counts"].get("synonymy_edges")}
+
+
+def bench_cold_builds(modes: list[str], threads: int = 0) -> tuple[list[str], dict[str, dict]]:
+    """Each mode in a fresh interpreter with its own empty ``GTA_VERL_CACHE`` (nothing warm)."""
+    res: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in modes:
+            env = {**os.environ, "GTA_VERL_CACHE": str(Path(tmp) / f"cache-{mode}")}
+            if threads:  # both paths: torch reads OMP_NUM_THREADS at start-up
+                env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+            out = Path(tmp) / f"kb-{mode}"
+            t = time.perf_counter()
+            cmd = [sys.executable, __file__, "--_one-build", mode, "--_out", str(out)]
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            wall = time.perf_counter() - t
+            if proc.returncode:
+                raise RuntimeError(f"{mode} build failed:\n{proc.stderr[-3000:]}")
+            res[mode] = {**json.loads(proc.stdout.strip().splitlines()[-1]), "wall": wall,
+                         "load_after": os.getloadavg()}
+        lines = _build_table(res)
+        if {"old", "new"} <= set(res):
+            lines += _agreement(Path(tmp) / "kb-old", Path(tmp) / "kb-new", res)
+    return lines, res
+
+
+def _build_table(res: dict[str, dict]) -> list[str]:
+    modes = list(res)
+    tail = " | old / new |" if len(modes) > 1 else " |"
+    lines = ["| stage | " + " | ".join(f"{m} (s)" for m in modes) + tail,
+             "|---|" + "---:|" * (len(modes) + (len(modes) > 1))]
+    for stage in res[modes[0]]["stages"]:
+        vals = [res[m]["stages"][stage] for m in modes]
+        ratio = f" {vals[modes.index('old')] / max(vals[modes.index('new')], 1e-9):.2f}× |" \
+            if {"old", "new"} <= set(modes) else ""
+        lines.append(f"| {stage} | " + " | ".join(f"{v:.2f}" for v in vals) + " |" + ratio)
+    tot = [res[m]["wall"] for m in modes]
+    ratio = f" **{res['old']['wall'] / res['new']['wall']:.2f}×** |" if {"old", "new"} <= set(modes) else ""
+    lines.append("| **cold build, process wall** | " + " | ".join(f"**{v:.1f}**" for v in tot) + " |" + ratio)
+    both = {"old", "new"} <= set(modes)
+    lines.append("| CPU seconds, all threads (user + sys) | "
+                 + " | ".join(f"{res[m]['cpu_s']:.0f}" for m in modes) + " |"
+                 + (f" {res['old']['cpu_s'] / res['new']['cpu_s']:.2f}× |" if both else ""))
+    lines.append("| peak RSS (MB) | " + " | ".join(f"{res[m]['peak_mb']:,.0f}" for m in modes) + " |"
+                 + (" |" if len(modes) > 1 else ""))
+    lines.append("| load average (1 min) after | "
+                 + " | ".join(f"{res[m]['load_after'][0]:.1f}" for m in modes)
+                 + " |" + (" |" if len(modes) > 1 else ""))
+    return lines
+
+
+def _agreement(old: Path, new: Path, res: dict[str, dict]) -> list[str]:
+    """Per-row cosine of the two builds' vectors (both L2-normalized) and their synonymy edges."""
+    out = ["", "| vectors (new vs old build) | rows | min cosine | mean cosine |", "|---|---:|---:|---:|"]
+    for name in ("passage_emb", "entity_emb", "triple_emb"):
+        a, b = np.load(old / f"{name}.npy"), np.load(new / f"{name}.npy")
+        cos = np.einsum("ij,ij->i", a, b)
+        out.append(f"| {name} | {len(cos):,} | {cos.min():.7f} | {cos.mean():.7f} |")
+    out.append(f"\nsynonymy edges: old {res['old']['synonymy_edges']:,}, "
+               f"new {res['new']['synonymy_edges']:,}")
+    return out
 
 
 def knn_synonymy(emb: np.ndarray, ok: np.ndarray, thr: float, k: int) -> int:
@@ -139,11 +275,26 @@ def main() -> None:
     ap.add_argument("--spacy-corpus", type=Path, default=None, help="corpus for spaCy throughput")
     ap.add_argument("--spacy-sample", type=int, default=500)
     ap.add_argument("--cold-sample", type=int, default=1000, help="texts embedded without cache")
+    ap.add_argument("--builds", default="new,old", help="cold whole builds to run, in this order ('' = none)")
+    ap.add_argument("--only-builds", action="store_true", help="skip the per-stage table")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="OMP_NUM_THREADS for both builds (1: CPU seconds that contention does not inflate)")
+    ap.add_argument("--_one-build", dest="one_build", choices=("new", "old"), help=argparse.SUPPRESS)
+    ap.add_argument("--_out", dest="out", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.one_build:
+        print(json.dumps(one_cold_build(a.one_build, a.out)))
+        return
+    print(f"\nCPU cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.1f}\n")
+    modes = [m for m in a.builds.split(",") if m]
+    if modes:
+        lines, _ = bench_cold_builds(modes, a.threads)
+        print("\n".join(lines) + "\n", flush=True)
+    if a.only_builds:
+        return
     rows = bench_musique(a.cold_sample)
     if a.spacy_corpus:
         rows += bench_spacy(a.spacy_corpus, a.spacy_sample)
-    print(f"\nCPU cores: {os.cpu_count()}\n")
     print("| stage | seconds | notes |\n|---|---:|---|")
     for name, sec, note in rows:
         print(f"| {name} | {sec:.2f} | {note} |")

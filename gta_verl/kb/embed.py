@@ -15,15 +15,16 @@ Caches:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -85,6 +86,7 @@ class HFEmbedder:
         self.name = name or Path(self.path).name
         self._torch = torch
         self._lock = threading.Lock()  # one forward at a time; torch already uses all cores
+        self.max_batch_rows = 4096  # short texts: wide batches, but bounded (rows × width is the memory)
 
     @property
     def identity(self) -> str:
@@ -94,33 +96,131 @@ class HFEmbedder:
     def encode(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         """Encode ``texts`` → ``float32 [n, dim]``, L2-normalized, in input order.
 
-        Texts are batched by length (less padding); pooling is masked so padding
-        does not change a text's vector beyond float rounding.
+        Cost is the encoder's FLOPs, ≈ 2 × params × tokens, so the work is cut to the real
+        tokens: identical texts are encoded once, every text is tokenized once (no padding),
+        texts are sorted by token count (longest first) so a batch pads only to near-equal
+        lengths, and short texts go in wide batches of the same token budget as long ones
+        (see :func:`token_budget_batches`). Pooling is masked, so neither batching nor
+        padding changes a vector beyond float rounding (cosine to the plain per-batch
+        forward ≥ 0.9999, tested).
+
+        Args:
+            texts: ``n`` strings.
+            batch_size: Rows per forward for texts of ``max_length`` tokens; a batch of
+                shorter texts holds up to ``batch_size × max_length`` tokens
+                (at most ``max_batch_rows`` rows).
+            show_progress: tqdm bar over batches.
+
+        Returns:
+            ``float32 [n, dim]``; row ``i`` is the vector of ``texts[i]``.
         """
         texts = [str(t) for t in texts]
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return out
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        starts = range(0, len(texts), batch_size)
-        if show_progress:
-            from tqdm.auto import tqdm
-
-            starts = tqdm(starts, desc=f"embed {self.name}", unit="batch")
+            return np.zeros((0, self.dim), dtype=np.float32)
+        uniq, inverse = unique_texts(texts)
         torch = self._torch
-        with self._lock, torch.inference_mode():
-            for s in starts:
-                idx = order[s : s + batch_size]
-                enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                     max_length=self.max_length, return_tensors="pt").to(self.device)
-                hidden = self.model(**enc).last_hidden_state  # [b, L, dim]
-                if self.pooling == "cls":
-                    pooled = hidden[:, 0]
-                else:
-                    mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [b, L, 1]
-                    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                out[idx] = pooled.float().cpu().numpy()
-        return l2_normalize(out)
+        with self._lock, torch.inference_mode(), encoder_threads(torch):
+            ids = self.tokenizer(uniq, truncation=True, max_length=self.max_length,
+                                 return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+            lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+            order = np.argsort(-lengths, kind="stable")  # longest first: an OOM shows on the first batch
+            spans = token_budget_batches(lengths[order], batch_size * self.max_length, self.max_batch_rows)
+            if show_progress:
+                from tqdm.auto import tqdm
+
+                spans = tqdm(spans, desc=f"embed {self.name}", unit="batch")
+            vecs = np.empty((len(uniq), self.dim), dtype=np.float32)
+            for s, e in spans:
+                idx = order[s:e]
+                vecs[idx] = self._forward([ids[i] for i in idx])
+        return l2_normalize(vecs)[inverse]
+
+    def _forward(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """Pooled (not normalized) states of one batch of token-id lists → ``float32 [b, dim]``."""
+        torch = self._torch
+        width = max(map(len, ids))
+        input_ids = np.full((len(ids), width), self.tokenizer.pad_token_id or 0, dtype=np.int64)
+        mask = np.zeros((len(ids), width), dtype=np.int64)
+        for r, row in enumerate(ids):  # right padding: position ids and CLS stay where the model expects
+            input_ids[r, : len(row)] = row
+            mask[r, : len(row)] = 1
+        feed = {"input_ids": torch.from_numpy(input_ids).to(self.device),
+                "attention_mask": torch.from_numpy(mask).to(self.device)}
+        if "token_type_ids" in self.tokenizer.model_input_names:
+            feed["token_type_ids"] = torch.zeros_like(feed["input_ids"])  # one segment, as tokenizers give
+        hidden = self.model(**feed).last_hidden_state  # [b, L, dim]
+        if self.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            m = feed["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # [b, L, 1]
+            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        return pooled.float().cpu().numpy()
+
+
+def unique_texts(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Distinct texts in first-appearance order and, per input, its row among them.
+
+    Returns:
+        ``(uniq, inverse)`` with ``uniq[inverse[i]] == texts[i]``; ``inverse`` is ``int64 [n]``.
+    """
+    row: dict[str, int] = {}
+    inverse = np.fromiter((row.setdefault(t, len(row)) for t in texts), dtype=np.int64, count=len(texts))
+    return list(row), inverse
+
+
+def token_budget_batches(lengths: Sequence[int], max_tokens: int, max_rows: int) -> list[tuple[int, int]]:
+    """Cut texts sorted by decreasing token count into ``[start, end)`` batches.
+
+    A batch pads to its first (longest) text, so it holds ``rows × lengths[start]`` tokens;
+    rows = ``max_tokens // lengths[start]``, clipped to ``[1, max_rows]``. Long texts get
+    ``max_tokens / max_length`` rows, short ones many more, for the same memory.
+
+    Args:
+        lengths: Token counts, non-increasing.
+        max_tokens: Padded tokens allowed per batch (≥ 1).
+        max_rows: Rows allowed per batch (≥ 1).
+    """
+    if max_tokens < 1 or max_rows < 1:
+        raise ValueError(f"max_tokens and max_rows must be ≥ 1, got {max_tokens}, {max_rows}")
+    spans, s, n = [], 0, len(lengths)
+    while s < n:
+        rows = min(max_rows, max(1, max_tokens // max(1, int(lengths[s]))))
+        spans.append((s, min(n, s + rows)))
+        s = spans[-1][1]
+    return spans
+
+
+def encoder_threads_count(current: int) -> int:
+    """Intra-op threads for the encoder, given torch's ``current`` count.
+
+    ``GTA_VERL_EMBED_THREADS`` when set; otherwise ``current`` capped by the CPUs this
+    process may run on (its affinity mask) and by ``OMP_NUM_THREADS`` (Ray exports a task's
+    ``num_cpus`` there). Capping, never raising, keeps a caller's ``torch.set_num_threads``
+    (a retriever replica's share of a node) in force; more threads than CPUs would make
+    OpenMP's barriers spin against each other.
+    """
+    val = os.environ.get("GTA_VERL_EMBED_THREADS", "").strip()
+    if val.isdigit() and int(val) > 0:
+        return int(val)
+    want = min(current, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else current)
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if omp.isdigit() and int(omp) > 0:
+        want = min(want, int(omp))
+    return max(1, want)
+
+
+@contextlib.contextmanager
+def encoder_threads(torch: Any) -> Iterator[None]:
+    """Run the block with :func:`encoder_threads_count` torch threads, then restore the old count."""
+    before = torch.get_num_threads()
+    want = encoder_threads_count(before)
+    if want != before:
+        torch.set_num_threads(want)
+    try:
+        yield
+    finally:
+        if want != before:
+            torch.set_num_threads(before)
 
 
 def _st_pooling(path: Path) -> str | None:
