@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -54,6 +55,23 @@ def cpu_inputs(musique_kb_dir):
     return prepare_cpu_inputs(kb_dir=musique_kb_dir)
 
 
+def _run_group(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in its own process group; on timeout kill the whole group.
+
+    ``subprocess.run(timeout=…)`` kills only ``bash``: the ``main_ppo`` driver and the Ray it started
+    would live on as orphans, still training and loading the machine under the next recipe's run.
+    """
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True, **kwargs) as popen:
+        try:
+            out, err = popen.communicate(timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(popen.pid, signal.SIGKILL)
+            out, err = popen.communicate()
+            err += f"\n[test] killed the run's process group after {RUN_TIMEOUT_S} s"
+        return subprocess.CompletedProcess(cmd, popen.returncode, out, err)
+
+
 def run_recipe(recipe: str, inputs, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict]:
     """``bash recipes/cpu/run.sh <recipe>``; returns the process and verl's metrics per step."""
     metrics_path = tmp_path / "metrics.jsonl"
@@ -64,8 +82,7 @@ def run_recipe(recipe: str, inputs, tmp_path: Path) -> tuple[subprocess.Complete
     )
     t0 = time.monotonic()
     for _attempt in range(2):
-        proc = subprocess.run(["bash", str(RUN_SH), recipe, *PROVE_SYNC], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+        proc = _run_group(["bash", str(RUN_SH), recipe, *PROVE_SYNC], env=env, cwd=tmp_path)
         # Ray gives its raylet a fixed 30 s to register (ray/_private/node.py); on an overloaded
         # machine that start-up can time out before verl runs anything: retry that case once.
         if proc.returncode == 0 or RAY_STARTUP_TIMEOUT not in proc.stderr + proc.stdout:
