@@ -228,7 +228,7 @@ def ray_extract(passages: Sequence[Passage], spec: str, config: KBConfig, work: 
         return exs, report, _openie_stats(exs, report["n_triples"], 0, 0, t0, "OpenIE (precomputed, driver)")
     unique = list({p.doc_id: p for p in passages}.values())
     out_dir, size = work / "openie", opts.shard_passages
-    key = [spec, config.llm_model, config.llm_base_url, config.openie_cache]
+    key = [spec, config.llm_model, config.llm_base_url]  # what the backend's output depends on
     names = [f"{i:06d}-{_digest(key, [(p.doc_id, p.contents) for p in unique[s:s + size]])}"
              for i, s in enumerate(range(0, len(unique), size))]
     metas = {n: finished_shard(out_dir, n) for n in names}
@@ -278,6 +278,9 @@ def plan_chunks(lists: Iterable[Sequence[str]], is_known: Any, chunk: int) -> li
         lists: Text lists encoded one after the other (passages, entities, triples).
         is_known: ``f(list[str]) -> list[bool]``: which texts the cache already holds.
         chunk: Texts per encoder call.
+
+    Returns:
+        The chunks, in the order the single-process build encodes them.
     """
     planned: set[str] = set()
     out: list[list[str]] = []
@@ -330,6 +333,22 @@ class TableEmbedder:
         return np.stack([self.table[k] for k in keys]) if keys else np.zeros((0, self.dim), np.float32)
 
 
+def _read_vectors(out_dir: Path, name: str, want: list[bytes]) -> tuple[list[bytes], np.ndarray]:
+    """Keys and ``float32 [n, dim]`` vectors of one finished embedding shard, checked against its plan."""
+    import pyarrow.parquet as pq
+
+    path = out_dir / f"{name}.parquet"
+    if finished_shard(out_dir, name) is None:
+        raise RuntimeError(f"{path}: the encoder pool finished without writing this shard")
+    tbl = pq.read_table(path)
+    keys = tbl.column("key").to_pylist()
+    if keys != want:
+        raise RuntimeError(f"{path}: holds other texts than its plan; delete it and rerun")
+    vec = tbl.column("vec").combine_chunks()
+    flat = vec.flatten().to_numpy().astype(np.float32, copy=False)
+    return keys, flat.reshape(len(keys), vec.type.list_size)
+
+
 def ray_embed(lists: Sequence[Sequence[str]], config: KBConfig, work: Path, opts: RayOptions,
               allow_download: bool) -> tuple[TableEmbedder, StageStats]:
     """Embedding stage: vectors of every text of ``lists`` (cache hits + the pool's shards)."""
@@ -351,19 +370,17 @@ def ray_embed(lists: Sequence[Sequence[str]], config: KBConfig, work: Path, opts
               opts.concurrency, opts.num_gpus)
     new_keys: list[bytes] = []
     new_vecs: list[np.ndarray] = []
-    for n in names:
-        if finished_shard(out_dir, n) is None:
-            raise RuntimeError(f"{out_dir / n}.parquet: the encoder pool finished without writing this shard")
-        for r in _read_shard(out_dir, n):
-            new_keys.append(r["key"])
-            new_vecs.append(np.asarray(r["vec"], dtype=np.float32))
-    table = {k: v for k, v in zip(new_keys, new_vecs)}
+    for n, texts in zip(names, chunks):
+        keys, vecs = _read_vectors(out_dir, n, [text_key(t) for t in texts])
+        new_keys += keys
+        new_vecs.append(vecs)
+    table = dict(zip(new_keys, (v for block in new_vecs for v in block)))
     all_keys = list(dict.fromkeys(text_key(str(t)) for texts in lists for t in texts))
     for k, v in zip(all_keys, cache.get_many(all_keys)):
         if v is not None and k not in table:
             table[k] = np.asarray(v, dtype=np.float32)
     if new_keys:  # one atomic cache shard: later builds (Ray or not) reuse these exact vectors
-        cache.put_many(new_keys, np.stack(new_vecs))
+        cache.put_many(new_keys, np.concatenate(new_vecs))
     stats = StageStats("embeddings (unique texts)", len(all_keys), None, 0, len(todo), len(names) - len(todo),
                        time.perf_counter() - t0)
     return TableEmbedder(inner.name, inner.dim, table), stats
