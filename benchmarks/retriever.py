@@ -1,11 +1,11 @@
 """Whole retriever, corpus-size sweep, query encoding and Ray actor throughput (issues 12 and 13).
 
 Usage:
-    python benchmarks/retriever.py [--sections whole,sweep,encode,actors] [--n-triples 1300000]
+    python benchmarks/retriever.py [--sections whole,sweep,encode,actors,approx] [--n-triples 1300000]
         [--batches 32] [--faiss-batches 32,256] [--n-ref 32]
         [--sweep-docs 10000,100000,1000000] [--sweep-batch 4]
         [--sweep-triples-per-doc 1] [--plot docs/benchmarks/retriever_scaling.png]
-        [--calls 512 --callers 256 --replicas 1,2,4] [--seed 0]
+        [--calls 512 --callers 256 --replicas 1,2,4] [--approx-n 100000] [--seed 0]
 
 Sections (each prints markdown tables):
 
@@ -25,6 +25,8 @@ Sections (each prints markdown tables):
   at 1 and 2 torch threads, on the bundled MuSiQue questions.
 * ``actors``: ``benchmarks/replicas.py`` (queries/s and RSS per replica through the
   Ray actor service) with ``--callers`` concurrent callers.
+* ``approx`` (not in the default list): the ``ivf`` and ``hnsw`` triple indexes on
+  ``--approx-n`` random vectors: build time, ms/query and recall of the exact top-n.
 """
 
 from __future__ import annotations
@@ -413,7 +415,37 @@ def bench_actors(args: argparse.Namespace) -> list[str]:
     return ["\n(actor tables printed above by benchmarks/replicas.py)"]
 
 
-SECTIONS = {"whole": bench_whole, "sweep": bench_sweep, "encode": bench_encode, "actors": bench_actors}
+def bench_approx(args: argparse.Namespace) -> list[str]:
+    """Approximate triple indexes (``index: ivf|hnsw``): recall of the exact top-n, build and search time."""
+    from gta_verl.retrieval.config import RetrieverConfig
+    from gta_verl.retrieval.index import VectorIndex
+
+    rng = np.random.default_rng(args.seed)
+    x = unit_rows(rng, args.approx_n, args.dim)
+    q = query_vectors(x, 256, args.seed + 1)
+    n, c = RetrieverConfig().top_n_triples, RetrieverConfig()
+    lines = [f"\n### Approximate triple index vs exact flat ({args.approx_n:,} random unit vectors × {args.dim}, "
+             f"queries = a vector + unit noise, top-{n}, batch 256)\n",
+             f"| index | build s | ms/query | recall of the exact top-{n} |", "|---|---:|---:|---:|"]
+    exact = None
+    for kind in ("flat", "ivf", "hnsw"):
+        t0 = time.perf_counter()
+        idx = VectorIndex(x, kind, c.ivf_nprobe, c.hnsw_m)
+        t1 = time.perf_counter()
+        _, ids = idx.search(q, n)
+        ms = (time.perf_counter() - t1) * 1e3 / len(q)
+        exact = ids if exact is None else exact
+        recall = np.mean([len(set(a) & set(b)) / n for a, b in zip(ids.tolist(), exact.tolist())])
+        label = {"flat": "flat (exact)", "ivf": f"ivf (nlist ≈ 4√n, nprobe {c.ivf_nprobe})",
+                 "hnsw": f"hnsw (M {c.hnsw_m}, faiss default efSearch)"}[kind]
+        lines.append(f"| {label} | {t1 - t0:.1f} | {ms:.2f} | {recall:.3f} |")
+        print(lines[-1], flush=True)
+        del idx
+    return lines
+
+
+SECTIONS = {"whole": bench_whole, "sweep": bench_sweep, "encode": bench_encode, "actors": bench_actors,
+            "approx": bench_approx}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -428,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-triples", type=int, default=1_300_000)
     ap.add_argument("--batches", default="32")
     ap.add_argument("--faiss-batches", default="32,256")
+    ap.add_argument("--approx-n", type=int, default=100_000, help="vectors for the approx section")
     ap.add_argument("--n-ref", type=int, default=32, help="queries through the igraph reference")
     ap.add_argument("--sweep-docs", default="10000,100000,1000000")
     ap.add_argument("--sweep-triples-per-doc", type=float, default=1.0)
