@@ -241,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--long-queries", type=int, default=400, help="stall: queries the one caller sends")
     p.add_argument("--long-chars", type=int, default=2300, help="stall: characters per long query")
     p.add_argument("--agents", type=int, default=16, help="stall: agents sending single queries meanwhile")
+    p.add_argument("--stall-reference", action="store_true",
+                   help="stall: first the same run against a batcher without the character budget")
     p.add_argument("--requests", type=int, default=1000, help="http: one-query requests")
     p.add_argument("--clients", type=int, default=128, help="http: concurrent clients")
     p.add_argument("--kill-calls", type=int, default=256, help="actor: concurrent calls per kill")
@@ -259,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         "corpus": lambda: section_corpus(args.corpus_records),
         "kb": section_kb,
         "hostile": section_hostile,
-        "stall": lambda: section_stall(args.long_queries, args.long_chars, args.agents),
+        "stall": lambda: section_stall(args.long_queries, args.long_chars, args.agents, args.stall_reference),
         "http": lambda: section_http(args.requests, args.clients),
         "actor": lambda: section_actor(args.kill_calls, args.actor_kb, args.kill_targets.split(",")),
         "fuzz": lambda: section_fuzz(args.fuzz, args.seed),

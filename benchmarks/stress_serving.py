@@ -288,8 +288,35 @@ async def _stall(url: str, n_long: int, chars: int, n_callers: int) -> dict[str,
     return {"per": per, "requests": len(requests), "codes": codes, "wall": wall, "base": base, "under": under}
 
 
-def section_stall(n_long: int, chars: int, n_callers: int) -> None:
-    _, srv = musique_server()
+def _budgetless_server(retriever: Any) -> Server:
+    """The reference: the same app whose batcher has no character budget (count-only round robin)."""
+    import functools
+
+    from gta_verl.retrieval import http
+    from gta_verl.retrieval.batching import MicroBatcher
+
+    http.MicroBatcher = functools.partial(MicroBatcher, max_batch_chars=None)  # type: ignore[misc]
+    try:
+        return Server(http.create_app(retriever))
+    finally:
+        http.MicroBatcher = MicroBatcher  # type: ignore[misc]
+
+
+def section_stall(n_long: int, chars: int, n_callers: int, reference: bool = False) -> None:
+    retriever, srv = musique_server()
+    if reference:
+        ref = _budgetless_server(retriever)
+        try:
+            r = asyncio.run(_stall(ref.url, n_long, chars, n_callers))
+        finally:
+            ref.stop()
+        ok = sum(c == 200 for c in r["codes"])
+        print("\n### Stall reference: the same run against a batcher without the character budget\n")
+        print(f"Attacker: {ok}/{len(r['codes'])} requests answered 200 in {r['wall']:.1f} s.\n")
+        print("| agents' calls | n | answered ≤ 30 s | timed out / late | other | p50 ms | p95 ms | max ms |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        print(f"| alone (3 calls each) | {r['base'].row()} |")
+        print(f"| while the attacker is served | {r['under'].row()} |")
     s = asyncio.run(_stall(srv.url, n_long, chars, n_callers))
     print(f"\n### Stall: one caller sends {n_long} queries × {chars:,} characters as {s['requests']} "
           f"concurrent requests of ≤ {s['per']} (the most the character cap admits), while {n_callers} "
