@@ -34,6 +34,7 @@ QS = ["Where was the president of France born?", "capital of Japan", "chancellor
 N_CALLS = 64
 RECOVERY_S = 300.0  # a bound against hanging (a fresh Ray worker on a busy 2-core machine), not a speed claim
 KILLS = ["ray.kill(no_restart=True)", "ray.kill(no_restart=False)", "SIGKILL"]
+pytestmark = pytest.mark.slow  # six kills, each a fresh Ray worker process or two: minutes on 2 cores
 
 
 @pytest.fixture(scope="module")
