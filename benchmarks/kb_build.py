@@ -176,6 +176,38 @@ def _agreement(old: Path, new: Path, res: dict[str, dict]) -> list[str]:
     return out
 
 
+def bench_embed_sample(step: int) -> list[str]:
+    """Encoder only, same model and process: every ``step``-th build text, old vs new path."""
+    from gta_verl.data.loaders import read_hipporag_corpus
+    from gta_verl.kb.build import as_extractions
+    from gta_verl.kb.embed import load_embedder
+    from gta_verl.kb.graph import collect_nodes
+    from gta_verl.kb.openie.base import run_openie
+    from gta_verl.kb.openie.precomputed import PrecomputedOpenIE
+
+    passages = read_hipporag_corpus(MUSIQUE / "musique_train_corpus.json").records
+    exs, _ = run_openie(PrecomputedOpenIE(OPENIE), passages, progress=False)
+    nodes = collect_nodes(passages, as_extractions(exs))
+    texts = [p.contents for p in passages] + list(nodes.entities) + [t.text for t in nodes.triples]
+    sample = texts[::step]
+    model = load_embedder(cache=False)
+    model.encode(["warm up"] * 64)
+    legacy_encode(model, ["warm up"] * 64)
+    res = {}
+    for name, fn in (("old", lambda: legacy_encode(model, sample)), ("new", lambda: model.encode(sample))):
+        t, c = time.perf_counter(), time.process_time()
+        res[name] = (fn(), time.perf_counter() - t, time.process_time() - c)
+    cos = np.einsum("ij,ij->i", res["old"][0], res["new"][0])
+    lines = [f"encoder only: {len(sample):,} of {len(texts):,} build texts (every {step}th), "
+             f"torch threads {__import__('torch').get_num_threads()}", "",
+             "| path | wall s | CPU s | old / new (CPU) |", "|---|---:|---:|---:|"]
+    for name in ("old", "new"):
+        lines.append(f"| {name} | {res[name][1]:.1f} | {res[name][2]:.1f} | "
+                     f"{res['old'][2] / res[name][2]:.2f}× |")
+    lines.append(f"\nper-row cosine new vs old: min {cos.min():.7f}")
+    return lines
+
+
 def knn_synonymy(emb: np.ndarray, ok: np.ndarray, thr: float, k: int) -> int:
     """Reference (HippoRAG 2 way): faiss k-NN search with k + 1 results per entity, then threshold."""
     import faiss
@@ -277,6 +309,8 @@ def main() -> None:
     ap.add_argument("--cold-sample", type=int, default=1000, help="texts embedded without cache")
     ap.add_argument("--builds", default="new,old", help="cold whole builds to run, in this order ('' = none)")
     ap.add_argument("--only-builds", action="store_true", help="skip the per-stage table")
+    ap.add_argument("--embed-sample", type=int, default=0,
+                    help="also time the encoder alone, old vs new, on every Nth build text")
     ap.add_argument("--threads", type=int, default=0,
                     help="OMP_NUM_THREADS for both builds (1: CPU seconds that contention does not inflate)")
     ap.add_argument("--_one-build", dest="one_build", choices=("new", "old"), help=argparse.SUPPRESS)
@@ -286,6 +320,8 @@ def main() -> None:
         print(json.dumps(one_cold_build(a.one_build, a.out)))
         return
     print(f"\nCPU cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.1f}\n")
+    if a.embed_sample:
+        print("\n".join(bench_embed_sample(a.embed_sample)) + "\n", flush=True)
     modes = [m for m in a.builds.split(",") if m]
     if modes:
         lines, _ = bench_cold_builds(modes, a.threads)

@@ -168,25 +168,35 @@ def unique_texts(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
     return list(row), inverse
 
 
-def token_budget_batches(lengths: Sequence[int], max_tokens: int, max_rows: int) -> list[tuple[int, int]]:
+def token_budget_batches(lengths: Sequence[int], max_tokens: int, max_rows: int,
+                         max_pad: float = 0.1) -> list[tuple[int, int]]:
     """Cut texts sorted by decreasing token count into ``[start, end)`` batches.
 
-    A batch pads to its first (longest) text, so it holds ``rows × lengths[start]`` tokens;
-    rows = ``max_tokens // lengths[start]``, clipped to ``[1, max_rows]``. Long texts get
-    ``max_tokens / max_length`` rows, short ones many more, for the same memory.
+    A batch pads to its first (longest) text ``L = lengths[start]``: it takes at most
+    ``max_tokens // L`` rows (clipped to ``[1, max_rows]``) and only texts of at least
+    ``L / (1 + max_pad)`` tokens, so padding is ≤ ``max_pad`` of every row's real tokens.
+    Long texts thus get ``max_tokens / max_length`` rows, short ones many more, for the same
+    memory, and no batch spends FLOPs on a wide run of padding.
 
     Args:
         lengths: Token counts, non-increasing.
         max_tokens: Padded tokens allowed per batch (≥ 1).
         max_rows: Rows allowed per batch (≥ 1).
+        max_pad: Padding allowed per row, as a fraction of its real tokens (≥ 0).
     """
-    if max_tokens < 1 or max_rows < 1:
-        raise ValueError(f"max_tokens and max_rows must be ≥ 1, got {max_tokens}, {max_rows}")
+    if max_tokens < 1 or max_rows < 1 or max_pad < 0:
+        raise ValueError(f"need max_tokens ≥ 1, max_rows ≥ 1, max_pad ≥ 0; "
+                         f"got {max_tokens}, {max_rows}, {max_pad}")
     spans, s, n = [], 0, len(lengths)
     while s < n:
-        rows = min(max_rows, max(1, max_tokens // max(1, int(lengths[s]))))
-        spans.append((s, min(n, s + rows)))
-        s = spans[-1][1]
+        width = max(1, int(lengths[s]))
+        e = min(n, s + min(max_rows, max(1, max_tokens // width)))
+        shortest = width / (1.0 + max_pad)
+        cut = s + 1
+        while cut < e and lengths[cut] >= shortest:
+            cut += 1
+        spans.append((s, cut))
+        s = cut
     return spans
 
 

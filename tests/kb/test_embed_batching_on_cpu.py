@@ -86,14 +86,19 @@ def test_unique_texts_maps_every_input_to_its_first_occurrence():
 
 
 def test_token_budget_batches_hand_computed():
-    # lengths sorted longest first; budget 12 tokens, ≤ 4 rows:
-    #   start 0: 12 // 10 = 1 row  → (0, 1)
-    #   start 1: 12 // 6  = 2 rows → (1, 3)      (6, 5)
-    #   start 3: 12 // 4  = 3 rows → (3, 6)      (4, 3, 3)
-    #   start 6: 12 // 2  = 6 → capped at 4 → (6, 10)   (2, 2, 1, 1)
-    #   start 10: 12 // 1 = 12 → 4, one left → (10, 11)
-    lengths = [10, 6, 5, 4, 3, 3, 2, 2, 1, 1, 1]
-    assert token_budget_batches(lengths, 12, 4) == [(0, 1), (1, 3), (3, 6), (6, 10), (10, 11)]
+    lengths = [10, 6, 5, 4, 3, 3, 2, 2, 1, 1, 1]  # sorted longest first
+    # budget 12 tokens, ≤ 4 rows, padding ≤ 100 % (a row may be padded up to twice its length):
+    #   start 0: 12 // 10 = 1 row                          → (0, 1)
+    #   start 1: 12 // 6  = 2 rows; 5 ≥ 6 / 2 = 3          → (1, 3)      (6, 5)
+    #   start 3: 12 // 4  = 3 rows; 3, 3 ≥ 4 / 2 = 2       → (3, 6)      (4, 3, 3)
+    #   start 6: 12 // 2  = 6 → capped at 4 rows; 2, 1, 1 ≥ 1 → (6, 10)
+    #   start 10: one text left                            → (10, 11)
+    assert token_budget_batches(lengths, 12, 4, max_pad=1.0) == [(0, 1), (1, 3), (3, 6), (6, 10), (10, 11)]
+    # default padding ≤ 10 %: a batch keeps only texts ≥ width / 1.1
+    #   start 1: width 6, 5 < 6 / 1.1 = 5.45 → (1, 2);   start 2: width 5, 4 < 4.55 → (2, 3)
+    #   start 3: width 4, 3 < 3.64 → (3, 4);             start 4: width 3, 3 ≥ 2.73, 2 < → (4, 6)
+    #   start 6: width 2, 2 ≥ 1.82, 1 < → (6, 8);        start 8: width 1, 4 rows, 3 left → (8, 11)
+    assert token_budget_batches(lengths, 12, 4) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 6), (6, 8), (8, 11)]
     # a text longer than the budget still gets its own batch (never zero rows)
     assert token_budget_batches([30, 5], 12, 4) == [(0, 1), (1, 2)]
     assert token_budget_batches([], 12, 4) == []
