@@ -78,6 +78,7 @@ def _cmd_build_ray(args: argparse.Namespace) -> int:
 
     opts = RayOptions(address=args.ray_address, concurrency=args.ray_concurrency, num_gpus=args.ray_num_gpus,
                       openie_num_gpus=args.ray_openie_num_gpus, shard_passages=args.ray_shard_passages,
+                      encoder_num_cpus=args.ray_encoder_cpus,
                       work_dir=args.ray_work_dir)
     kb, stats = build_kb_ray(args.corpus, args.corpus_format, args.openie, args.out, _config(args), opts,
                              progress=not args.no_progress, strict=args.strict,
@@ -125,6 +126,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="Ray cluster to join ('auto' = the running one; default: start a local instance)")
     r.add_argument("--ray-concurrency", type=int, default=2, help="actors per pool (default 2)")
     r.add_argument("--ray-num-gpus", type=float, default=0.0, help="GPUs per encoder actor (default 0: CPU)")
+    r.add_argument("--ray-encoder-cpus", type=float, default=1.0,
+                   help="CPUs (= torch threads) per encoder actor (default 1)")
     r.add_argument("--ray-openie-num-gpus", type=float, default=0.0,
                    help="GPUs per OpenIE actor (--openie vllm; default 0)")
     r.add_argument("--ray-shard-passages", type=int, default=256,

@@ -60,6 +60,9 @@ class RayOptions:
             Ignored when Ray is already initialised in this process.
         concurrency: Actors per pool (OpenIE and encoder).
         num_gpus: GPUs per encoder actor (0: CPU encoders).
+        encoder_num_cpus: CPUs per encoder actor; Ray sets its ``OMP_NUM_THREADS`` to this, and on a CPU
+            the vectors' last bits depend on the encoder's thread count, so bit-identity with a
+            single-process build needs the CPU count that build ran with.
         openie_num_gpus: GPUs per OpenIE actor (``--openie vllm``).
         shard_passages: Passages per OpenIE shard.
         embed_chunk: Texts per embedding shard; ``None`` = the single-process encoder's chunk
@@ -71,6 +74,7 @@ class RayOptions:
     address: str | None = None
     concurrency: int = 2
     num_gpus: float = 0.0
+    encoder_num_cpus: float = 1.0
     openie_num_gpus: float = 0.0
     shard_passages: int = 256
     embed_chunk: int | None = None
@@ -159,16 +163,24 @@ def _digest(*parts: Any) -> str:
 
 
 def _run_pool(actor: type, rows: list[dict[str, Any]], ctor: dict[str, Any], concurrency: int,
-              num_gpus: float) -> list[dict[str, Any]]:
-    """Map ``rows`` (one per shard) through a pool of ``actor``; return the small result rows."""
+              num_gpus: float, num_cpus: float = 1.0) -> list[dict[str, Any]]:
+    """Map ``rows`` (one per shard) through a pool of ``actor``; return the small result rows.
+
+    The pool never asks for more actors than the cluster can hold (Ray Data would wait for them).
+    """
+    import ray
     import ray.data
 
     if not rows:
         return []
+    total = ray.cluster_resources()
+    size = min(concurrency, len(rows), int(total.get("CPU", 1) // num_cpus) if num_cpus else len(rows))
+    if num_gpus:
+        size = min(size, int(total.get("GPU", 0) // num_gpus))
     ds = ray.data.from_items(rows, override_num_blocks=len(rows))
     out = ds.map_batches(actor, batch_size=1, batch_format="pyarrow", fn_constructor_kwargs=ctor,
-                         compute=ray.data.ActorPoolStrategy(size=min(concurrency, len(rows))),
-                         num_cpus=1, num_gpus=num_gpus or None)
+                         compute=ray.data.ActorPoolStrategy(size=max(1, size)),
+                         num_cpus=num_cpus, num_gpus=num_gpus or None)
     return list(out.iter_rows())
 
 
@@ -367,7 +379,7 @@ def ray_embed(lists: Sequence[Sequence[str]], config: KBConfig, work: Path, opts
     _run_pool(EncodeActor, [{"shard": names[i], "payload": json.dumps(chunks[i])} for i in todo],
               {"embedder": config.embedder, "device": device, "allow_download": allow_download,
                "batch_size": config.embed_batch_size, "out_dir": str(out_dir)},
-              opts.concurrency, opts.num_gpus)
+              opts.concurrency, opts.num_gpus, opts.encoder_num_cpus)
     new_keys: list[bytes] = []
     new_vecs: list[np.ndarray] = []
     for n, texts in zip(names, chunks):

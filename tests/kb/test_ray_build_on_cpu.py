@@ -129,7 +129,9 @@ def test_musique_ray_build_equals_single_process(local_ray, musique_kb_dir, tmp_
             shutil.copytree(cache_root() / "emb", tmp_path / f"cache_{side}" / "emb")
     monkeypatch.setenv("GTA_VERL_CACHE", str(tmp_path / "cache_single"))
     build_kb_from_files(MUSIQUE_CORPUS, "hipporag", MUSIQUE_OPENIE_SPEC, tmp_path / "single", progress=False)
-    opts = RayOptions(work_dir=str(tmp_path / "work"), cache_dir=str(tmp_path / "cache_ray"))
+    # encoder actors with 2 CPUs → 2 torch threads, as the single-process build on this 2-core machine
+    opts = RayOptions(work_dir=str(tmp_path / "work"), cache_dir=str(tmp_path / "cache_ray"),
+                      encoder_num_cpus=2)
     _, stats = build_kb_ray(MUSIQUE_CORPUS, "hipporag", MUSIQUE_OPENIE_SPEC, tmp_path / "ray", opts=opts,
                             progress=False)
     assert _files(tmp_path / "ray") == _files(tmp_path / "single")  # sha256 of all 8 KB files
@@ -156,14 +158,15 @@ def test_2wiki_spacy_ray_build_equals_single_process_and_resumes(local_ray, tmp_
     monkeypatch.setenv("GTA_VERL_CACHE", str(tmp_path / "cache_single"))
     build_kb_from_files(corpus, "hipporag", "spacy", tmp_path / "single", progress=False)
     work, cache_ray = tmp_path / "work", tmp_path / "cache_ray"
-    opts = RayOptions(shard_passages=8, work_dir=str(work), cache_dir=str(cache_ray))
+    opts = RayOptions(shard_passages=8, work_dir=str(work), cache_dir=str(cache_ray),
+                      encoder_num_cpus=2)  # 2 torch threads, as the single-process build here
     _, stats = build_kb_ray(corpus, "hipporag", "spacy", tmp_path / "ray", opts=opts, progress=False)
     assert _files(tmp_path / "ray") == _files(tmp_path / "single")
     single = json.loads((tmp_path / "single" / "manifest.json").read_text())
     assert json.loads((tmp_path / "ray" / "manifest.json").read_text())["openie"] == single["openie"]
     st = _by_stage(stats)
     assert (st["OpenIE"].shards_run, st["OpenIE"].shards_resumed) == (3, 0)  # 24 passages / 8
-    assert (st["embeddings"].shards_run, st["embeddings"].shards_resumed) == (3, 0)  # passages, entities, triples
+    assert (st["embeddings"].shards_run, st["embeddings"].shards_resumed) == (3, 0)  # 3 lists
 
     # A job killed before it finished: one shard of each stage lost its marker, and the driver never
     # wrote the embedding cache. The rerun recomputes only those two shards and gives the same KB.
@@ -176,7 +179,8 @@ def test_2wiki_spacy_ray_build_equals_single_process_and_resumes(local_ray, tmp_
     monkeypatch.setenv("GTA_VERL_CACHE", str(cache_ray))  # the CLI's cache root
     capsys.readouterr()
     assert main(["kb", "build", "--corpus", str(corpus), "--openie", "spacy", "--out", str(tmp_path / "ray"),
-                 "--ray", "--ray-shard-passages", "8", "--ray-work-dir", str(work), "--no-progress"]) == 0
+                 "--ray", "--ray-shard-passages", "8", "--ray-work-dir", str(work), "--ray-encoder-cpus", "2",
+                 "--no-progress"]) == 0
     table = capsys.readouterr().out
     # summary rows: | stage | items | triples | failures | shards run | shards resumed | time |
     assert "| OpenIE | 24 | " in table and " | 0 | 1 | 2 | " in table.split("| OpenIE |")[1].split("\n")[0]
