@@ -347,8 +347,10 @@ class EmbeddingCache:
                 logging.getLogger(__name__).warning("skipping unreadable embedding cache shard %s: %s", shard, exc)
                 continue
             self._seen_shards.add(shard.name)
+            # numpy's "S20" drops trailing NUL bytes on read: pad back, or the ~1/256 digests ending in
+            # 0x00 would never hit and be re-encoded (in other batches, so other last bits) every build.
             for k, v in zip(keys.tolist(), vecs):
-                self._mem[k] = v
+                self._mem[k.ljust(20, b"\0")] = v
 
     def get_many(self, keys: Sequence[bytes]) -> list[np.ndarray | None]:
         if any(k not in self._mem for k in keys):
