@@ -473,7 +473,7 @@ def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
                          namespace=ns, embedder=embedder,
                          serving=ServingConfig(num_replicas=1, num_cpus=0.5,
                                                monitor_interval_s=0.2).to_dict())
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace=ns)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace=ns)
     rows: list[KillRow] = []
     try:
         service = spec.create()

@@ -24,7 +24,7 @@ QS = [
 
 @pytest.fixture(scope="module")
 def ray_session():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="gta_verl_test")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="gta_verl_test")
     yield
     ray.shutdown()
 

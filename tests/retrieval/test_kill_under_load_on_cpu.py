@@ -44,7 +44,7 @@ def client(toy_kb_dir) -> RayRetrieverClient:
     It lives across the kills like the agent loop's does, and holds the handle of a service it
     recreated (Ray destroys a non-detached actor once its creator holds no handle).
     """
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace=NS)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace=NS)
     spec = RetrieverSpec(kb_dir=str(toy_kb_dir), config=RetrieverConfig().to_dict(), name=NAME, namespace=NS,
                          embedder=EMB, serving=ServingConfig(num_replicas=1, num_cpus=0.25,
                                                              monitor_interval_s=0.2).to_dict())
