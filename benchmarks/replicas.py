@@ -109,7 +109,9 @@ def bench_actors(kb_dir: Path, n: int, share: bool, qs: list[str], expected: dic
     try:
         client = RayRetrieverClient(NAME, timeout_s=600, namespace=NS, seed=0)
         asyncio.run(_drive(client.aretrieve, qs, 4 * n, 4 * n))  # warm every replica
+        st0 = ray.get(svc.stats.remote())
         res, lat, wall = asyncio.run(_drive(client.aretrieve, qs, n_calls, callers))
+        st1 = ray.get(svc.stats.remote())
         pids = [ray.get(h.health.remote())["pid"] for _, h in ray.get(svc.replicas.remote())["replicas"]]
         mem = [memory_mib(p) for p in pids]
     finally:
@@ -118,7 +120,8 @@ def bench_actors(kb_dir: Path, n: int, share: bool, qs: list[str], expected: dic
     same = sum(r.ok and r.doc_ids == expected[qs[i % len(qs)]] for i, r in enumerate(res))
     return {"kind": f"actors{'' if share else ' (private arrays)'}", "n": n, "qps": n_calls / wall,
             "p50": float(np.percentile(lat, 50)), "p95": float(np.percentile(lat, 95)), "same": same,
-            "ready_s": ready_s, **{k: float(np.mean([m[k] for m in mem])) for k in ("rss", "pss", "uss")}}
+            "ready_s": ready_s, **{k: float(np.mean([m[k] for m in mem])) for k in ("rss", "pss", "uss")},
+            "batch_mean": (st1["queries"] - st0["queries"]) / max(1, st1["batches"] - st0["batches"])}
 
 
 def bench_serve(kb_dir: Path, n: int, qs: list[str], expected: dict, n_calls: int, callers: int) -> dict[str, Any]:
@@ -180,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     qs = questions()
     ref_qps, expected = bench_reference(kb_dir, qs, args.calls)
     counts = [int(x) for x in args.replicas.split(",")]
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, namespace=NS)
+    ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, namespace=NS)
     rows = []
     try:
         for n in counts:
