@@ -8,7 +8,8 @@ replicas directly with power-of-two-choices over their own outstanding calls
 (:func:`pick_replica`), so the service is not on the data path; its own
 ``retrieve`` routes the same way for callers holding a plain handle.
 
-Why actors and not Ray Serve: measured in ``docs/scale.md`` ("Serving: actors vs Ray Serve", ``benchmarks/serve_vs_actors.py``).
+Why actors and not Ray Serve: measured by ``benchmarks/serve_vs_actors.py``, see ``docs/scale.md``
+("Serving: actors vs Ray Serve").
 """
 
 from __future__ import annotations
