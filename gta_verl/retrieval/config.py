@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 Mode = Literal["hybrid", "dense", "graph"]
 IndexKind = Literal["flat", "ivf", "hnsw"]
-Fusion = Literal["dense_head", "interleave", "rrf", "graph_first", "dense_first"]
+Fusion = Literal["dense_head", "interleave", "rrf", "graph_first", "dense_first", "score"]
 
 MODES = ("hybrid", "dense", "graph")
 INDEX_KINDS = ("flat", "ivf", "hnsw")
-FUSIONS = ("dense_head", "interleave", "rrf", "graph_first", "dense_first")
+FUSIONS = ("dense_head", "interleave", "rrf", "graph_first", "dense_first", "score")
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,13 @@ class RetrieverConfig:
             the top ``dense_head`` dense documents first, then the PPR order
             (default: keeps dense precision at the top and PPR depth below it);
             ``interleave`` = g1, d1, g2, d2 …; ``rrf`` = reciprocal-rank fusion;
-            ``graph_first`` / ``dense_first`` = one list then the other.
+            ``graph_first`` / ``dense_first`` = one list then the other; ``score`` =
+            by ``fusion_weight`` × min–max dense cosine + (1 − ``fusion_weight``) ×
+            max-normalized PPR score over the candidates
+            (:func:`gta_verl.retrieval.fusion.score_fusion`).
         dense_head: Dense documents placed first by ``fusion="dense_head"``.
         rrf_k: Constant of reciprocal-rank fusion.
+        fusion_weight: λ ∈ [0, 1] of ``fusion="score"``: the weight of the dense term.
         index: Faiss index of the triple vectors: ``flat`` (exact, default), ``ivf`` or
             ``hnsw`` (approximate, for millions of triples).
         ivf_nprobe: Lists probed by the IVF index.
@@ -80,6 +84,7 @@ class RetrieverConfig:
     fusion: Fusion = "dense_head"
     dense_head: int = 1
     rrf_k: float = 60.0
+    fusion_weight: float = 0.5
     index: IndexKind = "flat"
     ivf_nprobe: int = 16
     hnsw_m: int = 32
@@ -135,6 +140,8 @@ class RetrieverConfig:
             raise bad("ppr_tol", "must be in (0, 1); 1e-8 matches igraph to ~1e-10")
         if self.rrf_k <= 0:
             raise bad("rrf_k", "must be > 0")
+        if not 0.0 <= self.fusion_weight <= 1.0:
+            raise bad("fusion_weight", "the dense weight of fusion='score' must be in [0, 1]")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

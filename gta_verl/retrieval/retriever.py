@@ -401,12 +401,26 @@ class GraphRetriever:
             return [self._hit(int(d), "graph", ppr.get(int(d), 0.0)) for d in g_order]
         g_set, d_set = set(g_order.tolist()), set(d_order.tolist())
         hits = []
-        for d in fuse(g_order, d_order, c.fusion, c.dense_head, c.rrf_k):
+        # only score fusion reads scores; padded unreached documents have PPR 0
+        g_scores = [ppr.get(int(d), 0.0) for d in g_order] if c.fusion == "score" else None
+        fused = fuse(g_order, d_order, c.fusion, c.dense_head, c.rrf_k, graph_scores=g_scores,
+                     dense_scores=dense, dense_weight=c.fusion_weight)
+        for d in fused:
             if d in g_set:
                 hits.append(self._hit(d, "both" if d in d_set else "graph", ppr.get(d, 0.0)))
             else:
                 hits.append(self._hit(d, "dense", float(dense[d])))
         return hits
+
+    def fused_hits(
+        self, dense: np.ndarray, graph: tuple[np.ndarray, np.ndarray] | None, seeded: bool, k_g: int, k_d: int
+    ) -> list[RetrievalHit]:
+        """Hits of one query from its :meth:`score` row, ordered by this retriever's config.
+
+        The ordering step of :meth:`retrieve` / :meth:`rank` on its own, so fusion rules
+        can be compared on scores computed once (``gta_verl.retrieval.tuning``).
+        """
+        return self._ordered(dense, graph, seeded, k_g, k_d)
 
     def _run(
         self, queries: Sequence[str], k_g: int, k_d: int, limit: int | None = None
