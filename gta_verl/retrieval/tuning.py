@@ -295,6 +295,14 @@ def tune_fusion(
     return TuneReport(split_seed, tuple(ks), tuple(objective_ks), chosen, met, tuple(results))
 
 
+def held_out_shortfalls(result: DatasetResult, ks: Sequence[int]) -> list[str]:
+    """Where the chosen hybrid falls below dense or graph on the held-out half (``[]`` = nowhere)."""
+    rows = result.held_out
+    hyb = next(r for name, r in rows.items() if name.startswith("hybrid (chosen"))
+    return [f"R@{k} {hyb[k]:.3f} < {ref} {rows[ref][k]:.3f}"
+            for ref in ("dense", "graph") for k in ks if hyb[k] < rows[ref][k]]
+
+
 def _table(rows: Mapping[str, Mapping[int, float]], ks: Sequence[int], bold: str = "") -> list[str]:
     lines = ["| rule | " + " | ".join(f"R@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
     for name, r in rows.items():
@@ -316,6 +324,9 @@ def format_tune_report(report: TuneReport) -> str:
     for d in report.datasets:
         out += ["", f"### {d.name}: held-out half ({d.n_held_out} questions, not used for the choice)", ""]
         out += _table(d.held_out, report.ks)
+        short = held_out_shortfalls(d, report.ks)
+        out += ["", "Held out, chosen hybrid ≥ dense and ≥ graph at every k: "
+                + ("yes" if not short else "no (" + "; ".join(short) + ")")]
         out += ["", f"{d.name}: tune half ({d.n_tune} questions; the choice was made here)", ""]
         out += _table(d.tune, report.ks, bold=report.chosen.label)
         out += ["", f"{d.name}: every candidate on the held-out half (inspection only, not used to choose)", ""]

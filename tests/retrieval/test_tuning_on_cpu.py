@@ -123,3 +123,36 @@ def test_tune_fusion_rows_equal_eval_retrieval_on_the_held_out_half(toy_kb, hash
         assert d.held_out_candidates[choice.label] == {k: ev_c["modes"]["hybrid"]["recall"][f"R@{k}"] for k in ks}
     assert rep.chosen.label in d.tune and set(d.held_out_candidates) == {c.label for c in default_grid()}
     assert "held-out half (4 questions" in format_tune_report(rep)
+
+
+def test_held_out_shortfalls_names_each_k_below_a_single_retriever() -> None:
+    from gta_verl.retrieval.tuning import DatasetResult, held_out_shortfalls
+
+    rows = {"dense": {1: 0.4, 2: 0.5}, "graph": {1: 0.3, 2: 0.6}, "hybrid (chosen: rrf)": {1: 0.4, 2: 0.55}}
+    res = DatasetResult("x", 2, 2, {}, rows, {})
+    assert held_out_shortfalls(res, (1, 2)) == ["R@2 0.550 < graph 0.600"]
+    rows["hybrid (chosen: rrf)"] = {1: 0.4, 2: 0.6}
+    assert held_out_shortfalls(res, (1, 2)) == []
+
+
+def test_cli_tune_fusion_prints_the_held_out_table(toy_kb_dir, tmp_path, capsys, monkeypatch) -> None:
+    import json
+
+    import gta_verl.retrieval.retriever as rmod
+    from gta_verl.cli import main
+    from gta_verl.retrieval.testing import TOY_DOCS, HashEmbedder
+
+    orig = rmod.GraphRetriever.from_kb_dir.__func__
+    monkeypatch.setattr(rmod.GraphRetriever, "from_kb_dir",
+                        classmethod(lambda cls, d, config=None, embedder=None, **kw: orig(cls, d, config, HashEmbedder())))
+    qa = [{"id": f"q{i}", "question": f"{title} {text.split()[-1]}", "answer": title,
+           "paragraphs": [{"title": title, "paragraph_text": text, "is_supporting": True}]}
+          for i, (title, text, _) in enumerate(TOY_DOCS)]
+    path = tmp_path / "qa.json"
+    path.write_text(json.dumps(qa))
+    argv = ["eval-retrieval", "--kb", str(toy_kb_dir), "--qa", str(path), "--tune-fusion", "--split-seed", "1",
+            "--fusion", "score", "--fusion-weight", "0.7"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "held-out half (5 questions" in out and "tune half (5 questions" in out
+    assert "| hybrid (config: score(λ=0.7)) |" in out  # the CLI's own order is reported beside the choice
