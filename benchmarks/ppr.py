@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/ppr.py [--graphs 2wiki,hotpotqa] [--batches 1,32,256,1024]
-        [--n-ref 32] [--variants default|fast|all] [--retriever] [--n-triples 1300000] [--seed 0]
+        [--n-ref 32] [--variants default|fast|fused|all] [--retriever] [--n-triples 1300000] [--seed 0]
 
 Prints markdown tables: per graph, igraph ms/query, then forward push (``push_ppr``, the
 retriever's default, per threshold ``--push-eps``; "touched" = nodes it reached) and batched PPR at every
@@ -200,7 +200,7 @@ def main() -> None:
     ap.add_argument(
         "--variants",
         default="default",
-        help="none | default | fast (+float32) | all (+float32, power, torch CPU); push rows always",
+        help="none | default | fast (+float32) | fused (cg + numba fused power f64/f32) | all; push rows always",
     )
     ap.add_argument("--retriever", action="store_true", help="also time the whole retriever")
     ap.add_argument("--n-triples", type=int, default=1_300_000)
@@ -212,6 +212,12 @@ def main() -> None:
     variants: list[dict] = [{"method": "cg", "backend": "scipy"}] if args.variants != "none" else []
     if args.variants in ("fast", "all"):
         variants.append({"method": "cg", "backend": "scipy", "dtype": np.float32})
+    if args.variants in ("fused", "all"):
+        variants += [
+            {"method": "fused", "tol": 1e-8},
+            {"method": "fused", "dtype": np.float32, "tol": 1e-7},
+            {"method": "fused", "dtype": np.float32, "tol": 1e-6},
+        ]
     if args.variants == "all":
         variants += [{"method": "power", "backend": "scipy"}, {"method": "cg", "backend": "torch"}]
     out = ["## Batched PPR vs igraph PRPACK (synthetic Table-5 graphs, seeded)"]

@@ -134,10 +134,15 @@ def stage_times(r: Any, q: np.ndarray, k: int = 10) -> dict[str, float]:
     t2 = time.perf_counter()
     pers, seeded = r.personalization(s, ids, mins, dense)
     t3 = time.perf_counter()
-    res = push_ppr(r.transition, pers[seeded], k=k, alpha=c.alpha, eps=c.ppr_push_eps, targets=r.kb.n_docs)
+    if c.ppr_method == "push":
+        res = push_ppr(r.transition, pers[seeded], k=k, alpha=c.alpha, eps=c.ppr_push_eps, targets=r.kb.n_docs)
+        touched = float(res.touched.mean())
+    else:  # global solvers touch every node
+        r._ppr_top(pers[seeded], k)
+        touched = float(r.transition.n_nodes)
     t4 = time.perf_counter()
     ms = [(t1 - t0) * 1e3 / b, (t2 - t1) * 1e3 / b, (t3 - t2) * 1e3 / b, (t4 - t3) * 1e3 / b]
-    return {"dense": ms[0], "triples": ms[1], "pers": ms[2], "ppr": ms[3], "touched": float(res.touched.mean()),
+    return {"dense": ms[0], "triples": ms[1], "pers": ms[2], "ppr": ms[3], "touched": touched,
             "seeded": float(seeded.mean())}
 
 
@@ -216,12 +221,25 @@ def bench_faiss(r: Any, q: np.ndarray, batches: list[int]) -> list[str]:
     return lines
 
 
-WHOLE_VARIANTS = ((0, 3e-8), (0, 1e-6), (100, 1e-6))  # (passage_seed_top, push eps)
-SWEEP_VARIANTS = ((0, 3e-8), (100, 1e-6))
+WHOLE_VARIANTS = ((0, 3e-8), (0, 1e-6), (100, 1e-6), (0, "fused"))  # (passage_seed_top, push eps | "fused")
+SWEEP_VARIANTS = ((0, 3e-8), (100, 1e-6), (0, "fused"))
+# The fused numba power iteration in float32, stopped at an L1 change of 1e-7 (its float32 floor).
+FUSED = {"ppr_method": "fused", "ppr_dtype": "float32", "ppr_tol": 1e-7, "ppr_block_size": 256}
 
 
-def _label(top: int, eps: float) -> str:
-    return f"push ε={eps:g}, dense seeds on {'all docs' if top == 0 else f'top {top} docs'}"
+def _variant_config(top: int, eps: float | str) -> Any:
+    from gta_verl.retrieval.config import RetrieverConfig
+
+    if eps == "fused":
+        return RetrieverConfig(passage_seed_top=top, **FUSED)
+    return RetrieverConfig(passage_seed_top=top, ppr_push_eps=float(eps))
+
+
+def _label(top: int, eps: float | str) -> str:
+    seeds = f"dense seeds on {'all docs' if top == 0 else f'top {top} docs'}"
+    if eps == "fused":
+        return f"fused numba power iteration (float32, L1 tol 1e-7), {seeds}"
+    return f"push ε={eps:g}, {seeds}"
 
 
 def _agreement(rv: Any, ref_ids: np.ndarray) -> str:
@@ -234,11 +252,9 @@ def _agreement(rv: Any, ref_ids: np.ndarray) -> str:
 
 
 def _ours_rows(r: Any, batches: list[int], ref_ms: float, ref_ids: np.ndarray) -> list[str]:
-    from gta_verl.retrieval.config import RetrieverConfig
-
     lines = []
     for top, eps in WHOLE_VARIANTS:
-        rv = r.with_config(RetrieverConfig(passage_seed_top=top, ppr_push_eps=eps))
+        rv = r.with_config(_variant_config(top, eps))
         rv.retrieve([f"q{i}" for i in range(8)])  # warm-up (numba cache load)
         agree = _agreement(rv, ref_ids)
         for b in batches:
@@ -293,7 +309,6 @@ def current_rss_gib() -> float:
 
 def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     """One point of the sweep: build a Table-5-proportioned KB of ``n_docs`` and time it."""
-    from gta_verl.retrieval.config import RetrieverConfig
     from gta_verl.retrieval.retriever import GraphRetriever
 
     t0 = time.perf_counter()
@@ -309,12 +324,12 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     del sg
     gc.collect()
     for top, eps in SWEEP_VARIANTS:
-        rv = r.with_config(RetrieverConfig(passage_seed_top=top, ppr_push_eps=eps))
+        rv = r.with_config(_variant_config(top, eps))
         rv.retrieve(["q0"])  # warm-up; builds the push CSR once
         row.setdefault("build_s", time.perf_counter() - t0)
-        row[f"whole_{top}_{eps:g}"] = time_retrieve(rv, args.sweep_batch)
+        row[f"whole_{top}_{eps}"] = time_retrieve(rv, args.sweep_batch)
         st = stage_times(rv, q)
-        row.update({f"{k}_{top}_{eps:g}": v for k, v in st.items()})
+        row.update({f"{k}_{top}_{eps}": v for k, v in st.items()})
     row["rss"] = current_rss_gib()
     del r, rv, kb
     gc.collect()
@@ -329,9 +344,9 @@ def plot_sweep(rows: list[dict[str, Any]], path: Path, title: str) -> None:
 
     x = [r["docs"] for r in rows]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for (top, eps), line in zip(SWEEP_VARIANTS, ("--", "-")):
+    for (top, eps), line in zip(SWEEP_VARIANTS, ("--", "-", ":")):
         for what, mark in (("ppr", "o"), ("whole", "s")):
-            ax.plot(x, [r[f"{what}_{top}_{eps:g}"] for r in rows], mark + line,
+            ax.plot(x, [r[f"{what}_{top}_{eps}"] for r in rows], mark + line,
                     label=f"{'PPR' if what == 'ppr' else 'whole retriever'}: {_label(top, eps)}")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -359,7 +374,7 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
         r = bench_size(n, args)
         rows.append(r)
         for top, eps in SWEEP_VARIANTS:
-            v = f"{top}_{eps:g}"
+            v = f"{top}_{eps}"
             lines.append(f"| {n:,} | {r['nodes']:,} | {r['edges']:,} | {r['triples']:,} | {r['build_s']:.0f} | "
                          f"{_label(top, eps)} | {r[f'whole_{v}']:.2f} | {r[f'ppr_{v}']:.2f} | "
                          f"{r[f'triples_{v}']:.2f} | {r[f'dense_{v}']:.2f} | {r[f'pers_{v}']:.2f} | "

@@ -56,7 +56,8 @@ class RetrieverConfig:
         max_query_words: Same, counted in whitespace-separated words; 0 = no limit.
         ppr_method: ``push`` = local forward push from the sparse personalization
             (:func:`gta_verl.retrieval.push.push_ppr`; cost independent of graph size),
-            ``cg`` / ``power`` = global batched solvers (``batched_ppr``, exact to ``ppr_tol``).
+            ``cg`` / ``power`` = global batched solvers (``batched_ppr``, exact to ``ppr_tol``);
+            ``fused`` = the power iteration as one multithreaded numba pass per step (CPU).
         ppr_push_eps: Residual threshold of ``push`` per unit of weighted degree (score
             error ≤ eps × degree; 3e-8 reproduced the exact ordered top-10 on every bundled MuSiQue
             question, 1e-7 the top-10 sets; see docs/benchmarks.md).
@@ -90,7 +91,7 @@ class RetrieverConfig:
     hnsw_m: int = 32
     max_query_chars: int = 2000
     max_query_words: int = 256
-    ppr_method: Literal["push", "cg", "power"] = "push"
+    ppr_method: Literal["push", "cg", "power", "fused"] = "push"
     ppr_push_eps: float = 3e-8
     passage_seed_top: int = 0
     ppr_tol: float = 1e-8
@@ -112,8 +113,8 @@ class RetrieverConfig:
             raise bad("fusion", f"must be one of {FUSIONS}")
         if self.triple_score_norm not in ("minmax", "raw"):
             raise bad("triple_score_norm", "must be 'minmax' or 'raw'")
-        if self.ppr_method not in ("push", "cg", "power"):
-            raise bad("ppr_method", "must be 'push', 'cg' or 'power'")
+        if self.ppr_method not in ("push", "cg", "power", "fused"):
+            raise bad("ppr_method", "must be 'push', 'cg', 'power' or 'fused'")
         if not 0.0 < self.ppr_push_eps < 1.0:
             raise bad("ppr_push_eps", "must be in (0, 1); 3e-8 reproduces the exact top-10")
         if self.ppr_dtype not in ("float64", "float32"):

@@ -47,6 +47,18 @@ def test_push_top10_documents_equal_exact_solver(musique_retriever, musique_qa) 
         np.testing.assert_allclose([h.score for h in a.hits], [h.score for h in b.hits], atol=1e-5)
 
 
+def test_fused_float32_top10_documents_equal_exact_solver(musique_retriever, musique_qa) -> None:
+    questions = [q.question for q in musique_qa[:40]]
+    graph = dataclasses.replace(musique_retriever.config, mode="graph")
+    fused = dataclasses.replace(graph, ppr_method="fused", ppr_dtype="float32", ppr_tol=1e-7)
+    ours = musique_retriever.with_config(fused).rank(questions, 10)
+    exact = musique_retriever.with_config(dataclasses.replace(graph, ppr_method="cg")).rank(questions, 10)
+    same = [[h.doc_id for h in a.hits] == [h.doc_id for h in b.hits] for a, b in zip(ours, exact)]
+    assert np.mean(same) >= 0.99
+    for a, b in zip(ours, exact):
+        np.testing.assert_allclose([h.score for h in a.hits], [h.score for h in b.hits], atol=1e-5)
+
+
 def test_config_rejects_unknown_ppr_method() -> None:
     with pytest.raises(ValueError, match="ppr_method"):
         RetrieverConfig(ppr_method="jacobi")  # type: ignore[arg-type]
