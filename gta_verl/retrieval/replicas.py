@@ -18,6 +18,7 @@ import asyncio
 import logging
 import random
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -143,6 +144,10 @@ class RetrieverService:
         self._streak = 0
         self._monitor: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        # Replica names carry this incarnation's id: a restarted or recreated service starts while Ray
+        # may still be tearing down the dead one's replicas (fate-shared, cleaned up asynchronously);
+        # reusing their names raised ActorAlreadyExistsError in __init__ and killed the new service.
+        self.incarnation = uuid.uuid4().hex[:8]
         for i in range(self.serving.num_replicas):
             self.slots.append(self._start(i, 0))
 
@@ -155,7 +160,7 @@ class RetrieverService:
         s = self.serving
         opts = replica_options(s, index, ray.nodes())
         handle = ray.remote(GraphRetrieverActor).options(
-            name=f"{self.spec['name']}.replica{index}.g{generation}",
+            name=f"{self.spec['name']}.{self.incarnation}.replica{index}.g{generation}",
             namespace=self.spec.get("namespace"),
             max_restarts=self.spec.get("max_restarts", -1),
             max_concurrency=self.spec.get("max_concurrency", 4096),

@@ -178,3 +178,34 @@ def test_health_names_unreadable_kb_dir(ray_session, tmp_path) -> None:
     (r,) = RayRetrieverClient(svc, timeout_s=120).retrieve([QS[0]])
     assert r.error and "kb_not_on_this_node" in r.error  # callers get the reason too, at once
     ray.kill(svc)
+
+
+@ray.remote(num_cpus=0)
+class _Squatter:
+    """Stands in for a dead service's replica that Ray has not torn down yet."""
+
+    def ping(self) -> bool:
+        return True
+
+
+def test_new_service_starts_while_the_old_ones_replica_names_are_taken(ray_session, toy_kb_dir, toy_kb,
+                                                                      hash_embedder) -> None:
+    """A restarted/recreated service must not collide with its predecessor's replica names.
+
+    Ray cleans up a dead service's replicas asynchronously; the fresh-clone CI-like run of
+    2026-12-01 had the recreated service's __init__ die with ActorAlreadyExistsError on
+    "<name>.replica0.g0" (the old replica, still registered), and the retriever never recovered.
+    Here every name the pre-fix code would use for the first replica is taken beforehand.
+    """
+    squatters = [_Squatter.options(name=f"rt_squat.replica0.g{g}", namespace="gta_verl_test").remote()
+                 for g in range(3)]
+    ray.get([s.ping.remote() for s in squatters])
+    handle = _service(toy_kb_dir, "rt_squat")
+    client = RayRetrieverClient("rt_squat", timeout_s=120, namespace="gta_verl_test")
+    (res,) = client.retrieve([QS[2]])
+    assert res.error is None
+    assert res.doc_ids == GraphRetriever(toy_kb, hash_embedder).retrieve([QS[2]])[0].doc_ids
+    ray.get(handle.shutdown.remote())
+    ray.kill(handle)
+    for s in squatters:
+        ray.kill(s)
