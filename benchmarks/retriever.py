@@ -232,7 +232,7 @@ def _variant_config(top: int, eps: float | str) -> Any:
 
     if eps == "fused":
         return RetrieverConfig(passage_seed_top=top, **FUSED)
-    return RetrieverConfig(passage_seed_top=top, ppr_push_eps=float(eps))
+    return RetrieverConfig(passage_seed_top=top, ppr_method="push", ppr_push_eps=float(eps))
 
 
 def _label(top: int, eps: float | str) -> str:

@@ -364,7 +364,8 @@ class GraphRetriever:
             tol=c.ppr_tol,
             max_iter=c.ppr_max_iter,
             block_size=c.ppr_block_size,
-            method=c.ppr_method,
+            # the fused kernel is CPU-only: conjugate gradients on torch for a GPU device
+            method="cg" if c.ppr_method == "fused" and c.device != "cpu" else c.ppr_method,
             device=c.device,
             dtype=np.float32 if c.ppr_dtype == "float32" else np.float64,
         )[:, : self.kb.n_docs]

@@ -162,9 +162,8 @@ def test_fused_path_graph_hand_computed_float32() -> None:
     #   r0 = 1/2 + r1/4, r1 = (r0 + r2)/2, r2 = r1/4 → r1 = 4/7 r0, r0 = 7/12, r1 = 1/3, r2 = 1/12;
     #   × 2/3 → 7/18, 4/18, 1/18.
     tr = transition_from_edges(4, np.array([[0, 1], [1, 2]]), np.array([1.0, 1.0]))
-    r, iters = batched_ppr(
-        tr, np.array([[0.5, 0.0, 0.0, 0.5]]), method="fused", dtype=np.float32, tol=1e-7, return_iterations=True
-    )
+    p = np.array([[0.5, 0.0, 0.0, 0.5]])
+    r, iters = batched_ppr(tr, p, method="fused", dtype=np.float32, tol=1e-7, return_iterations=True)
     np.testing.assert_allclose(r, [[7 / 18, 4 / 18, 1 / 18, 1 / 3]], atol=1e-6)
     assert 1 < iters[0] < 100  # converged by the L1 test, not by the cap
 
