@@ -52,8 +52,13 @@ def test_select_fusion_prefers_the_best_rule_that_matches_both_retrievers() -> N
         "c": {1: 0.35, 2: 0.55, 5: 0.70},  # passes, objective 0.625
     }
     assert select_fusion([table], [[DENSE, GRAPH]]) == ("c", True)
-    # nothing passes → the best objective, flagged
-    assert select_fusion([{"b": table["b"], "a2": {1: 0.1, 2: 0.5, 5: 0.5}}], [[DENSE, GRAPH]]) == ("b", False)
+    # nothing passes → the smallest worst shortfall, flagged: b misses dense R@1 by 0.30 − 0.25 = 0.05;
+    # d has the higher objective (0.9 + 0.9)/2 but misses dense R@1 by 0.30 − 0.10 = 0.20
+    d = {1: 0.10, 2: 0.90, 5: 0.90}
+    assert select_fusion([{"d": d, "b": table["b"]}], [[DENSE, GRAPH]]) == ("b", False)
+    # equal shortfalls (0.05 each) → the better objective: e (0.5 + 0.65)/2 = 0.575 < b 0.700
+    e = {1: 0.25, 2: 0.50, 5: 0.65}
+    assert select_fusion([{"e": e, "b": table["b"]}], [[DENSE, GRAPH]]) == ("b", False)
     # a tie goes to the first candidate
     assert select_fusion([{"a": table["a"], "a_again": table["a"]}], [[DENSE, GRAPH]]) == ("a", True)
 
