@@ -39,7 +39,9 @@ class RetrieverConfig:
             this; no usable triple → dense-only result flagged ``no_entities_dense_only``.
         fusion: Order of the hybrid list (see ``docs/retrieval.md``): ``dense_head`` =
             the top ``dense_head`` dense documents first, then the PPR order
-            (default: keeps dense precision at the top and PPR depth below it);
+            (default, head 3 = K_d: dense precision at the top, PPR depth below it;
+            chosen on tune halves of MuSiQue and HotpotQA, ≥ dense and ≥ graph at every
+            k on their held-out halves);
             ``interleave`` = g1, d1, g2, d2 …; ``rrf`` = reciprocal-rank fusion;
             ``graph_first`` / ``dense_first`` = one list then the other; ``score`` =
             by ``fusion_weight`` × min–max dense cosine + (1 − ``fusion_weight``) ×
@@ -89,7 +91,7 @@ class RetrieverConfig:
     passage_node_weight: float = 0.05
     min_triple_score: float = 0.0
     fusion: Fusion = "dense_head"
-    dense_head: int = 1
+    dense_head: int = 3
     rrf_k: float = 60.0
     fusion_weight: float = 0.5
     index: IndexKind = "flat"

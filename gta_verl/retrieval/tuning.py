@@ -59,12 +59,13 @@ class FusionChoice:
 def default_grid(seed_tops: Sequence[int] = (0,)) -> tuple[FusionChoice, ...]:
     """Candidates: rank rules, then score fusion λ = 0.1 … 0.9, for each seeding value.
 
-    Today's default (``dense_head(1)``, every document seeded) comes first, so a tie
+    Today's default (``dense_head(3)``, every document seeded) comes first, so a tie
     on the tune half keeps it.
     """
     grid: list[FusionChoice] = []
     for top in seed_tops:
-        grid += [FusionChoice("dense_head", h, passage_seed_top=top) for h in (1, 2, 3)]
+        heads = dict.fromkeys((RetrieverConfig().dense_head, 1, 2, 3))  # today's default first
+        grid += [FusionChoice("dense_head", h, passage_seed_top=top) for h in heads]
         grid += [FusionChoice(m, passage_seed_top=top) for m in ("interleave", "rrf", "graph_first", "dense_first")]
         grid += [FusionChoice("score", fusion_weight=w / 10, passage_seed_top=top) for w in range(1, 10)]
     return tuple(grid)

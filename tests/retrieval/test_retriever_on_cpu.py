@@ -71,9 +71,10 @@ def test_hybrid_is_deduplicated_union_with_provenance(retriever: GraphRetriever)
         in_g, in_d = h.doc_id in g.doc_ids, h.doc_id in d.doc_ids
         assert h.source == ("both" if in_g and in_d else "graph" if in_g else "dense")
         assert h.title and h.text
-    # order = fuse(graph, dense) with the default dense_head = 1
+    # order = fuse(graph, dense) with the default dense_head = 3
+    assert (cfg.fusion, cfg.dense_head) == ("dense_head", 3)
     idx = retriever.kb.doc_index_by_id()
-    expect = fuse([idx[x] for x in g.doc_ids], [idx[x] for x in d.doc_ids], "dense_head", 1)
+    expect = fuse([idx[x] for x in g.doc_ids], [idx[x] for x in d.doc_ids], "dense_head", 3)
     assert [idx[x] for x in hyb.doc_ids] == expect
     assert all(f not in hyb.flags for f in (FLAG_NO_ENTITIES, FLAG_TRUNCATED))
 

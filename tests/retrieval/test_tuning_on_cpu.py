@@ -117,7 +117,7 @@ def test_tune_fusion_rows_equal_eval_retrieval_on_the_held_out_half(toy_kb, hash
         assert rows[mode] == {k: ev[mode]["recall"][f"R@{k}"] for k in ks}
     assert rows[f"hybrid (chosen: {rep.chosen.label})"] == {k: ev["hybrid"]["recall"][f"R@{k}"] for k in ks}
     base = evaluate_retrieval(r, held_qa, modes=("hybrid",), ks=ks)["modes"]["hybrid"]["recall"]
-    assert rows["hybrid (config: dense_head(1))"] == {k: base[f"R@{k}"] for k in ks}
+    assert rows["hybrid (config: dense_head(3))"] == {k: base[f"R@{k}"] for k in ks}
     # R(q): the K_g ∪ K_d hits retrieve() returns under the chosen order
     hits = r.with_config(rep.chosen.apply(cfg)).retrieve([q.question for q in held_qa])
     want = {k: round(sum(recall_at_k(h.doc_ids, q.supporting_doc_ids, k) for h, q in zip(hits, held_qa)) / 4, 4)
