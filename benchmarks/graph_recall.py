@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| KB | " + " | ".join(cols) + " |\n|---|" + "---:|" * len(cols))
     for name, s in stats_rows:
         print(f"| {name} | " + " | ".join(f"{s[c]:.3f}" for c in cols) + " |")
-    print("\n| KB | graph variant | " + " | ".join(f"R@{k}" for k in ks) + " |\n|---|---|" + "---:|" * len(ks))
+    head = " | ".join(f"R@{k}" for k in ks)
+    print(f"\n| KB | graph variant | {head} |\n|---|---|" + "---:|" * len(ks))
     for name, v, rec in recall_rows:
         print(f"| {name} | {v} | " + " | ".join(f"{rec[f'R@{k}']:.3f}" for k in ks) + " |")
     print(f"\n`uptime` after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")

@@ -46,7 +46,8 @@ class FusionChoice:
     @property
     def label(self) -> str:
         """Short name, e.g. ``dense_head(1)``, ``score(λ=0.3)``, ``… seed top 100``."""
-        arg = {"dense_head": f"({self.dense_head})", "score": f"(λ={self.fusion_weight:g})"}.get(self.fusion, "")
+        args = {"dense_head": f"({self.dense_head})", "score": f"(λ={self.fusion_weight:g})"}
+        arg = args.get(self.fusion, "")
         seed = f" seed top {self.passage_seed_top}" if self.passage_seed_top else ""
         return f"{self.fusion}{arg}{seed}"
 
@@ -66,7 +67,8 @@ def default_grid(seed_tops: Sequence[int] = (0,)) -> tuple[FusionChoice, ...]:
     for top in seed_tops:
         heads = dict.fromkeys((RetrieverConfig().dense_head, 1, 2, 3))  # today's default first
         grid += [FusionChoice("dense_head", h, passage_seed_top=top) for h in heads]
-        grid += [FusionChoice(m, passage_seed_top=top) for m in ("interleave", "rrf", "graph_first", "dense_first")]
+        rank_rules = ("interleave", "rrf", "graph_first", "dense_first")
+        grid += [FusionChoice(m, passage_seed_top=top) for m in rank_rules]
         grid += [FusionChoice("score", fusion_weight=w / 10, passage_seed_top=top) for w in range(1, 10)]
     return tuple(grid)
 
@@ -249,8 +251,8 @@ class _Tables:
         """Dense, and graph at every seeding value of the grid (the bars to match)."""
         refs = {"dense": self.row(idx, FusionChoice(passage_seed_top=seed_tops[0]), "dense")}
         for top in seed_tops:
-            refs["graph" + (f" seed top {top}" if top else "")] = self.row(idx, FusionChoice(passage_seed_top=top),
-                                                                            "graph")
+            name = "graph" + (f" seed top {top}" if top else "")
+            refs[name] = self.row(idx, FusionChoice(passage_seed_top=top), "graph")
         return refs
 
 
@@ -286,12 +288,13 @@ def tune_fusion(
     chosen, met = select_fusion(tune_tables, [list(r.values()) for r in tune_refs], objective_ks)
     results = []
     for ds, t, (tune, held), tt, refs in zip(datasets, tables, splits, tune_tables, tune_refs):
-        base_choice = FusionChoice(t.base.fusion, t.base.dense_head, t.base.fusion_weight, t.base.passage_seed_top)
+        b = t.base
+        base_choice = FusionChoice(b.fusion, b.dense_head, b.fusion_weight, b.passage_seed_top)
         held_rows = {
             "dense": t.row(held, chosen, "dense"),
             "graph": t.row(held, chosen, "graph"),
             f"hybrid (chosen: {chosen.label})": t.row(held, chosen, "hybrid"),
-            f"R(q) (chosen; K_g={t.base.k_graph}, K_d={t.base.k_dense})": t.row(held, chosen, "hybrid", r_q=True),
+            f"R(q) (chosen; K_g={b.k_graph}, K_d={b.k_dense})": t.row(held, chosen, "hybrid", r_q=True),
         }
         if base_choice.passage_seed_top in seed_tops:  # its scores are cached
             held_rows[f"hybrid (config: {base_choice.label})"] = t.row(held, base_choice, "hybrid")
@@ -338,6 +341,7 @@ def format_tune_report(report: TuneReport) -> str:
                 + ("yes" if not short else "no (" + "; ".join(short) + ")")]
         out += ["", f"{d.name}: tune half ({d.n_tune} questions; the choice was made here)", ""]
         out += _table(d.tune, report.ks, bold=report.chosen.label)
-        out += ["", f"{d.name}: every candidate on the held-out half (inspection only, not used to choose)", ""]
+        out += ["", f"{d.name}: every candidate on the held-out half (inspection only, not used to choose)",
+                ""]
         out += _table(d.held_out_candidates, report.ks, bold=report.chosen.label)
     return "\n".join(out)
