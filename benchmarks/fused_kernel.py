@@ -37,7 +37,8 @@ SPECS = {"2wiki": TWOWIKI, "hotpotqa": HOTPOTQA_10K}
 
 def step_rates(tr, spec, widths: list[int], reps: int) -> list[str]:
     m = tr.matrix.astype(np.float32)
-    lines = ["| block width b | ms / iteration | ms / query / iteration | G multiply-adds/s |", "|---:|---:|---:|---:|"]
+    lines = ["| block width b | ms / iteration | ms / query / iteration | G multiply-adds/s |",
+             "|---:|---:|---:|---:|"]
     for b in widths:
         pers = make_seed_personalization(spec, b, seed=1)
         x = np.ascontiguousarray((pers / pers.sum(1, keepdims=True))[:, tr.perm].T, dtype=np.float32)
@@ -67,7 +68,8 @@ def rcm_rows(sg, spec, reps: int) -> list[str]:
             times[r].append((time.perf_counter() - t) * 1e3 / len(pers))
     lines = ["| node order | ms/query, B=32 (each repetition) |", "|---|---|"]
     for r, ts in times.items():
-        lines.append(f"| {'reverse Cuthill–McKee' if r else 'as built'} | {' / '.join(f'{t:.1f}' for t in ts)} |")
+        order = "reverse Cuthill–McKee" if r else "as built"
+        lines.append(f"| {order} | {' / '.join(f'{t:.1f}' for t in ts)} |")
     return lines
 
 

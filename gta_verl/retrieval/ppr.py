@@ -40,8 +40,8 @@ import numpy as np
 import scipy.sparse as sp
 
 Method = Literal["auto", "cg", "power", "fused"]
-RCM_MAX_NODES = 2_000_000  # larger graphs keep their node order (see transition_from_edges)
 Backend = Literal["auto", "scipy", "torch"]
+RCM_MAX_NODES = 2_000_000  # larger graphs keep their node order (see transition_from_edges)
 
 
 @dataclass(frozen=True, eq=False)
@@ -363,10 +363,15 @@ def batched_ppr(
         else:
             xb, it = _power_block(ops, ops.to(block), dangling, alpha, tol, max_iter)
             x = ops.back(xb).astype(np.float64)
-        np.maximum(x, 0.0, out=x)  # round-off can leave -1e-17 on unreachable nodes
-        out[start : start + block_size] = (x / x.sum(axis=0, keepdims=True)).T
+        out[start : start + block_size] = _distribution_rows(x)
         iters.append(it)
     return (_unpermute(tr, out), iters) if return_iterations else _unpermute(tr, out)
+
+
+def _distribution_rows(x: np.ndarray) -> np.ndarray:
+    """``[N, b]`` solver columns → ``float64 [b, N]`` rows that are non-negative and sum to 1."""
+    x = np.maximum(x.astype(np.float64, copy=False), 0.0)  # round-off can leave -1e-17 on unreachable nodes
+    return (x / x.sum(axis=0, keepdims=True)).T
 
 
 def _unpermute(tr: Transition, out: np.ndarray) -> np.ndarray:
@@ -384,16 +389,14 @@ def _fused_blocks(
     from gta_verl.retrieval.fused import fused_power_block
 
     key = f"fused:{np.dtype(dtype).name}"
-    if key not in tr._cache:
-        tr._cache[key] = tr.matrix.astype(dtype)
-    mat = tr._cache[key]
-    dangling = np.flatnonzero(tr.dangling)
+    if key not in tr._cache:  # built once per Transition: the matrix in the iterate's dtype, dangling ids
+        tr._cache[key] = (tr.matrix.astype(dtype), np.flatnonzero(tr.dangling))
+    mat, dangling = tr._cache[key]
     out = np.empty_like(pers)
     iters: list[int] = []
     for start in range(0, len(pers), block_size):
         block = np.ascontiguousarray(pers[start : start + block_size].T, dtype=dtype)  # [N, b]
         xb, it = fused_power_block(mat, dangling, block, alpha, tol, max_iter)
-        x = np.maximum(xb.astype(np.float64), 0.0)
-        out[start : start + block_size] = (x / x.sum(axis=0, keepdims=True)).T
+        out[start : start + block_size] = _distribution_rows(xb)
         iters.append(it)
     return _unpermute(tr, out), iters
