@@ -116,6 +116,7 @@ class GraphRetrieverActor:
             self.retriever = load_shared_retriever(kb_dir, cfg, enc)
         else:
             self.retriever = GraphRetriever.from_kb_dir(kb_dir, cfg, enc)
+        self.retriever.warm()  # transition (and passage basis) before health answers, not in a rollout
         self.batcher = MicroBatcher(
             self.retriever.retrieve,
             validate=lambda q: self.retriever.prepare_queries([q]),

@@ -56,17 +56,23 @@ class RetrieverConfig:
         hnsw_m: Graph degree of the HNSW index.
         max_query_chars: Longer queries are truncated (flag ``query_truncated``).
         max_query_words: Same, counted in whitespace-separated words; 0 = no limit.
-        ppr_method: ``fused`` (default) = power iteration as one multithreaded numba pass per
-            step over the query block (:mod:`gta_verl.retrieval.fused`; CPU, ``cg`` on a GPU
-            ``device``; at HotpotQA-10K scale
-            2.2× faster than ``push`` with every document seeded, and the igraph top-10 on 100 %
-            of queries where ``push`` ε=3e-8 had 75 %: docs/benchmarks.md); ``push`` = local
-            forward push (:func:`gta_verl.retrieval.push.push_ppr`; cost independent of graph
-            size only with a sparse personalization, ``passage_seed_top`` > 0); ``cg`` /
-            ``power`` = scipy/torch batched solvers (``batched_ppr``; torch for a GPU ``device``).
+        ppr_method: ``linear`` (default) = exact PPR by linearity: the dense-passage part of
+            ``p_q`` through a passage basis solved once per KB (one GEMV per query) plus a forward
+            push from the ≤ ``max_seed_entities`` entity seeds (:mod:`gta_verl.retrieval.linear_ppr`;
+            CPU, every document seeded; otherwise ``fused``). At HotpotQA-10K scale 8× faster than
+            ``fused`` with the igraph top-10 on 100 % of queries (docs/benchmarks.md). ``fused`` =
+            power iteration as one multithreaded numba pass per step over the query block
+            (:mod:`gta_verl.retrieval.fused`; CPU, ``cg`` on a GPU ``device``); ``push`` = local
+            forward push of the whole ``p_q`` (:func:`gta_verl.retrieval.push.push_ppr`; cost
+            independent of graph size only with a sparse personalization, ``passage_seed_top`` >
+            0); ``cg`` / ``power`` = scipy/torch batched solvers (``batched_ppr``; torch for a GPU
+            ``device``).
         ppr_push_eps: Residual threshold of ``push`` per unit of weighted degree (score
             error ≤ eps × degree; 3e-8 reproduced the exact ordered top-10 on every bundled MuSiQue
             question, 1e-7 the top-10 sets; see docs/benchmarks.md).
+        ppr_linear_eps: Push threshold of ``linear`` per unit of weighted degree, in units of the
+            final probability (a document's score is low by at most eps × degree / α; 1e-9 kept
+            scores within 2e-8 of the exact solver on the bundled MuSiQue questions).
         passage_seed_top: Documents seeded with their dense score: the best ``n`` by dense
             score (a sparse personalization), or ``0`` = every document (HippoRAG 2).
         ppr_tol: Where PPR stops: L1 change between iterates (``fused``/``power``) or relative
@@ -99,8 +105,9 @@ class RetrieverConfig:
     hnsw_m: int = 32
     max_query_chars: int = 2000
     max_query_words: int = 256
-    ppr_method: Literal["push", "cg", "power", "fused"] = "fused"
+    ppr_method: Literal["push", "cg", "power", "fused", "linear"] = "linear"
     ppr_push_eps: float = 3e-8
+    ppr_linear_eps: float = 1e-9
     passage_seed_top: int = 0
     ppr_tol: float = 1e-7
     ppr_max_iter: int = 100
@@ -121,8 +128,10 @@ class RetrieverConfig:
             raise bad("fusion", f"must be one of {FUSIONS}")
         if self.triple_score_norm not in ("minmax", "raw"):
             raise bad("triple_score_norm", "must be 'minmax' or 'raw'")
-        if self.ppr_method not in ("push", "cg", "power", "fused"):
-            raise bad("ppr_method", "must be 'push', 'cg', 'power' or 'fused'")
+        if self.ppr_method not in ("push", "cg", "power", "fused", "linear"):
+            raise bad("ppr_method", "must be 'push', 'cg', 'power', 'fused' or 'linear'")
+        if not 0.0 < self.ppr_linear_eps < 1.0:
+            raise bad("ppr_linear_eps", "must be in (0, 1)")
         if not 0.0 < self.ppr_push_eps < 1.0:
             raise bad("ppr_push_eps", "must be in (0, 1); 3e-8 reproduces the exact top-10")
         if self.ppr_dtype not in ("float64", "float32"):

@@ -28,6 +28,7 @@ from gta_verl.data.types import RetrievalHit, RetrievalResult
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.fusion import fuse
 from gta_verl.retrieval.index import VectorIndex
+from gta_verl.retrieval.linear_ppr import PassageBasis, build_passage_basis, linear_ppr_docs
 from gta_verl.retrieval.ppr import Transition, batched_ppr, build_transition
 from gta_verl.retrieval.push import push_ppr
 
@@ -160,6 +161,7 @@ class GraphRetriever:
         self._fact_index: VectorIndex | None = None
         self._build_fact_index()
         self._transition: Transition | None = None
+        self._basis: PassageBasis | None = None
 
     @classmethod
     def from_kb_dir(
@@ -225,6 +227,14 @@ class GraphRetriever:
             self._transition = build_transition(self.kb.graph)
         return self._transition
 
+    def warm(self) -> GraphRetriever:
+        """Build what the first graph query would (transition; passage basis for ``linear``)."""
+        if self.config.mode != "dense" and self._fact_index is not None:
+            _ = self.transition
+            if self.uses_passage_basis:
+                _ = self.passage_basis
+        return self
+
     # ------------------------------------------------------------------ queries
     def prepare_queries(self, queries: Sequence[str]) -> tuple[list[str], list[tuple[str, ...]]]:
         """Validate and truncate queries; returns texts and per-query flags.
@@ -254,6 +264,44 @@ class GraphRetriever:
         return texts, flags
 
     # ------------------------------------------------------------------ scoring
+    def entity_seeds(
+        self, triple_scores: np.ndarray, triple_ids: np.ndarray, min_scores: np.ndarray
+    ) -> tuple[sp.csr_matrix, np.ndarray]:
+        """The sparse part of ``p_q``: entity seeds from the top-n triples (HippoRAG 2).
+
+        Args:
+            triple_scores: ``float [B, n]`` raw cosines of the top-n unique triples.
+            triple_ids: ``int [B, n]`` their indices (−1 = none).
+            min_scores: ``float [B]`` lowest triple cosine per query (for min–max).
+
+        Returns:
+            ``(seeds csr float64 [B, N], seeded bool [B])``: entity weights on the entity nodes;
+            rows without a usable triple are empty and ``seeded`` False (→ dense-only).
+        """
+        c, kb = self.config, self.kb
+        n_b = len(triple_scores)
+        seeded = np.zeros(n_b, dtype=bool)
+        norm = _minmax(triple_scores, min_scores, triple_scores[:, 0]) if c.triple_score_norm == "minmax" \
+            else triple_scores
+        rows, cols, vals = [], [], []
+        for b in range(n_b):
+            usable = (triple_ids[b] >= 0) & (triple_scores[b] > c.min_triple_score)
+            ids, w = seed_entities(norm[b, usable], self._fact_pairs[triple_ids[b, usable]], self._doc_freq,
+                                   c.max_seed_entities, c.doc_frequency_norm)
+            if w.sum() <= 0:
+                continue
+            seeded[b] = True
+            rows.append(np.full(len(ids), b, dtype=np.int64))
+            cols.append(kb.n_docs + ids)
+            vals.append(w)
+        n_nodes = kb.n_docs + kb.n_entities
+        if not rows:
+            return sp.csr_matrix((n_b, n_nodes)), seeded
+        seeds = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                              shape=(n_b, n_nodes))
+        seeds.sum_duplicates()
+        return seeds, seeded
+
     def personalization(
         self, triple_scores: np.ndarray, triple_ids: np.ndarray, min_scores: np.ndarray, dense: np.ndarray
     ) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -271,45 +319,19 @@ class GraphRetriever:
             or the best ``passage_seed_top``); rows without a usable triple are empty and
             ``seeded`` False (→ dense-only).
         """
-        c, kb = self.config, self.kb
-        n_b = len(dense)
-        seeded = np.zeros(n_b, dtype=bool)
-        if c.triple_score_norm == "minmax":
-            norm = _minmax(triple_scores, min_scores, triple_scores[:, 0])
-        else:
-            norm = triple_scores
-        rows: list[np.ndarray] = []
-        cols: list[np.ndarray] = []
-        vals: list[np.ndarray] = []
-        dense_norm = None
-        if c.passage_node_weight > 0:
-            dense_norm = _minmax(dense, dense.min(axis=1), dense.max(axis=1))
-        for b in range(n_b):
-            usable = (triple_ids[b] >= 0) & (triple_scores[b] > c.min_triple_score)
-            ids, w = seed_entities(
-                norm[b, usable],
-                self._fact_pairs[triple_ids[b, usable]],
-                self._doc_freq,
-                c.max_seed_entities,
-                c.doc_frequency_norm,
-            )
-            if w.sum() <= 0:
-                continue
-            seeded[b] = True
-            b_cols, b_vals = [kb.n_docs + ids], [w]
-            if dense_norm is not None:
-                docs = _top_docs(dense[b], c.passage_seed_top)
-                b_cols.append(docs)
-                b_vals.append(c.passage_node_weight * dense_norm[b, docs])
-            cols += b_cols
-            vals += b_vals
-            rows.append(np.full(sum(len(x) for x in b_cols), b, dtype=np.int64))
-        n_nodes = kb.n_docs + kb.n_entities
-        if not rows:
-            return sp.csr_matrix((n_b, n_nodes)), seeded
-        pers = sp.csr_matrix(
-            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_b, n_nodes)
-        )
+        c = self.config
+        seeds, seeded = self.entity_seeds(triple_scores, triple_ids, min_scores)
+        if c.passage_node_weight <= 0 or not seeded.any():
+            return seeds, seeded
+        dense_norm = _minmax(dense, dense.min(axis=1), dense.max(axis=1))
+        rows, cols = [], []
+        for b in np.flatnonzero(seeded):
+            docs = _top_docs(dense[b], c.passage_seed_top)
+            rows.append(np.full(len(docs), b, dtype=np.int64))
+            cols.append(docs)
+        r, k = np.concatenate(rows), np.concatenate(cols)
+        docs_part = sp.csr_matrix((c.passage_node_weight * dense_norm[r, k], (r, k)), shape=seeds.shape)
+        pers = (seeds + docs_part).tocsr()
         pers.sum_duplicates()
         return pers, seeded
 
@@ -344,11 +366,51 @@ class GraphRetriever:
         else:
             t_scores, t_ids = self._fact_index.search(q, c.top_n_triples)
             mins = t_scores[:, -1]
+        if self.uses_passage_basis:
+            seeds, seeded = self.entity_seeds(t_scores, t_ids, mins)
+            if seeded.any():
+                ids, scores, _ = self._linear_top(seeds[seeded], q[seeded], dense[seeded], k)
+                g_ids[seeded], g_scores[seeded] = ids, scores
+            return dense, (g_ids, g_scores), seeded
         pers, seeded = self.personalization(t_scores, t_ids, mins, dense)
         if seeded.any():
             ids, scores = self._ppr_top(pers[seeded], k)
             g_ids[seeded], g_scores[seeded] = ids, scores
         return dense, (g_ids, g_scores), seeded
+
+    @property
+    def uses_passage_basis(self) -> bool:
+        """``ppr_method="linear"`` applies: every document seeded (the basis is linear in them), CPU."""
+        c = self.config
+        return c.ppr_method == "linear" and c.passage_seed_top == 0 and c.device == "cpu"
+
+    @property
+    def passage_basis(self) -> PassageBasis:
+        """The graph's precomputed response to dense passage seeds (built on first use, once per KB)."""
+        if self._basis is None or self._basis.alpha != self.config.alpha:
+            self._basis = build_passage_basis(self.transition, self._passage_emb, self.config.alpha)
+        return self._basis
+
+    def _linear_top(self, seeds: sp.csr_matrix, q: np.ndarray, dense: np.ndarray,
+                    k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Top-``k`` PPR documents by :func:`~gta_verl.retrieval.linear_ppr.linear_ppr_docs`.
+
+        The dense part ``w_p (E q − min)/(max − min)`` is affine in ``E q``: ``a E q + c 1``.
+
+        Returns:
+            ``(ids int64 [B, k], scores float64 [B, k], nodes the push touched int64 [B])``.
+        """
+        c = self.config
+        lo, hi = dense.min(axis=1).astype(np.float64), dense.max(axis=1).astype(np.float64)
+        span = hi - lo
+        safe = np.where(span > 0, span, 1.0)
+        w = c.passage_node_weight
+        a = np.where(span > 0, w / safe, 0.0)
+        offset = np.where(span > 0, -w * lo / safe, w)  # a flat row is normalized to 1 everywhere
+        scores, touched = linear_ppr_docs(self.transition, self.passage_basis, seeds, q, a, offset,
+                                          eps=c.ppr_linear_eps)
+        ids = np.stack([topk_stable(row, k) for row in scores])
+        return ids, np.take_along_axis(scores, ids, axis=1), touched
 
     def _ppr_top(self, pers: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` documents of PPR (eq 7) for personalization rows ``pers`` [b, N]."""
@@ -364,13 +426,19 @@ class GraphRetriever:
             tol=c.ppr_tol,
             max_iter=c.ppr_max_iter,
             block_size=c.ppr_block_size,
-            # the fused kernel is CPU-only: conjugate gradients on torch for a GPU device
-            method="cg" if c.ppr_method == "fused" and c.device != "cpu" else c.ppr_method,
+            method=self._global_method(),
             device=c.device,
             dtype=np.float32 if c.ppr_dtype == "float32" else np.float64,
         )[:, : self.kb.n_docs]
         ids = np.stack([topk_stable(row, k) for row in full])
         return ids, np.take_along_axis(full, ids, axis=1)
+
+    def _global_method(self) -> str:
+        """The ``batched_ppr`` solver: ``linear`` without its preconditions (top-n seeding, a GPU) is
+        the fused power iteration; the fused kernel is CPU-only (conjugate gradients on torch elsewhere)."""
+        c = self.config
+        method = "fused" if c.ppr_method == "linear" else c.ppr_method
+        return "cg" if method == "fused" and c.device != "cpu" else method
 
     # ------------------------------------------------------------------ results
     def _hit(self, doc: int, source: str, score: float) -> RetrievalHit:

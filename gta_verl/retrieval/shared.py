@@ -1,7 +1,8 @@
 """One read-only copy of a KB's retrieval arrays per node, shared by every replica there.
 
 A retriever replica needs the passage embeddings, the unique-fact vectors and their
-faiss index, the entity document frequencies and the PPR transition (CSR). Built
+faiss index, the entity document frequencies, the PPR transition (CSR) and, for
+``ppr_method="linear"``, the passage basis. Built
 separately, every replica holds its own copy of each. Here the first replica on a
 node writes the derived arrays once to a node-local cache directory (keyed by the
 KB's checksums, the index settings and the code that derives them), and every
@@ -31,14 +32,17 @@ logger = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1
 _EMB = ("passage_emb", "entity_emb", "triple_emb")
-_CODE = ("retriever.py", "ppr.py", "index.py", "shared.py")
+_BASIS = ("doc_response", "ones_response", "emb_mass", "node_mass")
+_CODE = ("retriever.py", "ppr.py", "index.py", "shared.py", "linear_ppr.py", "fused.py")
 
 
 def shared_cache_key(manifest: dict[str, Any], config: Any) -> str:
     """sha256 of the KB checksums, the index settings and the deriving code."""
     files = manifest.get("files") if isinstance(manifest, dict) else None
+    linear = config.ppr_method == "linear" and config.passage_seed_top == 0 and config.device == "cpu"
     h = hashlib.sha256(json.dumps({"files": files, "format": CACHE_FORMAT, "index": config.index,
-                                   "nprobe": config.ivf_nprobe, "hnsw_m": config.hnsw_m},
+                                   "nprobe": config.ivf_nprobe, "hnsw_m": config.hnsw_m,
+                                   "basis_alpha": config.alpha if linear else None},
                                   sort_keys=True, default=str).encode())
     here = Path(__file__).resolve().parent
     for name in _CODE:
@@ -85,6 +89,11 @@ def _write_cache(retriever: Any, d: Path) -> None:
             "fact_index": retriever._fact_index is not None}
     if retriever._fact_index is not None:
         faiss.write_index(retriever._fact_index._index, str(d / "fact_index.faiss"))
+    if retriever.uses_passage_basis:  # solved once per node (seconds to minutes on large KBs)
+        basis = retriever.passage_basis
+        for name in _BASIS:
+            np.save(d / f"basis_{name}.npy", getattr(basis, name))
+        meta["basis"] = {"alpha": basis.alpha, "ones_mass": basis.ones_mass}
     (d / "meta.json").write_text(json.dumps(meta))
 
 
@@ -132,6 +141,11 @@ def attach_shared_arrays(retriever: Any, cache_dir: Path) -> Any:
         retriever._fact_index._index = _map_index(cache_dir / "fact_index.faiss", retriever.config.index)
         retriever._fact_index.__dict__.pop("_keep", None)  # the mapped IVF index owns its quantizer
     retriever._transition = _load_transition(cache_dir, meta["transition"])
+    if meta.get("basis"):
+        from gta_verl.retrieval.linear_ppr import PassageBasis
+
+        retriever._basis = PassageBasis(**{n: np.load(cache_dir / f"basis_{n}.npy", mmap_mode="r") for n in _BASIS},
+                                        **meta["basis"])
     return retriever
 
 

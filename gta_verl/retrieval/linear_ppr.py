@@ -1,0 +1,194 @@
+"""Exact PPR of the hybrid personalization by linearity: a precomputed passage basis + a local push.
+
+The retriever's personalization (HippoRAG 2, GTA-RAG eq 7) is the sum of a *sparse* part, ≤ 5
+entity seeds, and a *dense* part, ``w_p`` × min–max-normalized dense score on every document:
+
+    p = p_E + a · E q + c · 1_D,    a = w_p / (max − min),  c = −w_p · min / (max − min)
+
+(``E`` ``[n_docs, dim]`` the passage embeddings, ``q`` the query embedding, max/min of ``E q``;
+a flat ``E q`` gives ``a = 0, c = w_p``). PPR with igraph's PRPACK semantics is
+``r = y / 1ᵀy`` with ``y = G p`` and ``G = (I − (1 − α) M)^{-1}`` (the dangling term only
+rescales; see :func:`gta_verl.retrieval.ppr.batched_ppr`). ``G`` is linear, so on the documents
+
+    y_D = (G p_E)_D + a · Z q + c · g,       Z = (G E)_D  [n_docs, dim],  g = (G 1_D)_D  [n_docs]
+    1ᵀy = mᵀ p_E + a · (1ᵀ G E) q + c · 1ᵀ G 1_D,   m = Gᵀ 1  [N]
+
+``Z``, ``g``, ``1ᵀ G E``, ``1ᵀ G 1_D`` and ``m`` depend only on the graph and the passage
+embeddings: they are solved once per KB (``dim + 2`` right-hand sides, :func:`build_passage_basis`).
+Per query, the dense part is one GEMV against ``Z`` (the same size as the dense passage scores)
+and the sparse part is a forward push from ≤ 5 seeds (:mod:`gta_verl.retrieval.push`), which is
+local: its work does not grow with the graph. The normalizer ``1ᵀy`` is exact (from ``m``), so
+the push's only error is its leftover residual, which carries the sparse part's share of the mass
+(≈ 1 % on the bundled KB, where the dense part holds the rest).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+from gta_verl.retrieval.fused import fused_power_block
+from gta_verl.retrieval.ppr import Transition
+from gta_verl.retrieval.push import _push_graph, _push_one
+
+
+@dataclass(frozen=True, eq=False)
+class PassageBasis:
+    """The graph's response to the dense part of the personalization (one per KB and α).
+
+    Attributes:
+        doc_response: ``float32 [n_docs, dim]`` ``Z = (G E)_D``, rows in document order.
+        ones_response: ``float64 [n_docs]`` ``g = (G 1_D)_D``.
+        emb_mass: ``float64 [dim]`` ``1ᵀ G E`` (total mass of each embedding column's response).
+        ones_mass: ``1ᵀ G 1_D``.
+        node_mass: ``float64 [N]`` ``m = Gᵀ 1`` in original node order (mass of ``G e_u``).
+        alpha: The restart probability α the basis was solved for.
+    """
+
+    doc_response: np.ndarray
+    ones_response: np.ndarray
+    emb_mass: np.ndarray
+    ones_mass: float
+    node_mass: np.ndarray
+    alpha: float
+
+    @property
+    def n_docs(self) -> int:
+        return self.doc_response.shape[0]
+
+
+def _solve_block(mat: sp.csr_matrix, rhs: np.ndarray, alpha: float, tol: float) -> np.ndarray:
+    """``G rhs`` for one block ``rhs`` ``[N, b]`` (any sign) by the fused power iteration, no dangling restart.
+
+    ``x ← α b + (1 − α) M x`` converges to ``α G b`` (L1 contraction 1 − α); columns are scaled to
+    unit L1 first so that ``tol`` is relative. Returns float64 ``[N, b]``.
+    """
+    scale = np.abs(rhs).sum(axis=0, dtype=np.float64)
+    scale[scale == 0] = 1.0
+    b = np.ascontiguousarray(rhs / scale.astype(rhs.dtype), dtype=mat.dtype)
+    x, _ = fused_power_block(mat, np.zeros(0, dtype=np.int64), b, alpha, tol, max_iter=200)
+    return x.astype(np.float64) * (scale / alpha)
+
+
+def build_passage_basis(tr: Transition, passage_emb: np.ndarray, alpha: float = 0.5, tol: float = 1e-7,
+                        block: int | None = None, dtype: type = np.float32) -> PassageBasis:
+    """Solve the ``dim + 2`` systems of :class:`PassageBasis` (documents are nodes ``0..n_docs−1``).
+
+    Args:
+        tr: The KB graph's transition (undirected; from ``build_transition``).
+        passage_emb: ``float [n_docs, dim]`` passage embeddings (the dense scores' ``E``).
+        alpha: Restart probability α.
+        tol: Relative L1 change at which each column stops (float32's floor is ≈ 1e-7).
+        block: Columns solved together (memory ≈ ``N · block`` × 24 bytes); default 64, fewer
+            above 1 M nodes so that a block stays near 1.5 GB.
+        dtype: Iterate dtype of the solver.
+
+    Returns:
+        The basis; building it costs about ``dim + 2`` queries of the fused solver.
+    """
+    if tr.sym is None:
+        raise ValueError("the passage basis needs an undirected graph's Transition (from build_transition)")
+    n = tr.n_nodes
+    emb = np.asarray(passage_emb)
+    n_docs, dim = emb.shape
+    perm = tr.perm if tr.perm is not None else np.arange(n, dtype=np.int64)
+    inv = np.empty(n, np.int64)
+    inv[perm] = np.arange(n, dtype=np.int64)
+    doc_pos = inv[:n_docs]  # internal positions of documents 0..n_docs−1
+    block = block or int(np.clip(2**26 // max(n, 1), 8, 64))
+    mat = tr.matrix.astype(dtype)
+    cols = np.concatenate([emb, np.ones((n_docs, 1), emb.dtype)], axis=1)  # [E | 1_D]
+    doc_resp = np.empty((n_docs, dim + 1))
+    col_mass = np.empty(dim + 1)
+    for start in range(0, dim + 1, block):
+        rhs = np.zeros((n, min(block, dim + 1 - start)), dtype=dtype)
+        rhs[doc_pos] = cols[:, start : start + block]
+        sol = _solve_block(mat, rhs, alpha, tol)
+        doc_resp[:, start : start + block] = sol[doc_pos]
+        col_mass[start : start + block] = sol.sum(axis=0)
+        del rhs, sol
+    # m = Gᵀ1 solves the transposed system: Mᵀ = D^{-1} A is the push graph's row-stochastic P
+    indptr, indices, probs, _, _ = _push_graph(tr)
+    p_rows = sp.csr_matrix((probs.astype(dtype), indices, indptr), shape=(n, n))
+    node_mass = np.empty(n)
+    node_mass[perm] = _solve_block(p_rows, np.ones((n, 1), dtype=dtype), alpha, tol)[:, 0]
+    return PassageBasis(doc_response=np.ascontiguousarray(doc_resp[:, :dim], dtype=np.float32),
+                        ones_response=doc_resp[:, dim].copy(), emb_mass=col_mass[:dim].copy(),
+                        ones_mass=float(col_mass[dim]), node_mass=node_mass, alpha=float(alpha))
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _push_add(indptr, indices, probs, thresh, perm, n_docs, s_ptr, s_ids, s_vals, alpha, n_threads,
+              out, out_touched):  # pragma: no cover - jit
+    """Add ``(G p_b)`` on documents to ``out[b]`` for every query's sparse seeds (forward push)."""
+    n = len(thresh)
+    n_q = len(s_ptr) - 1
+    for t in numba.prange(n_threads):
+        est = np.zeros(n, np.float64)
+        res = np.zeros(n, np.float64)
+        inq = np.zeros(n, np.bool_)
+        seen = np.zeros(n, np.bool_)
+        touched = np.empty(n, np.int64)
+        queue = np.empty(n, np.int64)
+        for b in range(t, n_q, n_threads):
+            seeds = s_ids[s_ptr[b] : s_ptr[b + 1]]
+            vals = s_vals[s_ptr[b] : s_ptr[b + 1]]
+            nt = _push_one(indptr, indices, probs, thresh, seeds, vals, alpha, est, res, inq, seen,
+                           touched, queue)
+            out_touched[b] = nt
+            for i in range(nt):
+                u = touched[i]
+                v = perm[u]
+                if v < n_docs:
+                    # est + α·res approximates π = α G p from below (push.py's error bound)
+                    out[b, v] += (est[u] + alpha * res[u]) / alpha
+                est[u] = 0.0
+                res[u] = 0.0
+                seen[u] = False
+
+
+def linear_ppr_docs(tr: Transition, basis: PassageBasis, seeds: sp.csr_matrix, query_emb: np.ndarray,
+                    a: np.ndarray, c: np.ndarray, eps: float = 1e-9,
+                    n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """PPR scores of every document for ``p_b = seeds_b + a_b E q_b + c_b 1_D`` (module docstring).
+
+    Args:
+        tr: The transition the basis was built on.
+        basis: From :func:`build_passage_basis` with the retriever's α.
+        seeds: ``csr [B, N]`` non-negative sparse part (entity seeds), original node order.
+        query_emb: ``float32 [B, dim]`` query embeddings ``q``.
+        a: ``float [B]`` coefficient of ``E q``; ``c``: ``float [B]`` coefficient of ``1_D``
+            (together ``a E q + c 1_D ≥ 0`` on every document).
+        eps: Push residual threshold per unit of weighted degree, in units of the final
+            probability (a node's score is low by at most ``eps · s_v / α``).
+        n_threads: numba threads for the push (queries are split over them).
+
+    Returns:
+        ``(float64 [B, n_docs]`` PPR probabilities of the documents (the same numbers as the
+        document entries of ``batched_ppr``'s rows), ``int64 [B]`` nodes the push touched).
+    """
+    seeds = sp.csr_matrix(seeds, dtype=np.float64)
+    n_b = seeds.shape[0]
+    a = np.asarray(a, dtype=np.float64)
+    c = np.asarray(c, dtype=np.float64)
+    q = np.asarray(query_emb, dtype=np.float32)
+    total = (seeds @ basis.node_mass + a * (q.astype(np.float64) @ basis.emb_mass) + c * basis.ones_mass)
+    if np.any(total <= 0):
+        raise ValueError(f"personalization rows {np.flatnonzero(total <= 0)[:5].tolist()} are all zero")
+    out = (q @ basis.doc_response.T).astype(np.float64)  # [B, n_docs]
+    out *= a[:, None]
+    out += c[:, None] * basis.ones_response[None, :]
+    out /= total[:, None]
+    touched = np.zeros(n_b, np.int64)
+    if seeds.nnz:
+        indptr, indices, probs, perm, inv = _push_graph(tr)
+        scaled = sp.csr_matrix(sp.diags(1.0 / total) @ seeds)
+        threads = max(1, min(int(n_threads or numba.get_num_threads()), n_b))
+        _push_add(indptr, indices, probs, eps * tr.strength, perm, basis.n_docs,
+                  scaled.indptr.astype(np.int64), inv[scaled.indices], scaled.data, float(basis.alpha),
+                  threads, out, touched)
+    np.maximum(out, 0.0, out=out)  # float32 GEMV round-off on documents with ~0 score
+    return out, touched
