@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import resource
 import sys
@@ -198,16 +199,18 @@ def reference_path(r: Any, q: np.ndarray, k: int) -> tuple[np.ndarray, float, fl
 
 
 def bench_faiss(r: Any, q: np.ndarray, batches: list[int]) -> list[str]:
-    """Flat top-n: faiss at its default BLAS threshold vs lowered, and the one-pass search_with_min."""
+    """Flat top-n: faiss at its default BLAS threshold vs lowered, the one-pass float32 scan, the bf16 pre-scan."""
     import faiss
 
-    from gta_verl.retrieval.index import BLAS_THRESHOLD
+    from gta_verl.retrieval.index import BLAS_THRESHOLD, Bf16Scan
 
     idx, n = r._fact_index, r.config.top_n_triples
+    bf16 = idx._bf16 or Bf16Scan(np.ascontiguousarray(r._fact_emb, dtype=np.float32))
     lines = [f"\n#### Exact flat triple search ({idx.n:,} × {idx.dim}, top-{n}), ms/query\n",
              f"| batch | faiss search, threshold {FAISS_DEFAULT_BLAS} (default) | faiss search, threshold "
-             f"{BLAS_THRESHOLD} (BLAS) | speed-up | two searches (pre-issue, BLAS) | `search_with_min` "
-             "(one pass) | same ids |", "|---:|---:|---:|---:|---:|---:|---:|"]
+             f"{BLAS_THRESHOLD} (BLAS) | speed-up | two searches (pre-issue, BLAS) | one-pass float32 scan + min | "
+             "bf16 pre-scan + float32 rescoring + min | rows certified | same ids (all four) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for b in batches:
         qb = q[:b]
         faiss.cvar.distance_compute_blas_threshold = FAISS_DEFAULT_BLAS
@@ -219,23 +222,41 @@ def bench_faiss(r: Any, q: np.ndarray, batches: list[int]) -> list[str]:
         t2 = time.perf_counter()
         idx.min_scores(qb)
         t3 = time.perf_counter()
-        s_one, i_one, _ = idx.search_with_min(qb, n)
+        s_one, i_one, _ = idx._exact_with_min(qb, n)
         t4 = time.perf_counter()
-        ms = np.array([t1 - t0, t2 - t1, t3 - t1, t4 - t3]) * 1e3 / b
-        same = np.array_equal(i_def, i_blas) and np.array_equal(i_blas, i_one)
+        s_bf, i_bf, _, ok = bf16.search_with_min(qb, n)
+        t5 = time.perf_counter()
+        ms = np.array([t1 - t0, t2 - t1, t3 - t1, t4 - t3, t5 - t4]) * 1e3 / b
+        same = np.array_equal(i_def, i_blas) and np.array_equal(i_blas, i_one) and np.array_equal(i_one[ok], i_bf[ok])
         lines.append(f"| {b} | {ms[0]:.2f} | {ms[1]:.2f} | {ms[0] / ms[1]:.1f}× | {ms[2]:.2f} | {ms[3]:.2f} | "
-                     f"{'yes' if same else 'NO'} |")
+                     f"{ms[4]:.2f} | {ok.mean() * 100:.0f} % | {'yes' if same else 'NO'} |")
         print(lines[-1], flush=True)
     return lines
 
 
-# (passage_seed_top, push eps | "fused" | "linear")
-WHOLE_VARIANTS = ((0, 3e-8), (0, 1e-6), (100, 1e-6), (0, "fused"), (0, "linear"))
-SWEEP_VARIANTS = ((0, 3e-8), (100, 1e-6), (0, "fused"), (0, "linear"))
-# The fused numba power iteration in float32, stopped at an L1 change of 1e-7 (its float32 floor).
+# PPR settings compared: "push:<eps>[@<top>]" (forward push of the whole personalization, dense seeds on
+# the best <top> documents, default all), "fused" (numba power iteration, float32, stopped at an L1 change of
+# 1e-7, its float32 floor), "linear:<eps>" (passage basis + push from the entity seeds, linear_ppr.py).
+WHOLE_VARIANTS = "push:3e-8,push:1e-6@100,fused,linear:1e-6"
+SWEEP_VARIANTS = "push:3e-8,push:1e-6@100,fused,linear:1e-6"
 FUSED = {"ppr_method": "fused", "ppr_dtype": "float32", "ppr_tol": 1e-7, "ppr_block_size": 256}
-# Exact by linearity: precomputed passage basis + forward push from the entity seeds only.
-LINEAR = {"ppr_method": "linear", "ppr_linear_eps": 1e-9}
+
+
+def parse_variants(spec: str) -> list[tuple[int, float | str]]:
+    """``"push:3e-8@100,fused,linear:1e-6"`` → ``[(100, 3e-8), (0, "fused"), (0, "linear:1e-06")]``."""
+    out: list[tuple[int, float | str]] = []
+    for item in spec.split(","):
+        body, _, top = item.strip().partition("@")
+        kind, _, eps = body.partition(":")
+        if kind == "push":
+            out.append((int(top or 0), float(eps)))
+        elif kind == "fused":
+            out.append((int(top or 0), "fused"))
+        elif kind == "linear":
+            out.append((0, f"linear:{float(eps or 1e-6):g}"))
+        else:
+            raise ValueError(f"unknown PPR variant {item!r} (push:<eps>[@<top>], fused, linear:<eps>)")
+    return out
 
 
 def _variant_config(top: int, eps: float | str) -> Any:
@@ -243,8 +264,8 @@ def _variant_config(top: int, eps: float | str) -> Any:
 
     if eps == "fused":
         return RetrieverConfig(passage_seed_top=top, **FUSED)
-    if eps == "linear":
-        return RetrieverConfig(passage_seed_top=top, **LINEAR)
+    if isinstance(eps, str) and eps.startswith("linear"):
+        return RetrieverConfig(passage_seed_top=top, ppr_method="linear", ppr_linear_eps=float(eps.split(":")[1]))
     return RetrieverConfig(passage_seed_top=top, ppr_method="push", ppr_push_eps=float(eps))
 
 
@@ -252,8 +273,8 @@ def _label(top: int, eps: float | str) -> str:
     seeds = f"dense seeds on {'all docs' if top == 0 else f'top {top} docs'}"
     if eps == "fused":
         return f"fused numba power iteration (float32, L1 tol 1e-7), {seeds}"
-    if eps == "linear":
-        return f"linear: passage basis + push ε=1e-9 from the entity seeds, {seeds}"
+    if isinstance(eps, str) and eps.startswith("linear"):
+        return f"linear: passage basis + push ε={eps.split(':')[1]} from the entity seeds, {seeds}"
     return f"push ε={eps:g}, {seeds}"
 
 
@@ -266,20 +287,21 @@ def _agreement(rv: Any, ref_ids: np.ndarray) -> str:
     return f"{same * 100:.0f} % ({sets * 100:.0f} %)"
 
 
-def _ours_rows(r: Any, batches: list[int], ref_ms: float, ref_ids: np.ndarray) -> list[str]:
+def _ours_rows(r: Any, batches: list[int], ref_ms: float, ref_ids: np.ndarray, variants: str) -> list[str]:
     lines, notes = [], []
-    for top, eps in WHOLE_VARIANTS:
+    for top, eps in parse_variants(variants):
         rv = r.with_config(_variant_config(top, eps))
         t0 = time.perf_counter()
         rv.retrieve([f"q{i}" for i in range(8)])  # warm-up (numba cache load; the linear method's basis)
-        if eps == "linear":
+        if str(eps).startswith("linear") and not notes:
             notes.append(f"\nLinear method: passage basis ({rv.kb.n_docs:,} × {rv._passage_emb.shape[1]} + 2 "
                          f"columns) solved once in {time.perf_counter() - t0:.1f} s (first call, with the warm-up).")
         agree = _agreement(rv, ref_ids)
         for b in batches:
             ms = time_retrieve(rv, b)
             st = stage_times(rv, rv.embedder.vectors[:b])
-            lines.append(f"| ours: flat one-pass search + {_label(top, eps)} | {b} | {ms:.2f} | {1e3 / ms:.0f} | "
+            scan = "bf16 pre-scan" if rv._fact_index._bf16 is not None else "float32 one-pass"
+            lines.append(f"| ours: flat search ({scan}) + {_label(top, eps)} | {b} | {ms:.2f} | {1e3 / ms:.0f} | "
                          f"{ref_ms / ms:.0f}× | {agree} | {st['triples']:.2f} | {st['dense']:.2f} | "
                          f"{st['pers']:.2f} | {st['ppr']:.2f} | {st['touched']:,.0f} |")
             print(lines[-1], flush=True)
@@ -310,7 +332,7 @@ def bench_whole(args: argparse.Namespace) -> list[str]:
              f"{ref_ms:.1f} | {1e3 / ref_ms:.1f} | 1× | ref ({n_seeded} seeded) | {ref_search_ms:.1f} (with dense"
              f" + pers.) | | | {ref_ig_ms:.1f} | all |"]
     print("\n".join(lines), flush=True)
-    lines += _ours_rows(r, args.batches, ref_ms, ref_ids)
+    lines += _ours_rows(r, args.batches, ref_ms, ref_ids, args.variants)
     lines += bench_faiss(r, q, args.faiss_batches)
     return lines
 
@@ -342,9 +364,12 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
                            "graph_s": t1 - t0}
     del sg
     gc.collect()
-    for top, eps in SWEEP_VARIANTS:
+    for top, eps in parse_variants(args.sweep_variants):
         rv = r.with_config(_variant_config(top, eps))
-        rv.retrieve(["q0"])  # warm-up; builds the push CSR once
+        t_warm = time.perf_counter()
+        rv.retrieve(["q0"])  # warm-up; builds the push CSR once (and the linear method's passage basis)
+        if str(eps).startswith("linear"):
+            row.setdefault("basis_s", time.perf_counter() - t_warm)
         row.setdefault("build_s", time.perf_counter() - t0)
         row[f"whole_{top}_{eps}"] = time_retrieve(rv, args.sweep_batch)
         st = stage_times(rv, q)
@@ -355,17 +380,19 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
-def plot_sweep(rows: list[dict[str, Any]], path: Path, title: str) -> None:
+def plot_sweep(rows: list[dict[str, Any]], path: Path, title: str, variants: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    x = [r["docs"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for (top, eps), line in zip(SWEEP_VARIANTS, ("--", "-", ":")):
+    fig, ax = plt.subplots(figsize=(6.4, 6.6))
+    for (top, eps), line in zip(parse_variants(variants), ("--", "-", ":", "-.", (0, (1, 3)))):
         for what, mark in (("ppr", "o"), ("whole", "s")):
-            ax.plot(x, [r[f"{what}_{top}_{eps}"] for r in rows], mark + line,
+            have = [r for r in rows if f"{what}_{top}_{eps}" in r]  # merged runs may lack a variant at a size
+            if not have:
+                continue
+            ax.plot([r["docs"] for r in have], [r[f"{what}_{top}_{eps}"] for r in have], marker=mark, linestyle=line,
                     label=f"{'PPR' if what == 'ppr' else 'whole retriever'}: {_label(top, eps)}")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -373,7 +400,7 @@ def plot_sweep(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     ax.set_ylabel("ms per query (encoding excluded)")
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16))  # below: never over the data
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -389,10 +416,17 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
              "triple search | dense | personalization | nodes touched | RSS GiB |",
              "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     print("\n".join(lines), flush=True)
+    title = f"Retriever cost vs corpus size ({args.sweep_triples_per_doc:g} triple/doc; 2-core CPU)"
+    if not args.sweep_docs:  # re-plot earlier runs' --rows-out files only
+        extra = [x for f in args.plot_with.split(",") if f for x in json.loads(Path(f).read_text())]
+        plot_sweep(sorted(extra, key=lambda x: x["docs"]), Path(args.plot), title, args.sweep_variants)
+        return [f"\nPlot: `{args.plot}` (from {args.plot_with})"]
     for n in [int(x) for x in args.sweep_docs.split(",")]:
         r = bench_size(n, args)
         rows.append(r)
-        for top, eps in SWEEP_VARIANTS:
+        if args.rows_out:  # raw rows, so that runs at different sizes can be plotted together
+            Path(args.rows_out).write_text(json.dumps(rows, indent=1))
+        for top, eps in parse_variants(args.sweep_variants):
             v = f"{top}_{eps}"
             lines.append(f"| {n:,} | {r['nodes']:,} | {r['edges']:,} | {r['triples']:,} | {r['build_s']:.0f} | "
                          f"{_label(top, eps)} | {r[f'whole_{v}']:.2f} | {r[f'ppr_{v}']:.2f} | "
@@ -400,8 +434,11 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
                          f"{r[f'touched_{v}']:,.0f} | {r['rss']:.1f} |")
             print(lines[-1], flush=True)
         if args.plot:  # after every size: a later, larger size may run out of memory
-            plot_sweep(rows, Path(args.plot), f"Retriever cost vs corpus size ({args.sweep_triples_per_doc:g} "
-                                              "triple/doc; 2-core CPU, shared)")
+            extra = [x for f in args.plot_with.split(",") if f for x in json.loads(Path(f).read_text())]
+            plot_sweep(sorted(extra + rows, key=lambda x: x["docs"]), Path(args.plot), f"Retriever cost vs corpus size ({args.sweep_triples_per_doc:g} "
+                                              "triple/doc; 2-core CPU)", args.sweep_variants)
+    lines += [f"\nLinear method's passage basis at {r['docs']:,} documents: solved in {r['basis_s']:.0f} s "
+              "(once per KB, first call)." for r in rows if "basis_s" in r]
     if args.plot:
         lines.append(f"\nPlot: `{args.plot}`")
     return lines
@@ -497,6 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--approx-n", type=int, default=100_000, help="vectors for the approx section")
     ap.add_argument("--n-ref", type=int, default=32, help="queries through the igraph reference")
     ap.add_argument("--sweep-docs", default="10000,100000,1000000")
+    ap.add_argument("--variants", default=WHOLE_VARIANTS, help="PPR settings of the whole section")
+    ap.add_argument("--sweep-variants", default=SWEEP_VARIANTS, help="PPR settings of the sweep")
+    ap.add_argument("--rows-out", default="", help="write the sweep's raw rows to this JSON file")
+    ap.add_argument("--plot-with", default="", help="comma-separated --rows-out files of other sweep runs to plot too")
     ap.add_argument("--sweep-triples-per-doc", type=float, default=1.0)
     ap.add_argument("--sweep-batch", type=int, default=4)
     ap.add_argument("--plot", default="docs/benchmarks/retriever_scaling.png")

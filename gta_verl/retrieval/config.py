@@ -54,6 +54,10 @@ class RetrieverConfig:
             ``hnsw`` (approximate, for millions of triples).
         ivf_nprobe: Lists probed by the IVF index.
         hnsw_m: Graph degree of the HNSW index.
+        triple_scan: How the exact ``flat`` triple search scores: ``auto`` (default) = a
+            bfloat16 pre-scan certified to return the float32 top-n and minimum
+            (:class:`gta_verl.retrieval.index.Bf16Scan`) where the CPU multiplies bfloat16 natively
+            (AVX512-BF16 / AMX), else float32; ``float32`` / ``bfloat16`` force one.
         max_query_chars: Longer queries are truncated (flag ``query_truncated``).
         max_query_words: Same, counted in whitespace-separated words; 0 = no limit.
         ppr_method: ``linear`` (default) = exact PPR by linearity: the dense-passage part of
@@ -103,11 +107,12 @@ class RetrieverConfig:
     index: IndexKind = "flat"
     ivf_nprobe: int = 16
     hnsw_m: int = 32
+    triple_scan: Literal["auto", "float32", "bfloat16"] = "auto"
     max_query_chars: int = 2000
     max_query_words: int = 256
     ppr_method: Literal["push", "cg", "power", "fused", "linear"] = "linear"
     ppr_push_eps: float = 3e-8
-    ppr_linear_eps: float = 1e-9
+    ppr_linear_eps: float = 1e-6
     passage_seed_top: int = 0
     ppr_tol: float = 1e-7
     ppr_max_iter: int = 100
@@ -126,6 +131,8 @@ class RetrieverConfig:
             raise bad("index", f"must be one of {INDEX_KINDS}")
         if self.fusion not in FUSIONS:
             raise bad("fusion", f"must be one of {FUSIONS}")
+        if self.triple_scan not in ("auto", "float32", "bfloat16"):
+            raise bad("triple_scan", "must be 'auto', 'float32' or 'bfloat16'")
         if self.triple_score_norm not in ("minmax", "raw"):
             raise bad("triple_score_norm", "must be 'minmax' or 'raw'")
         if self.ppr_method not in ("push", "cg", "power", "fused", "linear"):

@@ -192,10 +192,11 @@ class GraphRetriever:
         """A retriever sharing this one's KB, encoder and graph, with another config."""
         other = copy.copy(self)
         other.config = config
-        if (config.index, config.ivf_nprobe, config.hnsw_m) != (
+        if (config.index, config.ivf_nprobe, config.hnsw_m, config.triple_scan) != (
             self.config.index,
             self.config.ivf_nprobe,
             self.config.hnsw_m,
+            self.config.triple_scan,
         ):
             other._build_fact_index()
         return other
@@ -215,7 +216,7 @@ class GraphRetriever:
     def _build_fact_index(self) -> None:
         c = self.config
         if len(self._fact_pairs):
-            self._fact_index = VectorIndex(self._fact_emb, c.index, c.ivf_nprobe, c.hnsw_m)
+            self._fact_index = VectorIndex(self._fact_emb, c.index, c.ivf_nprobe, c.hnsw_m, c.triple_scan)
         else:
             logger.warning("KB has no triples: graph retrieval falls back to dense for every query")
             self._fact_index = None

@@ -42,7 +42,8 @@ def shared_cache_key(manifest: dict[str, Any], config: Any) -> str:
     linear = config.ppr_method == "linear" and config.passage_seed_top == 0 and config.device == "cpu"
     h = hashlib.sha256(json.dumps({"files": files, "format": CACHE_FORMAT, "index": config.index,
                                    "nprobe": config.ivf_nprobe, "hnsw_m": config.hnsw_m,
-                                   "basis_alpha": config.alpha if linear else None},
+                                   "basis_alpha": config.alpha if linear else None,
+                                   "scan": getattr(config, "triple_scan", "float32")},
                                   sort_keys=True, default=str).encode())
     here = Path(__file__).resolve().parent
     for name in _CODE:
@@ -89,6 +90,10 @@ def _write_cache(retriever: Any, d: Path) -> None:
             "fact_index": retriever._fact_index is not None}
     if retriever._fact_index is not None:
         faiss.write_index(retriever._fact_index._index, str(d / "fact_index.faiss"))
+    scan = retriever._fact_index._bf16 if retriever._fact_index is not None else None
+    if scan is not None:
+        np.save(d / "fact_bf16.npy", scan.bits)
+        meta["bf16"] = {"max_norm": scan.max_norm}
     if retriever.uses_passage_basis:  # solved once per node (seconds to minutes on large KBs)
         basis = retriever.passage_basis
         for name in _BASIS:
@@ -141,6 +146,12 @@ def attach_shared_arrays(retriever: Any, cache_dir: Path) -> Any:
         retriever._fact_index._index = _map_index(cache_dir / "fact_index.faiss", retriever.config.index)
         retriever._fact_index.__dict__.pop("_keep", None)  # the mapped IVF index owns its quantizer
     retriever._transition = _load_transition(cache_dir, meta["transition"])
+    if meta.get("bf16") and retriever._fact_index is not None and retriever._fact_index._bf16 is not None:
+        from gta_verl.retrieval.index import Bf16Scan, _flat_vectors
+
+        retriever._fact_index._bf16 = Bf16Scan(_flat_vectors(retriever._fact_index._index),
+                                               np.load(cache_dir / "fact_bf16.npy", mmap_mode="r"),
+                                               meta["bf16"]["max_norm"])
     if meta.get("basis"):
         from gta_verl.retrieval.linear_ppr import PassageBasis
 

@@ -61,6 +61,10 @@ def test_random_graph_equals_exact_solver() -> None:
     basis = build_passage_basis(tr, emb, alpha=0.5)
     got, _ = linear_ppr_docs(tr, basis, seeds, q, a, c, eps=1e-12)
     np.testing.assert_allclose(got, want, atol=2e-7, rtol=1e-5)  # float32 basis and GEMV
+    # the push scratch is reused across calls: another query batch in between changes nothing
+    linear_ppr_docs(tr, basis, seeds[::-1], q[::-1], a[::-1], c[::-1], eps=1e-7)
+    again, _ = linear_ppr_docs(tr, basis, seeds, q, a, c, eps=1e-12)
+    assert np.array_equal(again, got)
     top_got = np.argsort(-got, axis=1, kind="stable")[:, :10]
     top_want = np.argsort(-want, axis=1, kind="stable")[:, :10]
     assert (top_got == top_want).all()
