@@ -121,6 +121,11 @@ class RetrieverConfig:
     batch_size: int = 256
     device: str = "cpu"
 
+    @property
+    def uses_passage_basis(self) -> bool:
+        """``ppr_method="linear"`` applies: every document seeded (the basis is linear in them), on CPU."""
+        return self.ppr_method == "linear" and self.passage_seed_top == 0 and self.device == "cpu"
+
     def __post_init__(self) -> None:
         def bad(name: str, msg: str) -> ValueError:
             return ValueError(f"RetrieverConfig.{name}={getattr(self, name)!r}: {msg}")

@@ -18,25 +18,32 @@ CHUNK_ROWS = 16_384  # database rows per BLAS block: [B, 16384] float32 scores s
 
 
 @numba.njit(cache=True, nogil=True)
+def _insert(vals, ids, s, idx, sign):
+    """Insert ``s`` (id ``idx``) into the full row ``vals``, kept sorted by ``sign · value`` descending.
+
+    The last entry drops out; ties keep the earlier (lower-id) entry first.
+    """
+    pos = len(vals) - 1
+    while pos > 0 and sign * vals[pos - 1] < sign * s:
+        vals[pos] = vals[pos - 1]
+        ids[pos] = ids[pos - 1]
+        pos -= 1
+    vals[pos] = s
+    ids[pos] = idx
+
+
+@numba.njit(cache=True, nogil=True)
 def _topk_min_update(scores, offset, k, top_s, top_i, mins):
     """Fold a ``[B, m]`` score block into running top-``k`` (sorted desc) and minima."""
     n_b, m = scores.shape
     for b in range(n_b):
         lo = mins[b]
-        worst = top_s[b, k - 1]
         for j in range(m):
             s = scores[b, j]
             if s < lo:
                 lo = s
-            if s > worst:  # insertion into the short sorted list; ties keep the lower id
-                pos = k - 1
-                while pos > 0 and top_s[b, pos - 1] < s:
-                    top_s[b, pos] = top_s[b, pos - 1]
-                    top_i[b, pos] = top_i[b, pos - 1]
-                    pos -= 1
-                top_s[b, pos] = s
-                top_i[b, pos] = offset + j
-                worst = top_s[b, k - 1]
+            if s > top_s[b, k - 1]:
+                _insert(top_s[b], top_i[b], s, offset + j, 1.0)
         mins[b] = lo
 
 
@@ -46,28 +53,12 @@ def _cand_update(scores, offset, top_s, top_i, bot_s, bot_i):
     n_b, m = scores.shape
     c = top_s.shape[1]
     for b in range(n_b):
-        worst = top_s[b, c - 1]
-        best = bot_s[b, c - 1]
         for j in range(m):
             s = scores[b, j]
-            if s > worst:
-                pos = c - 1
-                while pos > 0 and top_s[b, pos - 1] < s:
-                    top_s[b, pos] = top_s[b, pos - 1]
-                    top_i[b, pos] = top_i[b, pos - 1]
-                    pos -= 1
-                top_s[b, pos] = s
-                top_i[b, pos] = offset + j
-                worst = top_s[b, c - 1]
-            if s < best:
-                pos = c - 1
-                while pos > 0 and bot_s[b, pos - 1] > s:
-                    bot_s[b, pos] = bot_s[b, pos - 1]
-                    bot_i[b, pos] = bot_i[b, pos - 1]
-                    pos -= 1
-                bot_s[b, pos] = s
-                bot_i[b, pos] = offset + j
-                best = bot_s[b, c - 1]
+            if s > top_s[b, c - 1]:
+                _insert(top_s[b], top_i[b], s, offset + j, 1.0)
+            if s < bot_s[b, c - 1]:
+                _insert(bot_s[b], bot_i[b], s, offset + j, -1.0)
 
 
 def cpu_has_bf16() -> bool:
@@ -112,6 +103,7 @@ class Bf16Scan:
     Args:
         vectors: ``float32 [n, dim]`` (may be a read-only memory map).
         bf16_bits: Optional ``uint16 [n, dim]`` bfloat16 bit patterns of ``vectors`` (a shared map).
+        max_norm: Optional largest row norm of ``vectors`` (computed when not given).
     """
 
     def __init__(self, vectors: np.ndarray, bf16_bits: np.ndarray | None = None,
@@ -119,15 +111,18 @@ class Bf16Scan:
         import torch
 
         self.x = vectors
-        if bf16_bits is None:
-            bf16_bits = np.empty(vectors.shape, dtype=np.uint16)
-            for start in range(0, len(vectors), CHUNK_ROWS * 8):
-                blk = torch.from_numpy(np.ascontiguousarray(vectors[start : start + CHUNK_ROWS * 8]))
-                bf16_bits[start : start + len(blk)] = blk.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
-        self.bits = bf16_bits
-        self.max_norm = max_norm if max_norm is not None else max(float(np.sqrt(np.einsum("ij,ij->i", vectors[s : s + CHUNK_ROWS * 8],
-                                                    vectors[s : s + CHUNK_ROWS * 8])).max())
-                            for s in range(0, len(vectors), CHUNK_ROWS * 8))
+        step = CHUNK_ROWS * 8
+        norms = []
+        bits = np.empty(vectors.shape, dtype=np.uint16) if bf16_bits is None else bf16_bits
+        if bf16_bits is None or max_norm is None:
+            for start in range(0, len(vectors), step):  # one pass: bit patterns and the largest row norm
+                blk = np.ascontiguousarray(vectors[start : start + step], dtype=np.float32)
+                norms.append(float(np.sqrt(np.einsum("ij,ij->i", blk, blk).max())))
+                if bf16_bits is None:
+                    bits[start : start + len(blk)] = torch.from_numpy(blk).to(torch.bfloat16).view(torch.int16) \
+                        .numpy().view(np.uint16)
+        self.bits = bits
+        self.max_norm = max_norm if max_norm is not None else max(norms)
 
     def search_with_min(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(scores [B, k], ids [B, k], mins [B], certified bool [B])``; uncertified rows are garbage."""

@@ -97,9 +97,7 @@ def build_passage_basis(tr: Transition, passage_emb: np.ndarray, alpha: float = 
     n = tr.n_nodes
     emb = np.asarray(passage_emb)
     n_docs, dim = emb.shape
-    perm = tr.perm if tr.perm is not None else np.arange(n, dtype=np.int64)
-    inv = np.empty(n, np.int64)
-    inv[perm] = np.arange(n, dtype=np.int64)
+    indptr, indices, probs, perm, inv = _push_graph(tr)  # also the transposed system's matrix, below
     doc_pos = inv[:n_docs]  # internal positions of documents 0..n_docs−1
     block = block or int(np.clip(2**27 // max(n, 1), 8, 64))
     mat = tr.matrix.astype(dtype)
@@ -114,7 +112,6 @@ def build_passage_basis(tr: Transition, passage_emb: np.ndarray, alpha: float = 
         col_mass[start : start + block] = sol.sum(axis=0)
         del rhs, sol
     # m = Gᵀ1 solves the transposed system: Mᵀ = D^{-1} A is the push graph's row-stochastic P
-    indptr, indices, probs, _, _ = _push_graph(tr)
     p_rows = sp.csr_matrix((probs.astype(dtype), indices, indptr), shape=(n, n))
     node_mass = np.empty(n)
     node_mass[perm] = _solve_block(p_rows, np.ones((n, 1), dtype=dtype), alpha, tol)[:, 0]
@@ -160,25 +157,25 @@ def _scratch(tr: Transition, threads: int) -> Iterator[tuple[np.ndarray, ...]]:
     """
     lock, bufs = tr._cache.setdefault("linear_scratch", (threading.Lock(), {}))
     n = tr.n_nodes
-    mine = lock.acquire(blocking=False)
+
+    def fresh() -> tuple[np.ndarray, ...]:
+        return (np.zeros((threads, n)), np.zeros((threads, n)), np.zeros((threads, n), np.bool_),
+                np.zeros((threads, n), np.bool_), np.empty((threads, n), np.int64), np.empty((threads, n), np.int64))
+
+    if not lock.acquire(blocking=False):
+        yield fresh()
+        return
     try:
-        key = threads if mine else None
-        arrays = bufs.get(key) if mine else None
-        if arrays is None:
-            arrays = (np.zeros((threads, n)), np.zeros((threads, n)), np.zeros((threads, n), np.bool_),
-                      np.zeros((threads, n), np.bool_), np.empty((threads, n), np.int64),
-                      np.empty((threads, n), np.int64))
-            if mine:
-                bufs.clear()  # one cached set per transition
-                bufs[key] = arrays
+        if threads not in bufs:
+            bufs.clear()  # one cached set per transition
+            bufs[threads] = fresh()
         try:
-            yield arrays
+            yield bufs[threads]
         except BaseException:
             bufs.clear()  # possibly left dirty mid-push: never reuse it
             raise
     finally:
-        if mine:
-            lock.release()
+        lock.release()
 
 
 def linear_ppr_docs(tr: Transition, basis: PassageBasis, seeds: sp.csr_matrix, query_emb: np.ndarray,

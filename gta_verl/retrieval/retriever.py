@@ -381,9 +381,8 @@ class GraphRetriever:
 
     @property
     def uses_passage_basis(self) -> bool:
-        """``ppr_method="linear"`` applies: every document seeded (the basis is linear in them), CPU."""
-        c = self.config
-        return c.ppr_method == "linear" and c.passage_seed_top == 0 and c.device == "cpu"
+        """See :attr:`RetrieverConfig.uses_passage_basis`."""
+        return self.config.uses_passage_basis
 
     @property
     def passage_basis(self) -> PassageBasis:

@@ -39,10 +39,9 @@ _CODE = ("retriever.py", "ppr.py", "index.py", "shared.py", "linear_ppr.py", "fu
 def shared_cache_key(manifest: dict[str, Any], config: Any) -> str:
     """sha256 of the KB checksums, the index settings and the deriving code."""
     files = manifest.get("files") if isinstance(manifest, dict) else None
-    linear = config.ppr_method == "linear" and config.passage_seed_top == 0 and config.device == "cpu"
     h = hashlib.sha256(json.dumps({"files": files, "format": CACHE_FORMAT, "index": config.index,
                                    "nprobe": config.ivf_nprobe, "hnsw_m": config.hnsw_m,
-                                   "basis_alpha": config.alpha if linear else None,
+                                   "basis_alpha": config.alpha if config.uses_passage_basis else None,
                                    "scan": getattr(config, "triple_scan", "float32")},
                                   sort_keys=True, default=str).encode())
     here = Path(__file__).resolve().parent

@@ -13,6 +13,7 @@ from gta_verl.retrieval.evaluate import evaluate_retrieval
 from gta_verl.retrieval.linear_ppr import build_passage_basis, linear_ppr_docs
 from gta_verl.retrieval.ppr import batched_ppr, transition_from_edges
 from gta_verl.retrieval.retriever import GraphRetriever
+from tests.retrieval.rankings import assert_same_rankings, exact_config
 
 
 def _star() -> tuple:
@@ -77,10 +78,6 @@ def test_linear_rejects_an_all_zero_personalization() -> None:
         linear_ppr_docs(tr, basis, sp.csr_matrix((1, 4)), np.zeros((1, 1), np.float32), np.zeros(1), np.zeros(1))
 
 
-def EXACT(cfg: RetrieverConfig) -> RetrieverConfig:  # noqa: N802 - a constant-like helper
-    return dataclasses.replace(cfg, ppr_method="cg", ppr_dtype="float64", ppr_tol=1e-10)
-
-
 @pytest.fixture(scope="module")
 def retriever(musique_kb_dir, embedder) -> GraphRetriever:
     r = GraphRetriever.from_kb_dir(musique_kb_dir, embedder=embedder)
@@ -95,11 +92,8 @@ def test_musique_linear_top10_and_scores_equal_exact_solver(retriever, musique_q
     lin = retriever.with_config(graph)
     assert lin.uses_passage_basis
     ours = lin.rank(questions, 10)
-    exact = retriever.with_config(EXACT(graph)).rank(questions, 10)
-    same = [[h.doc_id for h in a.hits] == [h.doc_id for h in b.hits] for a, b in zip(ours, exact)]
-    assert np.mean(same) >= 0.99
-    for a, b in zip(ours, exact):
-        np.testing.assert_allclose([h.score for h in a.hits], [h.score for h in b.hits], atol=1e-6)
+    exact = retriever.with_config(exact_config(graph, tol=1e-10)).rank(questions, 10)
+    assert_same_rankings(ours, exact, atol=1e-6)
 
 
 def test_musique_linear_recall_equals_recorded(retriever, musique_qa) -> None:
@@ -116,5 +110,5 @@ def test_linear_without_its_preconditions_falls_back_to_a_global_solver(retrieve
     lin = retriever.with_config(dataclasses.replace(cfg, ppr_method="linear"))
     assert not lin.uses_passage_basis
     got = [h.doc_id for h in lin.rank(q, 10)[0].hits]
-    want = [h.doc_id for h in retriever.with_config(EXACT(cfg)).rank(q, 10)[0].hits]
+    want = [h.doc_id for h in retriever.with_config(exact_config(cfg, tol=1e-10)).rank(q, 10)[0].hits]
     assert got == want

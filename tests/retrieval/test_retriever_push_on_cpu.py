@@ -10,6 +10,7 @@ import pytest
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.evaluate import evaluate_retrieval
 from gta_verl.retrieval.retriever import GraphRetriever, topk_stable
+from tests.retrieval.rankings import assert_same_rankings, exact_config
 
 
 def test_topk_stable_equals_full_stable_sort() -> None:
@@ -17,11 +18,6 @@ def test_topk_stable_equals_full_stable_sort() -> None:
     x = rng.integers(0, 20, 500).astype(float)  # many ties
     for k in (1, 3, 10, 200, 500):
         assert topk_stable(x, k).tolist() == np.argsort(-x, kind="stable")[:k].tolist()
-
-
-def EXACT(cfg: RetrieverConfig) -> RetrieverConfig:  # noqa: N802 - a constant-like helper
-    """The reference: float64 conjugate gradients to a 1e-8 relative residual (igraph to ~1e-10)."""
-    return dataclasses.replace(cfg, ppr_method="cg", ppr_dtype="float64", ppr_tol=1e-8)
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +46,8 @@ def test_push_top10_documents_equal_exact_solver(musique_retriever, musique_qa) 
     questions = [q.question for q in musique_qa[:40]]
     graph = dataclasses.replace(musique_retriever.config, mode="graph")
     push = musique_retriever.with_config(dataclasses.replace(graph, ppr_method="push")).rank(questions, 10)
-    exact = musique_retriever.with_config(EXACT(graph)).rank(questions, 10)
-    same = [[h.doc_id for h in a.hits] == [h.doc_id for h in b.hits] for a, b in zip(push, exact)]
-    assert np.mean(same) >= 0.99
-    for a, b in zip(push, exact):
-        np.testing.assert_allclose([h.score for h in a.hits], [h.score for h in b.hits], atol=1e-5)
+    exact = musique_retriever.with_config(exact_config(graph)).rank(questions, 10)
+    assert_same_rankings(push, exact, atol=1e-5)
 
 
 def test_fused_float32_top10_documents_equal_exact_solver(musique_retriever, musique_qa) -> None:
@@ -63,11 +56,8 @@ def test_fused_float32_top10_documents_equal_exact_solver(musique_retriever, mus
     questions = [q.question for q in musique_qa]
     graph = dataclasses.replace(musique_retriever.config, mode="graph", ppr_method="fused")
     ours = musique_retriever.with_config(graph).rank(questions, 10)
-    exact = musique_retriever.with_config(EXACT(graph)).rank(questions, 10)
-    same = [[h.doc_id for h in a.hits] == [h.doc_id for h in b.hits] for a, b in zip(ours, exact)]
-    assert np.mean(same) >= 0.99
-    for a, b in zip(ours, exact):
-        np.testing.assert_allclose([h.score for h in a.hits], [h.score for h in b.hits], atol=1e-5)
+    exact = musique_retriever.with_config(exact_config(graph)).rank(questions, 10)
+    assert_same_rankings(ours, exact, atol=1e-5)
 
 
 def test_config_rejects_unknown_ppr_method() -> None:
