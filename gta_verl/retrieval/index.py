@@ -13,6 +13,8 @@ import warnings
 import numba
 import numpy as np
 
+from gta_verl.retrieval import gemm
+
 BLAS_THRESHOLD = 8
 CHUNK_ROWS = 16_384  # database rows per BLAS block: [B, 16384] float32 scores stay in cache
 
@@ -150,10 +152,10 @@ class Bf16Scan:
         mins = np.zeros(n_b, np.float32)
         for b in np.flatnonzero(ok):
             cand = np.unique(top_i[b])  # ascending id: a stable sort below breaks ties by lower id
-            ex = self.x[cand] @ q[b]
+            ex = gemm.scores(q[b], self.x[cand])
             order = np.argsort(-ex, kind="stable")[:k]
             out_s[b], out_i[b] = ex[order], cand[order]
-            mins[b] = (self.x[np.unique(bot_i[b])] @ q[b]).min()
+            mins[b] = gemm.scores(q[b], self.x[np.unique(bot_i[b])]).min()
         return out_s, out_i, mins, ok
 
 
@@ -249,7 +251,7 @@ class VectorIndex:
         mins = np.full(len(q), np.inf, dtype=np.float32)
         xb = _flat_vectors(self._index)  # re-read: a shared cache may swap in a mapped index
         for start in range(0, self.n, CHUNK_ROWS):
-            block = q @ xb[start : start + CHUNK_ROWS].T
+            block = gemm.scores(q, xb[start : start + CHUNK_ROWS])
             _topk_min_update(block, start, k, top_s, top_i, mins)
         return top_s, top_i, mins
 

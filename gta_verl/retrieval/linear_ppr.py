@@ -33,6 +33,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from gta_verl.retrieval import gemm
 from gta_verl.retrieval.fused import fused_power_block
 from gta_verl.retrieval.ppr import Transition
 from gta_verl.retrieval.push import _push_graph, _push_one
@@ -207,10 +208,12 @@ def linear_ppr_docs(tr: Transition, basis: PassageBasis, seeds: sp.csr_matrix, q
     a = np.asarray(a, dtype=np.float64)
     c = np.asarray(c, dtype=np.float64)
     q = np.asarray(query_emb, dtype=np.float32)
-    total = (seeds @ basis.node_mass + a * (q.astype(np.float64) @ basis.emb_mass) + c * basis.ones_mass)
+    # einsum, not @: a [B, dim] float64 GEMV would wake numpy's BLAS pool (see gemm.py)
+    total = (seeds @ basis.node_mass + a * np.einsum("bd,d->b", q.astype(np.float64), basis.emb_mass)
+             + c * basis.ones_mass)
     if np.any(total <= 0):
         raise ValueError(f"personalization rows {np.flatnonzero(total <= 0)[:5].tolist()} are all zero")
-    out = (q @ basis.doc_response.T).astype(np.float64)  # [B, n_docs]
+    out = gemm.scores(q, basis.doc_response).astype(np.float64)  # [B, n_docs]
     out *= a[:, None]
     out += c[:, None] * basis.ones_response[None, :]
     out /= total[:, None]

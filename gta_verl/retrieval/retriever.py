@@ -26,6 +26,7 @@ import scipy.sparse as sp
 
 from gta_verl.data.types import RetrievalHit, RetrievalResult
 from gta_verl.retrieval.config import RetrieverConfig
+from gta_verl.retrieval import gemm
 from gta_verl.retrieval.fusion import fuse
 from gta_verl.retrieval.index import VectorIndex
 from gta_verl.retrieval.linear_ppr import PassageBasis, build_passage_basis, linear_ppr_docs
@@ -354,7 +355,7 @@ class GraphRetriever:
         c = self.config
         k = max(1, min(c.k_graph if k_graph is None else k_graph, self.kb.n_docs))
         q = np.asarray(self.embedder.encode(list(texts)), dtype=np.float32)
-        dense = q @ self._passage_emb.T
+        dense = gemm.scores(q, self._passage_emb)
         seeded = np.zeros(len(texts), dtype=bool)
         g_ids = np.full((len(texts), k), -1, dtype=np.int64)
         g_scores = np.zeros((len(texts), k))

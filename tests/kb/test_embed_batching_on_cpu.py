@@ -118,3 +118,25 @@ def test_encoder_threads_are_capped_never_raised(monkeypatch):
     assert encoder_threads_count(cpus) == 1
     monkeypatch.setenv("GTA_VERL_EMBED_THREADS", "3")  # explicit override wins
     assert encoder_threads_count(1) == 3
+
+
+def test_a_few_queries_run_as_one_padded_forward(embedder, monkeypatch):
+    """A retriever's micro-batch of questions (mixed lengths) is one forward, same vectors."""
+    from gta_verl.kb.embed import SMALL_CALL_TOKENS
+
+    model = embedder.inner
+    questions = ["Who directed Titanic?", "capital of Japan",
+                 "In which county is the town where the author of The Hobbit was born located?",
+                 "When was the university that the spouse of the first president attended founded?"]
+    ref = _plain_forward(model, questions)
+    calls = []
+    real = model._forward
+    monkeypatch.setattr(model, "_forward", lambda ids: calls.append(len(ids)) or real(ids))
+    got = model.encode(questions)
+    assert calls == [4]  # lengths 6–20 tokens: the padding cap alone would cut several forwards
+    assert np.einsum("ij,ij->i", got, ref).min() >= 0.9999
+    # past the limit the padding-capped batches come back
+    calls.clear()
+    long_q = " ".join(["word"] * 200)
+    model.encode([long_q] * 3 + [f"{long_q} {i}" for i in range(3)] + questions)
+    assert len(calls) > 1 and 7 * 200 > SMALL_CALL_TOKENS

@@ -33,6 +33,42 @@ def test_in_process_client(retriever: GraphRetriever) -> None:
     assert not mixed[1].ok and "empty" in mixed[1].error
 
 
+class _CountingRetriever:
+    """Records the batches the client hands the retriever; a slow first batch lets others queue."""
+
+    def __init__(self, inner: GraphRetriever) -> None:
+        self.inner, self.batches = inner, []
+        self.started = threading.Event()
+
+    def retrieve(self, queries):
+        self.batches.append(list(queries))
+        if len(self.batches) == 1:
+            self.started.set()
+            time.sleep(0.2)  # the other callers arrive while this batch runs
+        return self.inner.retrieve(queries)
+
+
+def test_in_process_client_batches_concurrent_calls(retriever: GraphRetriever) -> None:
+    queries = [QS[0], QS[1], "  ", "who wrote Hamlet", QS[0], "river through Paris"]
+    counting = _CountingRetriever(retriever)
+    client = InProcessRetrieverClient(counting)
+
+    async def main():
+        first = asyncio.create_task(client.aretrieve(queries[:1]))
+        await asyncio.to_thread(counting.started.wait)
+        rest = [asyncio.create_task(client.aretrieve([q])) for q in queries[1:]]
+        return [await first] + [await t for t in rest]
+
+    results = [r[0] for r in asyncio.run(main())]
+    # the first call runs alone; the five that arrived meanwhile share the next batch, in arrival order
+    assert counting.batches[0] == queries[:1] and counting.batches[1] == queries[1:]
+    # the blank query fails alone (the batch falls back to one-by-one), every other answer is retrieve's
+    assert not results[2].ok and "empty" in results[2].error
+    for q, r in zip(queries, results):
+        if q.strip():
+            assert r.ok and r.doc_ids == retriever.retrieve([q])[0].doc_ids
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
