@@ -176,11 +176,10 @@ def _agreement(old: Path, new: Path, res: dict[str, dict]) -> list[str]:
     return out
 
 
-def bench_embed_sample(step: int) -> list[str]:
-    """Encoder only, same model and process: every ``step``-th build text, old vs new path."""
+def build_texts() -> list[str]:
+    """Every text the bundled MuSiQue KB build embeds: passages, entities, triples (in that order)."""
     from gta_verl.data.loaders import read_hipporag_corpus
     from gta_verl.kb.build import as_extractions
-    from gta_verl.kb.embed import load_embedder
     from gta_verl.kb.graph import collect_nodes
     from gta_verl.kb.openie.base import run_openie
     from gta_verl.kb.openie.precomputed import PrecomputedOpenIE
@@ -188,7 +187,14 @@ def bench_embed_sample(step: int) -> list[str]:
     passages = read_hipporag_corpus(MUSIQUE / "musique_train_corpus.json").records
     exs, _ = run_openie(PrecomputedOpenIE(OPENIE), passages, progress=False)
     nodes = collect_nodes(passages, as_extractions(exs))
-    texts = [p.contents for p in passages] + list(nodes.entities) + [t.text for t in nodes.triples]
+    return [p.contents for p in passages] + list(nodes.entities) + [t.text for t in nodes.triples]
+
+
+def bench_embed_sample(step: int) -> list[str]:
+    """Encoder only, same model and process: every ``step``-th build text, old vs new path."""
+    from gta_verl.kb.embed import load_embedder
+
+    texts = build_texts()
     sample = texts[::step]
     model = load_embedder(cache=False)
     model.encode(["warm up"] * 64)

@@ -125,11 +125,12 @@ def attach_graph(retriever: Any, sg: SyntheticGraph) -> None:
 
 def stage_times(r: Any, q: np.ndarray, k: int = 10) -> dict[str, float]:
     """ms per query of each stage of ``GraphRetriever.score`` on query vectors ``q`` [B, dim]."""
+    from gta_verl.retrieval import gemm
     from gta_verl.retrieval.push import push_ppr
 
     c, b = r.config, len(q)
     t0 = time.perf_counter()
-    dense = q @ r._passage_emb.T
+    dense = gemm.scores(q, r._passage_emb)
     t1 = time.perf_counter()
     s, ids, mins = r._fact_index.search_with_min(q, c.top_n_triples)
     t2 = time.perf_counter()
@@ -407,6 +408,18 @@ def plot_sweep(rows: list[dict[str, Any]], path: Path, title: str, variants: str
     plt.close(fig)
 
 
+def merge_rows(files: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sweep rows of the ``--rows-out`` files (comma-separated) and of this run, one per size.
+
+    Rows of the same size are merged, later ones winning per key: a re-run of one variant at
+    one size replaces that variant's numbers and keeps the others'.
+    """
+    by_docs: dict[int, dict[str, Any]] = {}
+    for row in [x for f in files.split(",") if f for x in json.loads(Path(f).read_text())] + rows:
+        by_docs.setdefault(row["docs"], {}).update(row)
+    return [by_docs[d] for d in sorted(by_docs)]
+
+
 def bench_sweep(args: argparse.Namespace) -> list[str]:
     """Section (b): per-query PPR and whole-retriever time vs corpus size, and the plot."""
     rows = []
@@ -418,8 +431,7 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
     print("\n".join(lines), flush=True)
     title = f"Retriever cost vs corpus size ({args.sweep_triples_per_doc:g} triple/doc; 2-core CPU)"
     if not args.sweep_docs:  # re-plot earlier runs' --rows-out files only
-        extra = [x for f in args.plot_with.split(",") if f for x in json.loads(Path(f).read_text())]
-        plot_sweep(sorted(extra, key=lambda x: x["docs"]), Path(args.plot), title, args.sweep_variants)
+        plot_sweep(merge_rows(args.plot_with, []), Path(args.plot), title, args.sweep_variants)
         return [f"\nPlot: `{args.plot}` (from {args.plot_with})"]
     for n in [int(x) for x in args.sweep_docs.split(",")]:
         r = bench_size(n, args)
@@ -434,9 +446,7 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
                          f"{r[f'touched_{v}']:,.0f} | {r['rss']:.1f} |")
             print(lines[-1], flush=True)
         if args.plot:  # after every size: a later, larger size may run out of memory
-            extra = [x for f in args.plot_with.split(",") if f for x in json.loads(Path(f).read_text())]
-            plot_sweep(sorted(extra + rows, key=lambda x: x["docs"]), Path(args.plot), f"Retriever cost vs corpus size ({args.sweep_triples_per_doc:g} "
-                                              "triple/doc; 2-core CPU)", args.sweep_variants)
+            plot_sweep(merge_rows(args.plot_with, rows), Path(args.plot), title, args.sweep_variants)
     lines += [f"\nLinear method's passage basis at {r['docs']:,} documents: solved in {r['basis_s']:.0f} s "
               "(once per KB, first call)." for r in rows if "basis_s" in r]
     if args.plot:

@@ -24,9 +24,6 @@ the push's only error is its leftover residual, which carries the sparse part's 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numba
@@ -36,7 +33,7 @@ import scipy.sparse as sp
 from gta_verl.retrieval import gemm
 from gta_verl.retrieval.fused import fused_power_block
 from gta_verl.retrieval.ppr import Transition
-from gta_verl.retrieval.push import _push_graph, _push_one
+from gta_verl.retrieval.push import _push_graph, _push_one, push_scratch, push_threshold
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,36 +146,6 @@ def _push_add(indptr, indices, probs, thresh, perm, n_docs, s_ptr, s_ids, s_vals
                 seen[u] = False
 
 
-@contextmanager
-def _scratch(tr: Transition, threads: int) -> Iterator[tuple[np.ndarray, ...]]:
-    """Per-thread push scratch ``[threads, N]``, kept with the transition and reused across calls.
-
-    Allocating and zeroing it per call cost O(N) (≈ 34 bytes × N per thread: 27 MB at 800k nodes), more
-    than the push itself on large graphs. A concurrent caller that finds it in use gets fresh arrays.
-    """
-    lock, bufs = tr._cache.setdefault("linear_scratch", (threading.Lock(), {}))
-    n = tr.n_nodes
-
-    def fresh() -> tuple[np.ndarray, ...]:
-        return (np.zeros((threads, n)), np.zeros((threads, n)), np.zeros((threads, n), np.bool_),
-                np.zeros((threads, n), np.bool_), np.empty((threads, n), np.int64), np.empty((threads, n), np.int64))
-
-    if not lock.acquire(blocking=False):
-        yield fresh()
-        return
-    try:
-        if threads not in bufs:
-            bufs.clear()  # one cached set per transition
-            bufs[threads] = fresh()
-        try:
-            yield bufs[threads]
-        except BaseException:
-            bufs.clear()  # possibly left dirty mid-push: never reuse it
-            raise
-    finally:
-        lock.release()
-
-
 def linear_ppr_docs(tr: Transition, basis: PassageBasis, seeds: sp.csr_matrix, query_emb: np.ndarray,
                     a: np.ndarray, c: np.ndarray, eps: float = 1e-6,
                     n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -221,8 +188,8 @@ def linear_ppr_docs(tr: Transition, basis: PassageBasis, seeds: sp.csr_matrix, q
     if seeds.nnz:
         indptr, indices, probs, perm, inv = _push_graph(tr)
         threads = max(1, min(int(n_threads or numba.get_num_threads()), n_b))
-        with _scratch(tr, threads) as scratch:
-            _push_add(indptr, indices, probs, eps * tr.strength, perm, basis.n_docs,
+        with push_scratch(tr, threads) as scratch:
+            _push_add(indptr, indices, probs, push_threshold(tr, eps), perm, basis.n_docs,
                       seeds.indptr.astype(np.int64), inv[seeds.indices], seeds.data, float(basis.alpha),
                       1.0 / total, threads, out, touched, *scratch)
     np.maximum(out, 0.0, out=out)  # float32 GEMV round-off on documents with ~0 score

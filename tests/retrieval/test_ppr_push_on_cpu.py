@@ -95,3 +95,24 @@ def test_input_validation() -> None:
         push_ppr(tr, np.zeros((2, 3)))
     with pytest.raises(ValueError, match="non-negative"):
         push_ppr(tr, -np.eye(3)[:1])
+
+
+def test_cached_scratch_threshold_and_targets_leave_no_trace_between_calls() -> None:
+    """Scratch, eps·s and the target mask are kept with the transition: later calls (other eps,
+    other targets, other queries, more threads) give what a fresh transition gives."""
+    sg = make_synthetic_graph(GraphSpec("small", 80, 400, 500, 600, 300), seed=4)
+    pers = make_seed_personalization(sg.spec, 6, seed=1)
+
+    def fresh(**kw):
+        return push_ppr(transition_from_edges(sg.spec.n_nodes, sg.edges, sg.weights), pers, **kw)
+
+    tr = transition_from_edges(sg.spec.n_nodes, sg.edges, sg.weights)
+    calls = [dict(k=10, eps=1e-6, targets=80), dict(k=10, eps=1e-4, targets=80), dict(k=5, eps=1e-6, targets=40),
+             dict(k=10, eps=1e-6, targets=None, n_threads=2), dict(k=10, eps=1e-6, targets=80)]
+    for kw in calls:
+        got, want = push_ppr(tr, pers, **kw), fresh(**kw)
+        np.testing.assert_array_equal(got.ids, want.ids)
+        np.testing.assert_array_equal(got.scores, want.scores)
+        np.testing.assert_array_equal(got.touched, want.touched)
+    one = push_ppr(tr, pers[:1], k=10, eps=1e-6, targets=80)  # one thread, after two-thread calls
+    assert one.ids.tolist() == fresh(k=10, eps=1e-6, targets=80).ids[:1].tolist()
