@@ -26,6 +26,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,11 +166,25 @@ class MicroBatcher:
         self._active: deque[_Request] = deque()
         self._arrived: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self.n_requests = 0
         self.n_queries = 0
         self.n_errors = 0
         self._batch_sizes: deque[int] = deque(maxlen=history)
         self._latency_ms: deque[float] = deque(maxlen=history)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        """The one thread every batch runs on.
+
+        Batches run one at a time anyway; what a single thread adds is a single OpenMP team.
+        torch (the encoder) keeps one thread team per calling thread, so batches handed to
+        asyncio's default executor, which rotates over up to ``cpus + 4`` threads, left that
+        many teams behind, each spinning after its batch against the next batch's team
+        (`benchmarks/inprocess.py`).
+        """
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retrieval-batch")
+        return self._pool
 
     def check_size(self, queries: Sequence[Any]) -> None:
         """Raise :class:`RequestTooLarge` when ``queries`` exceed ``max_request_chars``."""
@@ -253,11 +268,12 @@ class MicroBatcher:
         self._batch_sizes.append(len(flat))
         self.n_queries += len(flat)
         try:
+            loop = asyncio.get_running_loop()
             if topk is None:
-                results = await asyncio.to_thread(self.fn, flat)
+                results = await loop.run_in_executor(self._executor(), self.fn, flat)
             else:
                 assert self.rank_fn is not None
-                results = await asyncio.to_thread(self.rank_fn, flat, topk)
+                results = await loop.run_in_executor(self._executor(), self.rank_fn, flat, topk)
             if len(results) != len(flat):
                 raise RuntimeError(f"{len(results)} results for {len(flat)} queries")
         except Exception as exc:  # noqa: BLE001 - every caller gets an error result instead
