@@ -4,9 +4,9 @@ A query goes through the encoder (torch, an OpenMP team), then dense passage sco
 the triple scan and the passage-basis GEMV. Done with numpy's ``@``, those products run
 on numpy's OpenBLAS, a second pool whose threads busy-wait after every call; on a
 2-core machine they then hold the cores while torch's team runs the next query's
-encoder, whose barriers wait for descheduled threads. Measured on the bundled MuSiQue
-KB, one ``retrieve([q])`` took 67–135 ms that way and 27–30 ms with OpenBLAS held to one
-thread (`benchmarks/retriever.py --sections inprocess`, docs/benchmarks.md). Running
+encoder, whose barriers wait for descheduled threads. On the bundled MuSiQue KB one
+``retrieve([q])`` took 138 ms (p50) that way and 48.6 ms on torch, the encoder alone
+being 34.5 ms of it (`benchmarks/inprocess.py`, docs/benchmarks.md, session 6). Running
 the products on torch keeps the whole query on one pool, with the threads the caller
 gave torch (a replica's share of its node).
 
