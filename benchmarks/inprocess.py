@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import threading
 import time
@@ -81,18 +82,12 @@ def single_table(r, qs: list[str], n: int, rounds: int) -> list[str]:  # noqa: A
     for rd in range(rounds):
         chunk = qs[(rd * per) % len(qs):][:per]
         for label in ("pre", "now"):
-            ctx = PrePath() if label == "pre" else None
-            if ctx:
-                ctx.__enter__()
-            try:
+            with PrePath() if label == "pre" else contextlib.nullcontext():
                 r.retrieve(chunk[:2])  # settle the pools after the switch
                 for q in chunk:
                     t0 = time.perf_counter()
                     r.retrieve([q])
                     times[label].append((time.perf_counter() - t0) * 1e3)
-            finally:
-                if ctx:
-                    ctx.__exit__()
         for q in chunk:
             t0 = time.perf_counter()
             r.embedder.encode([q])
@@ -143,16 +138,10 @@ def concurrent_table(r, qs: list[str], callers: list[int], calls: int) -> list[s
         ref50 = None
         for label in ("pre-change: lock per call, numpy products", "now: `InProcessRetrieverClient`"):
             pre = label.startswith("pre")
-            ctx = PrePath() if pre else None
-            if ctx:
-                ctx.__enter__()
-            try:
+            with PrePath() if pre else contextlib.nullcontext():
                 client = LockedClient(r) if pre else InProcessRetrieverClient(r)
                 asyncio.run(_closed_loop(client, qs, c, min(c, 8)))  # warm the pools and the batcher
                 lat, wall, got = asyncio.run(_closed_loop(client, qs, c, calls))
-            finally:
-                if ctx:
-                    ctx.__exit__()
             p50 = pct(lat, 50)
             ref50 = p50 if pre else ref50
             same = sum(res.doc_ids == truth[q] for q, res in got)
