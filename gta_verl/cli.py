@@ -68,9 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # bad input the user can fix: one line naming the file, no traceback
         from gta_verl.data.loaders import DataFormatError
         from gta_verl.kb.embed import EmbedderUnavailable
-        from gta_verl.kb.store import KBLoadError
+        from gta_verl.kb.store import KBLoadError, KBWriteError
 
-        if not isinstance(exc, (KBLoadError, DataFormatError, EmbedderUnavailable)) or args.verbose:
+        if not isinstance(exc, (KBLoadError, KBWriteError, DataFormatError, EmbedderUnavailable)) or args.verbose:
             raise
         print(f"gta-verl: error: {exc}", file=sys.stderr)
         return 2

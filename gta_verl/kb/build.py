@@ -193,8 +193,10 @@ def extract_passages(passages: Sequence[Passage], openie_spec: str, config: KBCo
 
 def build_kb_from_files(corpus_path: str | Path, corpus_format: str | None, openie_spec: str,
                         out_dir: str | Path, config: KBConfig = KBConfig(), progress: bool = True,
-                        strict: bool = False, allow_download: bool = False) -> KnowledgeBase:
+                        strict: bool = False, allow_download: bool = False, force: bool = False) -> KnowledgeBase:
     """Read a corpus, run OpenIE, build, save to ``out_dir``; return the saved KB.
+
+    ``force`` lets the save replace a non-empty ``out_dir`` that is not a KB (see :func:`~gta_verl.kb.store.check_out_dir`).
 
     Rejected corpus records are logged with reasons and counted in the manifest
     (``corpus``: in / loaded / rejected).
@@ -214,4 +216,4 @@ def build_kb_from_files(corpus_path: str | Path, corpus_format: str | None, open
     embedder = load_embedder(config.embedder, device=config.device, allow_download=allow_download)
     kb = build_kb(rep.records, extractions, embedder, config, progress=progress,
                   extra_manifest={"openie": openie, "corpus": corpus_info})
-    return save_kb(kb, out_dir, extractions=extractions)
+    return save_kb(kb, out_dir, extractions=extractions, force=force)

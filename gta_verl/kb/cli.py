@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from gta_verl.kb.build import KBConfig
 
@@ -61,13 +62,22 @@ def _print_stats(kb_dir: str, as_json: bool, manifest: dict | None = None) -> No
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from gta_verl.kb.atomic import write_lock
+    from gta_verl.kb.store import check_out_dir, recover_interrupted
+
+    out = Path(args.out)
+    recover_interrupted(out)
+    check_out_dir(out, args.force)  # before the build, so a refusal costs nothing
+    with write_lock(out):  # held for the whole build: a second writer fails now, not after its build
+        return _cmd_build_ray(args) if args.ray else _cmd_build_local(args)
+
+
+def _cmd_build_local(args: argparse.Namespace) -> int:
     from gta_verl.kb.build import build_kb_from_files
 
-    if args.ray:
-        return _cmd_build_ray(args)
     kb = build_kb_from_files(args.corpus, args.corpus_format, args.openie, args.out, _config(args),
                              progress=not args.no_progress, strict=args.strict,
-                             allow_download=args.allow_download)
+                             allow_download=args.allow_download, force=args.force)
     print(f"wrote KB to {args.out}", file=sys.stderr)
     _print_stats(args.out, False, kb.manifest)
     return 0
@@ -82,7 +92,7 @@ def _cmd_build_ray(args: argparse.Namespace) -> int:
                       work_dir=args.ray_work_dir)
     kb, stats = build_kb_ray(args.corpus, args.corpus_format, args.openie, args.out, _config(args), opts,
                              progress=not args.no_progress, strict=args.strict,
-                             allow_download=args.allow_download)
+                             allow_download=args.allow_download, force=args.force)
     print(f"wrote KB to {args.out}", file=sys.stderr)
     print(summary_table(stats))
     _print_stats(args.out, False, kb.manifest)
@@ -95,9 +105,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    from gta_verl.kb.atomic import write_lock
     from gta_verl.kb.incremental import add_to_kb
-    from gta_verl.kb.store import read_manifest
+    from gta_verl.kb.store import read_manifest, recover_interrupted
 
+    recover_interrupted(args.kb_dir)
     manifest = read_manifest(args.kb_dir)
     openie = args.openie or (manifest.get("openie") or {}).get("spec")
     if not openie:
@@ -108,8 +120,9 @@ def cmd_add(args: argparse.Namespace) -> int:
                      synonymy_k=stored.get("synonymy_k", args.synonymy_k),
                      include_ner_entities=stored.get("include_ner_entities", args.include_ner_entities),
                      embedder=stored.get("embedder", args.embedder))
-    kb = add_to_kb(args.kb_dir, args.corpus, args.corpus_format, openie, config,
-                   progress=not args.no_progress, strict=args.strict, allow_download=args.allow_download)
+    with write_lock(Path(args.kb_dir)):
+        kb = add_to_kb(args.kb_dir, args.corpus, args.corpus_format, openie, config,
+                       progress=not args.no_progress, strict=args.strict, allow_download=args.allow_download)
     _print_stats(args.kb_dir, False, kb.manifest)
     return 0
 
@@ -119,7 +132,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     sub = kb.add_subparsers(dest="kb_command", metavar="{build,stats,add}")
     b = sub.add_parser("build", help="corpus → OpenIE → entity–document graph → KB directory")
     _add_common(b, openie_required=True)
-    b.add_argument("--out", required=True, help="output KB directory (replaced atomically)")
+    b.add_argument("--out", required=True,
+                   help="output KB directory: new, empty, or a KB (replaced atomically); anything else is refused")
+    b.add_argument("--force", action="store_true",
+                   help="replace --out even if it is a non-empty directory that is not a KB (deletes what it holds)")
     r = b.add_argument_group("Ray (distributed build: OpenIE and embeddings as Ray Data actor pools)")
     r.add_argument("--ray", action="store_true", help="run OpenIE and embeddings on Ray; resumable")
     r.add_argument("--ray-address", default=None,

@@ -414,11 +414,12 @@ def _start_ray(address: str | None, progress: bool) -> bool:
 
 def build_kb_ray(corpus_path: str | Path, corpus_format: str | None, openie_spec: str, out_dir: str | Path,
                  config: KBConfig = KBConfig(), opts: RayOptions = RayOptions(), progress: bool = True,
-                 strict: bool = False, allow_download: bool = False) -> tuple[Any, list[StageStats]]:
+                 strict: bool = False, allow_download: bool = False, force: bool = False,
+                 ) -> tuple[Any, list[StageStats]]:
     """Build and save a KB with Ray Data stages; the files equal ``build_kb_from_files``'s.
 
     Args:
-        corpus_path, corpus_format, openie_spec, out_dir, config, progress, strict, allow_download:
+        corpus_path, corpus_format, openie_spec, out_dir, config, progress, strict, allow_download, force:
             As :func:`gta_verl.kb.build.build_kb_from_files`.
         opts: Ray options (cluster address, pool sizes, GPUs, shard sizes, work/cache directories).
 
@@ -456,7 +457,7 @@ def build_kb_ray(corpus_path: str | Path, corpus_format: str | None, openie_spec
                        "n_loaded": rep.n_ok, "n_rejected": len(rep.rejected)}
         kb = build_kb(passages, exs, embedder, config, progress=progress,
                       extra_manifest={"openie": openie, "corpus": corpus_info})
-        kb = save_kb(kb, out, extractions=exs)
+        kb = save_kb(kb, out, extractions=exs, force=force)
         stats.append(StageStats("graph + save (driver)", kb.n_docs + kb.n_entities, len(kb.triples),
                                 seconds=time.perf_counter() - t1))
     finally:

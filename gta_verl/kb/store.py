@@ -11,8 +11,9 @@ Layout (``SCHEMA_VERSION`` 1)::
     extractions.parquet    doc_id, status, n_malformed, entities, triples (raw OpenIE, for `kb add`)
     passage_emb.npy / entity_emb.npy / triple_emb.npy   float32, L2-normalized
 
-The directory is written next to the target and renamed into place, so a
-crash never leaves a half-written KB; loading checks schema version and every
+The directory is written next to the target, fsynced, and exchanged with the old
+one in a single rename under a one-writer lock, so a crash never leaves a half-written KB
+or no KB (:mod:`gta_verl.kb.atomic`); only a KB or an empty directory is replaced; loading checks schema version and every
 checksum and says which file is wrong. The manifest cannot switch those checks
 off: its ``files`` must list exactly the files of its schema version, each a
 regular file inside the directory, and every table and array must agree with
@@ -22,13 +23,12 @@ the others in shape (see :meth:`KnowledgeBase.problems`).
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import hashlib
 import json
-import os
 import shutil
 import stat
-import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,8 @@ import numpy as np
 
 import gta_verl
 from gta_verl.data.types import Passage, Triple
+from gta_verl.kb import atomic
+from gta_verl.kb.atomic import KBWriteError
 from gta_verl.kb.graph import graph_from_edge_table
 from gta_verl.kb.knowledge_base import KnowledgeBase
 from gta_verl.kb.openie.base import Extraction
@@ -97,36 +99,113 @@ def _write_tables(kb: KnowledgeBase, d: Path, extractions: Mapping[str, Extracti
         np.save(d / f"{name}.npy", np.ascontiguousarray(arr, dtype=np.float32))
 
 
+def _estimated_bytes(kb: KnowledgeBase) -> int:
+    """Rough size of the KB on disk: vectors plus text (parquet compresses, so this errs high)."""
+    vec = sum(int(np.asarray(a).size) * 4 for a in (kb.passage_emb, kb.entity_emb, kb.triple_emb))
+    text = sum(len(p.text) + len(p.title) for p in kb.passages) * 2
+    return vec + text + 64 * (len(kb.triples) + kb.graph.ecount()) + (1 << 20)
+
+
+def check_out_dir(out_dir: str | Path, force: bool = False) -> None:
+    """Refuse to replace anything at ``out_dir`` but a KB (or an empty directory), unless ``force``.
+
+    Raises:
+        KBWriteError: ``out_dir`` is a file, the working directory (or above it), or a non-empty non-KB directory.
+    """
+    out = Path(out_dir).resolve()
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise KBWriteError(f"{out}: exists and is not a directory; refusing to replace it")
+    if not any(out.iterdir()):
+        return
+    try:
+        read_manifest(out)
+        return
+    except KBLoadError as exc:
+        reason = str(exc)
+    if Path.cwd().resolve().is_relative_to(out):
+        raise KBWriteError(f"{out}: is (or contains) the working directory and is not a KB; refusing to replace it")
+    if not force:
+        raise KBWriteError(f"{out}: not empty and not a KB ({reason.split(': ', 1)[-1]}); refusing to replace "
+                           "it — pick another --out, or pass --force to replace the directory and all it holds")
+
+
+def _complete(d: Path) -> bool:
+    try:
+        verify_kb(d)
+        return True
+    except (KBLoadError, OSError):
+        return False
+
+
 def save_kb(kb: KnowledgeBase, out_dir: str | Path,
-            extractions: Mapping[str, Extraction] | None = None) -> KnowledgeBase:
-    """Write ``kb`` to ``out_dir`` atomically (replacing an existing KB there).
+            extractions: Mapping[str, Extraction] | None = None, force: bool = False,
+            exchange: Callable[[Path, Path], bool] | None = None) -> KnowledgeBase:
+    """Write ``kb`` to ``out_dir`` atomically and durably (replacing an existing KB there).
+
+    Every file is fsynced and the manifest written last; the new directory is exchanged with the old one in
+    one rename (see :mod:`gta_verl.kb.atomic`), under a one-writer lock.
+
+    Args:
+        force: Replace ``out_dir`` even if it is a non-empty directory that is not a KB.
+        exchange: Directory-swap primitive (tests force the two-rename fallback with it).
 
     Returns:
         ``kb`` with the final manifest (checksums, creation time) attached.
+
+    Raises:
+        KBWriteError: ``out_dir`` is not a KB, another writer holds it, or the disk is full (one line).
     """
     out = Path(out_dir).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        _write_tables(kb, tmp, extractions if extractions is not None else _extractions_from_kb(kb))
-        manifest = {**kb.manifest, "schema_version": gta_verl.SCHEMA_VERSION,
-                    "gta_verl_version": gta_verl.__version__,
-                    "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                    "embedder": kb.embedder_name, "dim": int(kb.passage_emb.shape[1]),
-                    "files": {f: sha256_file(tmp / f) for f in KB_FILES}}
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-        old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
-            os.replace(out, old)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with atomic.write_lock(out):
+        atomic.recover(out, _complete)
+        check_out_dir(out, force)
+        atomic.remove_stale(out)
+        atomic.check_free_space(out.parent, _estimated_bytes(kb))
+        tmp = atomic.tmp_dir(out)
+        tmp.mkdir()
+        try:
+            manifest = _write_dir(kb, tmp, extractions if extractions is not None else _extractions_from_kb(kb))
+            atomic.swap_into_place(tmp, out, **({"exchange": exchange} if exchange else {}))
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise KBWriteError(f"{out.parent}: no space left while writing the KB "
+                                   f"({Path(exc.filename or tmp).name}); nothing was replaced") from None
+            raise
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return replace(kb, manifest=manifest)
+
+
+def recover_interrupted(kb_dir: str | Path) -> bool:
+    """Put a complete KB back at ``kb_dir`` after a writer was killed between its two renames.
+
+    Does nothing while another writer holds the directory's lock. Returns whether a KB was moved back.
+    """
+    out = Path(kb_dir).resolve()
+    if out.exists() or not out.parent.is_dir():
+        return False
+    try:
+        with atomic.write_lock(out):
+            return atomic.recover(out, _complete) is not None
+    except KBWriteError:
+        return False
+
+
+def _write_dir(kb: KnowledgeBase, tmp: Path, extractions: Mapping[str, Extraction]) -> dict[str, Any]:
+    _write_tables(kb, tmp, extractions)
+    manifest = {**kb.manifest, "schema_version": gta_verl.SCHEMA_VERSION,
+                "gta_verl_version": gta_verl.__version__,
+                "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "embedder": kb.embedder_name, "dim": int(kb.passage_emb.shape[1]),
+                "files": {f: sha256_file(tmp / f) for f in KB_FILES}}
+    atomic.fsync_tree(tmp)  # tables durable before the manifest that vouches for them
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
+    atomic.fsync_tree(tmp)
+    return manifest
 
 
 MAX_MANIFEST_BYTES = 16 << 20  # a manifest is a few KB; refuse to slurp anything huge
@@ -295,6 +374,8 @@ def load_kb(kb_dir: str | Path, verify: bool = True) -> KnowledgeBase:
     from gta_verl.kb.stats import kb_stats
 
     kb_dir = Path(kb_dir)
+    if not kb_dir.exists():
+        recover_interrupted(kb_dir)
     manifest = verify_kb(kb_dir) if verify else read_manifest(kb_dir)
     pdf = _read_table(kb_dir, "passages.parquet", ("doc_id", "title", "text"))
     passages = tuple(Passage(d, t, x) for d, t, x in zip(pdf["doc_id"], pdf["title"], pdf["text"]))

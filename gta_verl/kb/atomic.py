@@ -1,0 +1,148 @@
+"""Durable, atomic replacement of a KB directory, and the lock that serializes writers.
+
+A KB is written into a hidden sibling ``.NAME.tmp-XXXX`` (every file fsynced, the manifest last), then swapped
+with the old one in one ``renameat2(RENAME_EXCHANGE)`` call, so at every instant ``NAME`` is a complete KB, old or
+new. Where the kernel or file system has no exchange (non-Linux, some network file systems), two renames are used
+and :func:`recover` puts a complete KB back at ``NAME`` if a kill landed between them. Only one writer per
+``NAME`` at a time: :func:`write_lock` holds an ``flock`` on ``.NAME.lock`` for the whole build.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_held: dict[Path, int] = {}  # lock path -> depth, so save_kb inside a locked build does not lock itself out
+
+
+class KBWriteError(RuntimeError):
+    """A KB cannot be written at the requested place (not a KB, locked by another writer, no space)."""
+
+
+def tmp_dir(out: Path) -> Path:
+    return out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+
+
+def _siblings(out: Path, kind: str) -> list[Path]:
+    return sorted(p for p in out.parent.glob(f".{out.name}.{kind}-*") if p.is_dir())
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory (a directory's entries are durable only after its own fsync)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(d: Path) -> None:
+    for p in d.iterdir():
+        if p.is_file():
+            fsync_path(p)
+    fsync_path(d)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths; False where the platform or file system cannot."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    rc = fn(_AT_FDCWD, os.fsencode(str(a)), _AT_FDCWD, os.fsencode(str(b)), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def swap_into_place(tmp: Path, out: Path, exchange: Callable[[Path, Path], bool] = _exchange) -> None:
+    """Make the complete directory ``tmp`` appear at ``out``; the old ``out`` (if any) is deleted afterwards.
+
+    ``exchange`` is a parameter so tests can force the two-rename fallback.
+    """
+    if out.exists() and exchange(tmp, out):
+        fsync_path(out.parent)
+        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old KB
+        return
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
+        os.replace(out, old)
+    os.replace(tmp, out)
+    fsync_path(out.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def recover(out: Path, is_complete: Callable[[Path], bool]) -> Path | None:
+    """If ``out`` is missing after an interrupted two-rename swap, move a complete KB back; returns what moved.
+
+    Prefers the new KB (a ``.tmp-*`` whose manifest checks out, since the manifest is written last), else the
+    old one (``.old-*``). Call only while holding :func:`write_lock`, or when no writer can be running.
+    """
+    if out.exists():
+        return None
+    for cand in [*_siblings(out, "tmp"), *_siblings(out, "old")]:
+        if is_complete(cand):
+            os.replace(cand, out)
+            fsync_path(out.parent)
+            return cand
+    return None
+
+
+def remove_stale(out: Path) -> None:
+    """Delete leftovers of killed writers (call only while holding the lock and after :func:`recover`)."""
+    for p in [*_siblings(out, "tmp"), *_siblings(out, "old")]:
+        shutil.rmtree(p, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def write_lock(out: Path) -> Iterator[None]:
+    """Hold the one-writer lock of KB directory ``out``; a second writer fails at once with one line."""
+    out = out.resolve()
+    lock = out.parent / f".{out.name}.lock"
+    if lock in _held:
+        _held[lock] += 1
+        try:
+            yield
+        finally:
+            _held[lock] -= 1
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            raise KBWriteError(f"{out}: another `gta-verl kb build`/`kb add` (pid {holder}) is writing this KB; "
+                               "wait for it to finish or pick another --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        _held[lock] = 1
+        try:
+            yield
+        finally:
+            del _held[lock]
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def check_free_space(parent: Path, need_bytes: int) -> None:
+    """Fail before writing when the file system clearly cannot hold ``need_bytes``."""
+    free = shutil.disk_usage(parent).free
+    if free < need_bytes:
+        raise KBWriteError(f"{parent}: {free / 2**20:.1f} MiB free, the KB needs about {need_bytes / 2**20:.1f} MiB; "
+                           "free space or pick another --out")

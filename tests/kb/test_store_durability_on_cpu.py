@@ -1,0 +1,203 @@
+"""A KB write never destroys data (issue 20 items 1–4).
+
+Refuses to replace a non-KB directory, leaves a loadable KB at ``--out`` when killed at any point of the
+swap, fsyncs what it writes, lets one writer at a time in, and fails a full disk with one line.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gta_verl.cli import main
+from gta_verl.kb import atomic
+from gta_verl.kb.store import KBWriteError, load_kb, read_manifest, save_kb
+from gta_verl.retrieval.testing import TOY_DOCS, HashEmbedder, make_toy_kb
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return make_toy_kb(HashEmbedder())
+
+
+def _leftovers(out: Path) -> list[str]:
+    """Hidden tmp/old copies next to ``out`` (the lock file ``.NAME.lock`` is meant to stay)."""
+    return sorted(p.name for p in out.parent.glob(f".{out.name}.*-*"))
+
+
+def test_cli_build_refuses_a_non_kb_directory_and_keeps_its_files(tmp_path: Path, capsys) -> None:
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "thesis.txt").write_text("precious")
+    rc = main(["kb", "build", "--corpus", str(tmp_path / "none.jsonl"), "--openie", "spacy", "--out", str(d)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert str(d) in err and "not a KB" in err and "--force" in err
+    assert len(err.strip().splitlines()) == 1
+    assert (d / "thesis.txt").read_text() == "precious"
+
+
+def test_cli_build_refuses_the_working_directory_even_with_force(tmp_path: Path, monkeypatch, capsys) -> None:
+    (tmp_path / "notes.txt").write_text("keep")
+    monkeypatch.chdir(tmp_path)
+    rc = main(["kb", "build", "--corpus", "none.jsonl", "--openie", "spacy", "--out", ".", "--force"])
+    assert rc == 2 and "working directory" in capsys.readouterr().err
+    assert (tmp_path / "notes.txt").read_text() == "keep"
+
+
+def test_save_replaces_a_kb_or_an_empty_dir_and_a_non_kb_only_with_force(toy, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    save_kb(toy, empty)
+    save_kb(toy, empty)  # a KB is replaced
+    assert load_kb(empty).n_docs == len(TOY_DOCS)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.txt").write_text("x")
+    with pytest.raises(KBWriteError, match="not empty and not a KB"):
+        save_kb(toy, other)
+    assert (other / "a.txt").exists()
+    save_kb(toy, other, force=True)
+    assert not (other / "a.txt").exists() and load_kb(other).n_docs == len(TOY_DOCS)
+    assert _leftovers(empty) == [] and _leftovers(other) == []
+
+
+def test_every_file_and_the_directories_are_fsynced(toy, tmp_path: Path, monkeypatch) -> None:
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    save_kb(toy, tmp_path / "kb")
+    # 8 tables + tmp dir before the manifest; 9 files + tmp dir after; the parent after the rename = 20
+    assert len(synced) >= 8 + 1 + 9 + 1 + 1
+
+
+_KILL_SCRIPT = """
+import os, signal, sys
+from pathlib import Path
+from gta_verl.kb import atomic
+from gta_verl.kb.store import save_kb
+from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+real = os.replace
+def replace_then_die(a, b):
+    real(a, b)
+    os.kill(os.getpid(), signal.SIGKILL)   # killed between the two renames
+atomic.os.replace = replace_then_die
+kb = make_toy_kb(HashEmbedder())
+kb = kb.__class__(**{**kb.__dict__, "manifest": {**kb.manifest, "marker": "new"}})
+save_kb(kb, Path(sys.argv[1]), exchange=lambda a, b: False)
+"""
+
+
+def test_a_kill_between_the_two_renames_leaves_a_loadable_kb(toy, tmp_path: Path) -> None:
+    out = tmp_path / "kb"
+    save_kb(toy, out)
+    proc = subprocess.run([sys.executable, "-c", _KILL_SCRIPT, str(out)], cwd=REPO, capture_output=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    assert not out.exists()  # the fallback's window: the old KB renamed aside, the new one not yet in place
+    kb = load_kb(out)  # recovers the new KB (its manifest was written last, so it is complete)
+    assert kb.n_docs == len(TOY_DOCS) and read_manifest(out).get("marker") == "new"
+    save_kb(toy, out)
+    assert _leftovers(out) == []  # the old copy left by the kill is cleaned under the lock
+
+
+def test_the_exchange_keeps_a_kb_at_out_at_every_instant(toy, tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "kb"
+    save_kb(toy, out)
+    seen: list[bool] = []
+    real = atomic._exchange
+
+    def exchange_and_look(a: Path, b: Path) -> bool:
+        seen.append((b / "manifest.json").exists())
+        ok = real(a, b)
+        seen.append((b / "manifest.json").exists())
+        return ok
+
+    monkeypatch.setattr(atomic, "_exchange", exchange_and_look)
+    save_kb(toy, out, exchange=exchange_and_look)
+    if seen == []:
+        pytest.skip("no renameat2 here")
+    assert seen == [True, True]
+    assert load_kb(out).n_docs == len(TOY_DOCS)
+
+
+_HOLD_SCRIPT = """
+import sys, time
+from pathlib import Path
+from gta_verl.kb.atomic import write_lock
+with write_lock(Path(sys.argv[1])):
+    print("locked", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_second_writer_fails_with_one_line(toy, tmp_path: Path) -> None:
+    out = tmp_path / "kb"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT, str(out)], cwd=REPO, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == b"locked"
+        with pytest.raises(KBWriteError, match=rf"pid {holder.pid}\) is writing this KB") as exc:
+            save_kb(toy, out)
+        assert "\n" not in str(exc.value) and not out.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(0.05)
+    save_kb(toy, out)  # the lock dies with its holder
+    assert load_kb(out).n_docs == len(TOY_DOCS)
+
+
+def test_a_full_disk_fails_with_one_line_and_keeps_the_old_kb(toy, tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "kb"
+    save_kb(toy, out)
+
+    def no_space(path, arr):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(np, "save", no_space)
+    with pytest.raises(KBWriteError, match="no space left while writing the KB") as exc:
+        save_kb(toy, out)
+    assert "\n" not in str(exc.value)
+    monkeypatch.undo()
+    assert load_kb(out).n_docs == len(TOY_DOCS) and _leftovers(out) == []
+
+
+def test_too_little_free_space_is_refused_before_writing(toy, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(atomic.shutil, "disk_usage", lambda p: type("U", (), {"free": 1024})())
+    with pytest.raises(KBWriteError, match=r"0\.0 MiB free, the KB needs about"):
+        save_kb(toy, tmp_path / "kb")
+    assert not (tmp_path / "kb").exists() and _leftovers(tmp_path / "kb") == []
+
+
+def test_stale_tmp_of_a_killed_writer_is_removed(toy, tmp_path: Path) -> None:
+    out = tmp_path / "kb"
+    save_kb(toy, out)
+    stale = out.parent / ".kb.tmp-deadbeef"
+    stale.mkdir()
+    (stale / "passages.parquet").write_bytes(b"half")
+    save_kb(toy, out)
+    assert not stale.exists()
+
+
+def test_cli_add_takes_the_lock(tmp_path: Path, toy, capsys) -> None:
+    out = tmp_path / "kb"
+    save_kb(toy, out)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(_HOLD_SCRIPT), str(out)], cwd=REPO,
+                              stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == b"locked"
+        rc = main(["kb", "add", str(out), "--corpus", str(tmp_path / "x.jsonl"), "--openie", "spacy"])
+        assert rc == 2 and "is writing this KB" in capsys.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait()
