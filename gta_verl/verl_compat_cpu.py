@@ -91,6 +91,33 @@ def _wrap_gloo_backend(module: Any) -> None:
 
     initialize_global_process_group_ray._gta_cpu_wrapped = True  # type: ignore[attr-defined]
     module.initialize_global_process_group_ray = initialize_global_process_group_ray
+    _wrap_spmd_gloo(module)
+
+
+def _wrap_spmd_gloo(module: Any) -> None:
+    """The SPMD SFT trainer's ``initialize_global_process_group`` on plain ``"gloo"``.
+
+    ``utils/distributed.py:63`` hard-codes ``f"cpu:gloo,{device}:{nccl}"`` (no backend argument), which
+    torch rejects on a CPU ("Duplicate device type cpu"). ``trainer/sft_trainer.py:453`` imports the
+    function when ``run_sft`` is called, so replacing the module attribute is enough. Upstream fix that
+    removes this wrap: the same device check as above.
+    """
+    import os
+    from datetime import timedelta
+
+    if getattr(module.initialize_global_process_group, "_gta_cpu_wrapped", False):
+        return
+
+    def initialize_global_process_group(timeout_second: int = 36000) -> tuple[int, int, int]:
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group(backend="gloo", timeout=timedelta(seconds=timeout_second),
+                                    init_method=os.environ.get("DIST_INIT_METHOD", None))
+        return int(os.environ["LOCAL_RANK"]), int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+
+    initialize_global_process_group._gta_cpu_wrapped = True  # type: ignore[attr-defined]
+    module.initialize_global_process_group = initialize_global_process_group
 
 
 def _wrap_no_pin_memory(module: Any) -> None:

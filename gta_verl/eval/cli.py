@@ -49,6 +49,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--temperature", type=float, default=None,
                    help="default: 0 (greedy) for one sample, 1.0 for several")
     p.add_argument("--max-actions", type=int, default=5, help="action budget B (paper: 5)")
+    p.add_argument("--max-obs-tokens", type=int, default=512,
+                   help="cap on one <info> observation in tokens, as gta.agent.max_obs_tokens (default 512)")
     p.add_argument("--response-length", type=int, default=2048, help="response token budget (default 2048)")
     p.add_argument("--prompt-length", type=int, default=1024, help="prompt token budget (default 1024)")
     p.add_argument("--max-questions", type=int, default=None, help="first N questions of each --data file")
@@ -90,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
 
     settings = EvalSettings(
         policy=args.policy, backend=args.backend, n_samples=args.n_samples, temperature=args.temperature,
-        max_actions=args.max_actions, prompt_length=args.prompt_length, response_length=args.response_length,
+        max_actions=args.max_actions, max_obs_tokens=args.max_obs_tokens, prompt_length=args.prompt_length,
+        response_length=args.response_length,
         retriever=dict(args.retriever), seed=args.seed,
     )
     res = evaluate_policy(args.policy, data, args.kb, out_dir=args.out, max_questions=args.max_questions,

@@ -49,6 +49,7 @@ class EvalSettings:
         n_samples: Rollouts per question (metrics are pooled = avg@n).
         temperature: Sampling temperature; None = greedy (0.0) for one sample, 1.0 otherwise.
         max_actions: Action budget B of the agent loop (paper default 5).
+        max_obs_tokens: Cap on one observation (``gta.agent.max_obs_tokens``; must match the policy's training).
         prompt_length, response_length: Token budgets, as ``actor_rollout_ref.rollout``.
         retriever: ``gta.retriever`` knobs (e.g. ``{"mode": "dense"}`` for the w/o-graph ablation).
         seed: Sampling seed (HF backend, tiny model init).
@@ -59,6 +60,7 @@ class EvalSettings:
     n_samples: int = 1
     temperature: float | None = None
     max_actions: int = 5
+    max_obs_tokens: int = 512
     prompt_length: int = 1024
     response_length: int = 2048
     retriever: Mapping[str, Any] = field(default_factory=dict)
@@ -335,7 +337,8 @@ def _prepare(settings: EvalSettings, server_manager: Any, tokenizer: Any, retrie
     timer = TimedRetrieverClient(retriever_client or build_retriever_client(kb_dir, settings.retriever))
     cfg = make_trainer_config(
         prompt_length=settings.prompt_length, response_length=settings.response_length,
-        gta={"agent": {"max_actions": settings.max_actions, "retriever_transport": "inprocess"}},
+        gta={"agent": {"max_actions": settings.max_actions, "max_obs_tokens": settings.max_obs_tokens,
+                       "retriever_transport": "inprocess"}},
         temperature=settings.effective_temperature,
     )
     return server_manager, tokenizer, timer, cfg

@@ -1,0 +1,212 @@
+"""GTA-RAG Table 3 in miniature on CPU: does the trajectory-guided reward teach evidence retrieval? (issue 19)
+
+Usage:
+    python benchmarks/learning.py [--out docs/learning] [--steps 30] [--seeds-ab 0,1,2] [--seeds-cd 0]
+                                  [--conditions a,b,c,d] [--eval-questions 64]
+
+1. KB: the bundled MuSiQue KB (built once, cached like the CPU recipes' inputs).
+2. Warm start (:mod:`gta_verl.cpu.warm_start`, cached): Stage-I questions split so that no held-out question
+   shares a target document with a training one; a 4,096-token corpus BPE and a 4.2 M-parameter Qwen2 trained
+   by verl's own SFT trainer on τ* replays.
+3. Reference rows on the held-out split through ``gta-verl eval``'s runner: the untrained policy, the warm start,
+   the oracle replay of τ*.
+4. GRPO from the warm start through ``recipes/cpu/run.sh`` (stock ``main_ppo``, ``hf_cpu``, our Ray retriever):
+   (a) answer-only reward on Stage-I data (GTA's "w/o TGR"), (b) trajectory-guided reward, (c) PathRouter,
+   (d) GTA + PathRouter; the same data order per seed (``data.seed``) across conditions.
+5. Each final checkpoint evaluated on the held-out split; ``<out>/learning.md`` gets the Table-3-layout table
+   (mean ± std over seeds), the learning-curve PNG and the settings; per-step metrics stay in ``<out>/runs/``.
+
+Resumable: a run with ``done.json`` is not redone; an evaluation with its records is not redone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+CONDITIONS = {
+    "a": ("answer-only (w/o TGR)", "gta_stage1", ("reward.reward_manager.name=exact_match",)),
+    "b": ("trajectory-guided (GTA Stage I)", "gta_stage1", ()),
+    "c": ("PathRouter", "path_router", ()),
+    "d": ("GTA + PathRouter", "gta_path_router", ()),
+}
+METRICS = (("em", "EM"), ("f1", "F1"), ("target_doc_cov", "TargetDocCov"), ("complete_traj_cov", "CompleteTrajCov"),
+           ("zero_target_turns_per_q", "zero-target turns/q"), ("search_turns", "search turns"),
+           ("answered", "answered"), ("uar", "UAR"))
+CURVES = (("critic/score/mean", "training reward"), ("gta/target_doc_cov", "gta/target_doc_cov"),
+          ("gta/acc", "gta/acc"))
+
+
+def grpo_overrides(steps: int, seed: int, lr: float, n: int, batch: int) -> tuple[str, ...]:
+    """Sizes of the learning setting (prompts × rollouts × steps), on top of ``recipes/cpu/run.sh``'s."""
+    from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
+
+    return (f"data.train_batch_size={batch}", f"actor_rollout_ref.rollout.n={n}",
+            f"data.max_prompt_length={PROMPT_LENGTH}", f"data.max_response_length={RESPONSE_LENGTH}",
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={batch}",
+            f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={batch * n}",
+            f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={batch * n}",
+            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={batch * n}",
+            f"actor_rollout_ref.actor.optim.lr={lr}", "actor_rollout_ref.rollout.temperature=1.0",
+            f"gta.agent.max_obs_tokens={MAX_OBS_TOKENS}", f"data.seed={seed}", f"actor_rollout_ref.rollout.seed={seed}",
+            f"trainer.save_freq={steps}",
+            "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]")
+
+
+def evaluate(policy: str, data: Path, kb: Path, out: Path, n: int | None, name: str,
+             server_manager: Any = None, tokenizer: Any = None) -> dict[str, float]:
+    from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
+    from gta_verl.eval.runner import EvalSettings, evaluate_policy
+
+    settings = EvalSettings(policy=policy, max_obs_tokens=MAX_OBS_TOKENS, prompt_length=PROMPT_LENGTH,
+                            response_length=RESPONSE_LENGTH)
+    res = evaluate_policy(name, [data], kb, out_dir=out, max_questions=n, settings=settings,
+                          server_manager=server_manager, tokenizer=tokenizer)
+    return dict(res.summary.overall)
+
+
+def oracle(ws: Any, kb: Path, out: Path, n: int | None) -> dict[str, float]:
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    from gta_verl.agent.backends import ScriptedServerManager
+    from gta_verl.eval.replay import reference_scripts
+
+    tok = AutoTokenizer.from_pretrained(str(ws.model))
+    rows = pd.read_parquet(ws.heldout).head(n).to_dict("records") if n else pd.read_parquet(ws.heldout).to_dict(
+        "records")
+    return evaluate("reference-replay", ws.heldout, kb, out, n, "reference-replay",
+                    ScriptedServerManager(tok, reference_scripts(rows)), tok)
+
+
+def run_condition(cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    from gta_verl.cpu.recipe_run import run_cpu_recipe
+
+    run_dir = out / "runs" / f"{cond}_s{seed}"
+    done = run_dir / "done.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    label, recipe, extra = CONDITIONS[cond]
+    env = {"MODEL_PATH": str(ws.model), "KB_DIR": str(kb), "STAGE1_TRAIN": str(ws.train), "QA_FILES": str(ws.train),
+           "STEPS": str(args.steps)}
+    overrides = grpo_overrides(args.steps, seed, args.lr, args.n, args.batch) + extra
+    run = run_cpu_recipe(recipe, run_dir, env, overrides, timeout_s=args.timeout)
+    if run.returncode != 0:
+        raise RuntimeError(f"{cond} seed {seed}: run.sh {recipe} exited {run.returncode}; see {run.log}")
+    ckpt = run_dir / "verl" / "ckpt" / f"global_step_{args.steps}" / "actor" / "huggingface"
+    from gta_verl.cpu.warm_start import fix_dtype
+
+    fix_dtype(ckpt)
+    final = evaluate(str(ckpt), ws.heldout, kb, run_dir / "eval_heldout", args.eval_questions, f"{cond}_s{seed}")
+    result = {"condition": cond, "seed": seed, "seconds": run.seconds, "heldout": final,
+              "metrics": str(run_dir / "metrics.jsonl")}
+    done.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _mean_std(values: list[float]) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def table(rows: list[tuple[str, list[dict[str, float]]]]) -> str:
+    head = "| policy | seeds | " + " | ".join(t for _, t in METRICS) + " |"
+    lines = [head, "|---|---:|" + "---:|" * len(METRICS)]
+    for label, runs in rows:
+        cells = [_mean_std([r[k] for r in runs if k in r]) for k, _ in METRICS]
+        lines.append(f"| {label} | {len(runs)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot_curves(results: list[dict[str, Any]], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from gta_verl.cpu.recipe_run import read_step_metrics
+
+    fig, axes = plt.subplots(1, len(CURVES), figsize=(5 * len(CURVES), 3.6))
+    for cond in sorted({r["condition"] for r in results}):
+        runs = [read_step_metrics(Path(r["metrics"])) for r in results if r["condition"] == cond]
+        for ax, (key, title) in zip(axes, CURVES):
+            steps = sorted(set.intersection(*[{s for s, m in run.items() if key in m} for run in runs]))
+            if not steps:
+                continue
+            vals = np.array([[run[s][key] for s in steps] for run in runs])
+            mean = vals.mean(axis=0)
+            ax.plot(steps, mean, label=f"({cond}) {CONDITIONS[cond][0]}")
+            if len(runs) > 1:
+                ax.fill_between(steps, vals.min(axis=0), vals.max(axis=0), alpha=0.2)
+            ax.set_title(title)
+            ax.set_xlabel("GRPO step")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=str(REPO / "docs" / "learning"))
+    p.add_argument("--kb", default=None, help="KB directory (default: the bundled MuSiQue KB, built once)")
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--batch", type=int, default=8, help="prompts per step")
+    p.add_argument("--n", type=int, default=4, help="rollouts per prompt")
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--seeds-ab", default="0,1,2")
+    p.add_argument("--seeds-cd", default="0")
+    p.add_argument("--conditions", default="a,b,c,d")
+    p.add_argument("--eval-questions", type=int, default=None, help="first N held-out questions (default all)")
+    p.add_argument("--timeout", type=float, default=7200)
+    args = p.parse_args(argv)
+
+    from gta_verl.cpu.prepare import _ensure_kb, default_root
+    from gta_verl.cpu.warm_start import build_warm_start
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    kb = Path(args.kb).resolve() if args.kb else _ensure_kb(default_root() / "kb_musique")
+    t0 = time.perf_counter()
+    ws = build_warm_start(kb)
+    print(f"warm start: {ws.model} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    n = args.eval_questions
+    ref_rows = [("untrained (random init, corpus BPE)", [evaluate(str(ws.init_model), ws.heldout, kb,
+                                                                  out / "eval" / "untrained", n, "untrained")]),
+                ("warm start (verl SFT on τ* replays)", [evaluate(str(ws.model), ws.heldout, kb,
+                                                                 out / "eval" / "warm_start", n, "warm_start")]),
+                ("oracle replay of τ*", [oracle(ws, kb, out / "eval" / "oracle", n)])]
+    results = []
+    for cond in args.conditions.split(","):
+        seeds = args.seeds_ab if cond in ("a", "b") else args.seeds_cd
+        for seed in (int(s) for s in seeds.split(",") if s):
+            print(f"run ({cond}) seed {seed}", flush=True)
+            results.append(run_condition(cond, seed, ws, kb, out, args))
+    cond_rows = [(f"({c}) {CONDITIONS[c][0]}", [r["heldout"] for r in results if r["condition"] == c])
+                 for c in args.conditions.split(",")]
+    report = {"settings": vars(args), "warm_start": json.loads((ws.root / "warm_start.json").read_text()),
+              "reference": {k: v for k, v in ref_rows}, "runs": results}
+    (out / "results.json").write_text(json.dumps(report, indent=2, default=str))
+    md = table(ref_rows + cond_rows)
+    if results:
+        plot_curves(results, out / "learning_curves.png")
+    (out / "table.md").write_text(md + "\n")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

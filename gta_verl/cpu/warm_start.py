@@ -1,0 +1,210 @@
+"""The CPU warm-start policy: a small Qwen2 taught the action protocol by verl's own SFT trainer.
+
+Pipeline (each step cached under ``root``; a finished step is not redone):
+
+1. synthesize Stage-I questions over the KB (template generator, retriever-validated), split them so that no
+   held-out question shares a target document with a training one (:mod:`gta_verl.data.split`);
+2. train a 4,096-token BPE on the corpus and the Stage-I text, save a random ``Qwen2ForCausalLM`` over it;
+3. replay every τ* through the real agent loop to get SFT rows in the rollout token layout;
+4. run ``torchrun -m verl.trainer.sft_trainer`` (stock, CPU platform plugin, ``data.custom_cls`` =
+   :class:`gta_verl.cpu.sft_dataset.AgentLayoutSFTDataset`), export its HF checkpoint as fp32.
+
+What it took to run verl's SFT trainer on CPU: ``../shared/reference/verl-sft-cpu.md`` and docs/learning.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+WARM_START_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SFTSettings:
+    """verl SFT knobs of the warm start (documented in docs/learning.md)."""
+
+    n_paths: int = 600
+    heldout_fraction: float = 0.2
+    steps: int = 240
+    batch_size: int = 8
+    micro_batch: int = 4
+    lr: float = 3e-3
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Paths the learning runs read (all under one root)."""
+
+    root: Path
+    model: Path
+    init_model: Path
+    train: Path
+    heldout: Path
+
+    @property
+    def complete(self) -> bool:
+        return (self.model / "model.safetensors").is_file() and self.train.is_file() and self.heldout.is_file()
+
+
+def default_root(kb_dir: str | Path, settings: SFTSettings = SFTSettings()) -> Path:
+    """``$GTA_VERL_CACHE/warm_start/v<N>-<digest>``: one per KB content (manifest checksums) and settings."""
+    import hashlib
+
+    from gta_verl.agent.tokenizer import cache_dir
+    from gta_verl.kb.store import read_manifest
+
+    files = read_manifest(kb_dir)["files"]
+    key = json.dumps({"files": files, "settings": asdict(settings)}, sort_keys=True)
+    return cache_dir() / "warm_start" / f"v{WARM_START_VERSION}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def layout(root: Path) -> WarmStart:
+    return WarmStart(root=root, model=root / "model", init_model=root / "init", train=root / "stage1_train.parquet",
+                     heldout=root / "stage1_heldout.parquet")
+
+
+def _write_questions(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, Any]:
+    from gta_verl.data.split import split_disjoint_targets
+    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.synth.generators.registry import make_generator
+    from gta_verl.synth.pipeline import synthesize
+    from gta_verl.synth.writer import write_stage1_parquet
+
+    retriever = GraphRetriever.from_kb_dir(kb_dir)
+    res = synthesize(retriever.kb, retriever, make_generator("template", seed=s.seed), n=s.n_paths, seed=s.seed,
+                     progress=False)
+    trajs = list(res.validated)
+    train, held = split_disjoint_targets([t.path_doc_ids for t in trajs], s.heldout_fraction, s.seed)
+    passages = {p.doc_id: p for p in retriever.kb.passages}
+    meta = {"funnel": res.funnel.to_dict(), "split": "no target document shared between train and held-out"}
+    write_stage1_parquet([trajs[i] for i in train], ws.train, passages, metadata=meta)
+    write_stage1_parquet([trajs[i] for i in held], ws.heldout, passages, metadata=meta)
+    return {"validated": len(trajs), "train": len(train), "heldout": len(held)}
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    import pandas as pd
+
+    return pd.read_parquet(path).to_dict("records")
+
+
+def _prepare_sft(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, Any]:
+    from gta_verl.cpu import sft_data
+    from gta_verl.cpu.corpus_tokenizer import train_corpus_tokenizer
+    from gta_verl.kb.store import load_kb
+
+    train, held = _rows(ws.train), _rows(ws.heldout)
+    tok = train_corpus_tokenizer(sft_data.tokenizer_texts(load_kb(kb_dir).passages, train))
+    sft_data.init_model_dir(ws.init_model, tok, seed=s.seed)
+    stats: dict[str, Any] = {"vocab": len(tok)}
+    for name, rows in (("train", train), ("val", held)):
+        recs = sft_data.replay_rows(rows, tok, kb_dir)
+        sft_data.write_sft_parquet(recs, ws.root / "sft" / f"{name}.parquet")
+        lens = [len(r["input_ids"]) for r in recs]
+        stats[name] = {"rows": len(recs), "tokens_mean": sum(lens) / len(lens), "tokens_max": max(lens),
+                       "answered": sum(r["answered"] for r in recs), "truncated": sum(r["truncated"] for r in recs)}
+    return stats
+
+
+def sft_command(ws: WarmStart, s: SFTSettings, out_dir: Path, max_length: int, n_train: int) -> list[str]:
+    """``torchrun … -m verl.trainer.sft_trainer`` with the overrides a CPU run needs (verl-sft-cpu.md).
+
+    ``trainer.total_epochs`` (default 4) ends the loop before ``total_training_steps`` when the data is
+    small, and then nothing is saved (``sft_trainer.py:356``), so it is set from the steps per epoch.
+    """
+    sft = ws.root / "sft"
+    per_epoch = max(1, n_train // s.batch_size)  # the sampler drops the last partial batch
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=1",
+        "-m", "verl.trainer.sft_trainer",
+        f"model.path={ws.init_model}", f"data.train_files={sft / 'train.parquet'}",
+        f"data.val_files={sft / 'val.parquet'}",
+        "data.custom_cls.path=pkg://gta_verl.cpu.sft_dataset", "data.custom_cls.name=AgentLayoutSFTDataset",
+        f"data.max_length={max_length}", f"data.train_batch_size={s.batch_size}",
+        f"data.micro_batch_size_per_gpu={s.micro_batch}", "data.use_dynamic_bsz=false", "data.num_workers=0",
+        "data.pad_mode=no_padding", "engine.strategy=fsdp2", "engine.use_torch_compile=false",
+        "+engine.mixed_precision.param_dtype=fp32", "+model.override_config.attn_implementation=sdpa",
+        "model.use_remove_padding=false", "model.enable_gradient_checkpointing=false",
+        f"optim.lr={s.lr}", "trainer.device=cpu", "trainer.logger=[console,file]",
+        f"trainer.total_training_steps={s.steps}", f"trainer.total_epochs={-(-s.steps // per_epoch)}",
+        "trainer.resume_mode=disable",
+        f"trainer.test_freq={max(1, s.steps // 6)}", f"trainer.save_freq={s.steps}",
+        f"trainer.default_local_dir={out_dir}", "trainer.project_name=gta_verl_warm_start",
+        f"trainer.experiment_name=sft_s{s.seed}", f"trainer.seed={s.seed}",
+        "checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+    ]
+
+
+def sft_env() -> dict[str, str]:
+    return {**os.environ, "VERL_USE_EXTERNAL_MODULES": "gta_verl.cpu.platform", "VERL_PLATFORM": "cpu",
+            "VERL_ENGINE_DEVICE": "cuda", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+            "WANDB_MODE": "disabled"}
+
+
+def fix_dtype(hf_dir: Path) -> Path:
+    """Record fp32 in a verl HF checkpoint's ``config.json`` (verl writes ``bfloat16`` over fp32 tensors,
+    ``fsdp_checkpoint_manager.py:446``, so ``from_pretrained(dtype="auto")`` would round the weights)."""
+    cfg_path = hf_dir / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["torch_dtype"] = cfg["dtype"] = "float32"
+    cfg_path.write_text(json.dumps(cfg, indent=2))
+    return hf_dir
+
+
+def _export(ckpt: Path, out: Path) -> None:
+    """Copy verl's HF checkpoint to ``out`` as fp32."""
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(ckpt, tmp)
+    fix_dtype(tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+
+
+def build_warm_start(kb_dir: str | Path, root: str | Path | None = None, settings: SFTSettings = SFTSettings(),
+                     log_file: Path | None = None) -> WarmStart:
+    """Build (or reuse) the warm start under ``root``; returns its paths. See the module docstring."""
+    from gta_verl.cpu.sft_data import PROMPT_LENGTH, RESPONSE_LENGTH
+
+    ws = layout(Path(root) if root else default_root(kb_dir, settings))
+    if ws.complete:
+        return ws
+    ws.root.mkdir(parents=True, exist_ok=True)
+    report_path = ws.root / "warm_start.json"
+    report: dict[str, Any] = json.loads(report_path.read_text()) if report_path.is_file() else {}
+    report["settings"] = asdict(settings)
+    t0 = time.perf_counter()
+    if not (ws.train.is_file() and ws.heldout.is_file()):
+        report["questions"] = _write_questions(Path(kb_dir), ws, settings)
+    if not (ws.root / "sft" / "val.parquet").is_file():
+        report["sft_data"] = _prepare_sft(Path(kb_dir), ws, settings)
+    report["prepare_s"] = round(time.perf_counter() - t0, 1)
+    out_dir = ws.root / "sft" / "checkpoints"
+    t1 = time.perf_counter()
+    log_path = log_file or ws.root / "sft" / "verl_sft.log"
+    with open(log_path, "w") as logf:
+        n_train = len(_rows(ws.train))
+        proc = subprocess.run(sft_command(ws, settings, out_dir, PROMPT_LENGTH + RESPONSE_LENGTH, n_train),
+                              env={**sft_env(), "VERL_FILE_LOGGER_PATH": str(ws.root / "sft" / "metrics.jsonl")},
+                              stdout=logf, stderr=subprocess.STDOUT, cwd=ws.root)
+    if proc.returncode != 0:
+        raise RuntimeError(f"verl SFT failed (exit {proc.returncode}); see {log_path}")
+    report["sft_s"] = round(time.perf_counter() - t1, 1)
+    ckpt = out_dir / f"global_step_{settings.steps}" / "huggingface"
+    if not ckpt.is_dir():
+        raise RuntimeError(f"verl SFT exited 0 but wrote no {ckpt}; see {log_path}")
+    _export(ckpt, ws.model)
+    report_path.write_text(json.dumps(report, indent=2))
+    return ws
