@@ -20,6 +20,8 @@ use the ``gta/`` namespace below; all values are plain lists / scalars / strings
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -87,20 +89,46 @@ def parse_ground_truth(gt: Mapping[str, Any] | Sequence[str] | str) -> tuple[lis
     """Return (answers, target_doc_ids, support_texts) from a ground-truth value.
 
     Accepts our dict, Search-R1's ``{"target": [...]}``, a bare list of answers or
-    a single answer string, so third-party parquet files score too.
+    a single answer (string or finite number), so third-party parquet files score too.
+
+    Raises:
+        ValueError: A string where a list of doc ids / support texts belongs (it would be split into
+            characters), or a non-finite or missing gold answer (NaN would become the answer "nan").
     """
-    if isinstance(gt, str):
-        return [gt], [], []
     if isinstance(gt, Mapping):
         answers = gt.get(GT_ANSWERS, gt.get("answers", gt.get("answer", [])))
-        if isinstance(answers, str):
-            answers = [answers]
-        return (
-            [str(a) for a in _as_list(answers)],
-            [str(d) for d in _as_list(gt.get(GT_DOC_IDS, []))],
-            [str(t) for t in _as_list(gt.get(GT_SUPPORT_TEXTS, []))],
-        )
-    return [str(a) for a in _as_list(gt)], [], []
+        return (_answers(answers), _str_list(gt.get(GT_DOC_IDS, []), GT_DOC_IDS),
+                _str_list(gt.get(GT_SUPPORT_TEXTS, []), GT_SUPPORT_TEXTS))
+    return _answers(gt), [], []
+
+
+def _answer(value: Any) -> str:
+    if isinstance(value, bool) or value is None or isinstance(value, (Mapping, list, tuple, set)):
+        raise ValueError(f"ground truth: gold answer must be a string or number, got {value!r}")
+    if isinstance(value, (int, float)) or type(value).__module__ == "numpy":
+        number = float(value)
+        if not math.isfinite(number):
+            raise ValueError(f"ground truth: gold answer is not a finite number ({value!r})")
+        return str(value.item() if hasattr(value, "item") else value)
+    return str(value)
+
+
+def _answers(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        raise ValueError(f"ground truth: gold answers must be a string or a list, got a dict {value!r:.80}")
+    if value is not None and not hasattr(value, "__len__") and not hasattr(value, "tolist"):
+        return [_answer(value)]  # a bare scalar: one answer
+    if hasattr(value, "ndim") and value.ndim == 0:
+        return [_answer(value.item())]
+    return [_answer(a) for a in _as_list(value)]
+
+
+def _str_list(value: Any, name: str) -> list[str]:
+    if isinstance(value, (str, bytes)):
+        raise ValueError(f"ground truth: {name} must be a list of strings, got the string {value!r:.80}")
+    return [str(d) for d in _as_list(value)]
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -21,6 +21,8 @@ accepted and ignored (these managers define the reward themselves).
 
 from __future__ import annotations
 
+import logging
+import math
 from typing import Any
 
 from gta_verl.config import reward_config_from_trainer
@@ -32,7 +34,11 @@ from gta_verl.rewards.scoring import (
 )
 from gta_verl.verl_compat import RewardManagerBase, register_reward_manager
 
-__all__ = ["ExactMatchRewardManager", "GTARewardManager", "TrajectoryGuidedRewardManager"]
+__all__ = ["ExactMatchRewardManager", "GTARewardManager", "REWARD_ERROR_KEY", "TrajectoryGuidedRewardManager"]
+
+logger = logging.getLogger(__name__)
+#: 1.0 on a row that could not be scored (scored 0), else 0.0; its batch mean is the error rate metric.
+REWARD_ERROR_KEY = "reward_error"
 
 
 class GTARewardManager(RewardManagerBase):
@@ -58,10 +64,24 @@ class GTARewardManager(RewardManagerBase):
         raise NotImplementedError
 
     async def run_single(self, data: Any) -> dict[str, Any]:
-        """Score one finished rollout (``data``: the DataProto verl passes, 1 row per output)."""
-        request = scoring_request_from_data(data, self.tokenizer)
-        reward, info = self.score(request)
-        return {"reward_score": float(reward), "reward_extra_info": info}
+        """Score one finished rollout (``data``: the DataProto verl passes, 1 row per output).
+
+        A malformed row (bad ground truth, NaN counters, …) scores 0 with ``reward_error`` = 1 instead of
+        raising: verl gathers the batch's rewards without ``return_exceptions``, so one raise would fail every
+        rollout of the step. Every row carries the same ``reward_extra_info`` keys (verl takes the key set
+        from the first row, ``agent_loop.py:1109``).
+        """
+        try:
+            request = scoring_request_from_data(data, self.tokenizer)
+            reward, info = self.score(request)
+            if not math.isfinite(float(reward)):
+                raise ValueError(f"reward {reward!r} is not finite")
+            return {"reward_score": float(reward), "reward_extra_info": {**info, REWARD_ERROR_KEY: 0.0}}
+        except Exception as exc:  # noqa: BLE001 - one bad row must not fail the batch
+            logger.warning("gta reward: row scored 0 as an error: %s: %s", type(exc).__name__, exc)
+            _, info = self.score(ScoringRequest(response_text="", answers=("",)))
+            neutral = {k: (0.0 if isinstance(v, (int, float)) else v) for k, v in info.items()}
+            return {"reward_score": 0.0, "reward_extra_info": {**neutral, REWARD_ERROR_KEY: 1.0}}
 
 
 @register_reward_manager("trajectory_guided")
