@@ -190,7 +190,7 @@ def create_app(
         max_request_chars=max_request_chars,
     )
 
-    @app.get("/health")
+    @app.api_route("/health", methods=["GET", "HEAD"])  # HEAD-based health checks (RFC 9110 §9.3.2)
     async def health() -> dict[str, Any]:
         return {
             "status": "ok",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,13 @@ def entity_doc_frequency(kb: Any) -> np.ndarray:
     ent_nodes = np.where(is_doc[mixed, 0], edges[mixed, 1], edges[mixed, 0])
     np.add.at(df, ent_nodes - kb.n_docs, 1)
     return df
+
+
+def _visible(q: str) -> str:
+    """``q`` with control (Cc) and format (Cf: zero-width, bidi marks, BOM) characters turned into spaces."""
+    if q.isprintable():
+        return q
+    return "".join(" " if unicodedata.category(ch) in ("Cc", "Cf") else ch for ch in q)
 
 
 class GraphRetriever:
@@ -253,9 +261,10 @@ class GraphRetriever:
         for i, q in enumerate(queries):
             if not isinstance(q, str):
                 raise TypeError(f"query {i} is {type(q).__name__}, expected str")
-            text = " ".join(q.replace("\x00", " ").split())  # NUL-only is as empty as blank
+            text = " ".join(_visible(q).split())  # NUL-, zero-width- or bidi-only is as empty as blank
             if not text:
-                raise ValueError(f"query {i} is empty or whitespace only; a search query needs text")
+                raise ValueError(f"query {i} is empty or has only whitespace/invisible characters; "
+                                 "a search query needs text")
             truncated = False
             if c.max_query_words and len(words := text.split(" ")) > c.max_query_words:
                 text, truncated = " ".join(words[: c.max_query_words]), True

@@ -110,7 +110,10 @@ def test_queries_must_be_strings(url: str) -> None:
     assert _post(url, b'{"queries": ["a"], "return_scores": "yes"}').status_code == 422
 
 
-@pytest.mark.parametrize("bad", ["", "   ", "\u0000", "\u0000 \u0000\t"])
+@pytest.mark.parametrize("bad", ["", "   ", "\u0000", "\u0000 \u0000\t",
+                                 "\u200b\u200c\u200d\ufeff",   # zero-width space/joiners, BOM
+                                 "\u202e\u2066\u200f\u061c",   # bidi override/isolate/marks
+                                 "\x01\x1f\x7f\x85\x9f"])     # C0 / C1 controls
 def test_empty_query_same_error_with_and_without_topk(url: str, bad: str, retriever: GraphRetriever) -> None:
     errors = []
     for extra in ({}, {"topk": 3}):
@@ -122,6 +125,11 @@ def test_empty_query_same_error_with_and_without_topk(url: str, bad: str, retrie
         expected = retriever.rank(["capital of Japan"], 3) if extra else retriever.retrieve(["capital of Japan"])
         assert [d["doc_id"] for d in body["result"][0]] == expected[0].doc_ids
     assert errors[0] == errors[1] and "empty" in errors[0]
+
+
+def test_head_health_is_200_without_a_body(url: str) -> None:
+    resp = httpx.head(url + "/health", timeout=5)
+    assert resp.status_code == 200 and resp.content == b""
 
 
 def test_request_character_cap_is_413(url: str) -> None:
