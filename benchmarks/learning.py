@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=str(REPO / "docs" / "learning"))
     p.add_argument("--kb", default=None, help="KB directory (default: the bundled MuSiQue KB, built once)")
+    p.add_argument("--warm-start-root", default=None,
+                   help="warm-start directory (default: $GTA_VERL_CACHE/warm_start/v<N>-<digest of KB and settings>)")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--batch", type=int, default=8, help="prompts per step")
     p.add_argument("--n", type=int, default=4, help="rollouts per prompt")
@@ -181,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     kb = Path(args.kb).resolve() if args.kb else _ensure_kb(default_root() / "kb_musique")
     t0 = time.perf_counter()
-    ws = build_warm_start(kb)
+    ws = build_warm_start(kb, args.warm_start_root)
     print(f"warm start: {ws.model} ({time.perf_counter() - t0:.0f} s)", flush=True)
     n = args.eval_questions
     ref_rows = [("untrained (random init, corpus BPE)", [evaluate(str(ws.init_model), ws.heldout, kb,

@@ -36,10 +36,12 @@ class SFTSettings:
 
     n_paths: int = 600
     heldout_fraction: float = 0.2
-    steps: int = 240
+    steps: int = 1000
     batch_size: int = 8
     micro_batch: int = 4
     lr: float = 3e-3
+    scheduler: str = "cosine"
+    warmup_ratio: float = 0.03
     seed: int = 0
 
 
@@ -137,7 +139,8 @@ def sft_command(ws: WarmStart, s: SFTSettings, out_dir: Path, max_length: int, n
         "data.pad_mode=no_padding", "engine.strategy=fsdp2", "engine.use_torch_compile=false",
         "+engine.mixed_precision.param_dtype=fp32", "+model.override_config.attn_implementation=sdpa",
         "model.use_remove_padding=false", "model.enable_gradient_checkpointing=false",
-        f"optim.lr={s.lr}", "trainer.device=cpu", "trainer.logger=[console,file]",
+        f"optim.lr={s.lr}", f"optim.lr_scheduler_type={s.scheduler}", f"optim.lr_warmup_steps_ratio={s.warmup_ratio}",
+        "trainer.device=cpu", "trainer.logger=[console,file]",
         f"trainer.total_training_steps={s.steps}", f"trainer.total_epochs={-(-s.steps // per_epoch)}",
         "trainer.resume_mode=disable",
         f"trainer.test_freq={max(1, s.steps // 6)}", f"trainer.save_freq={s.steps}",
