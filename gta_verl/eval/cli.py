@@ -51,8 +51,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--max-actions", type=int, default=5, help="action budget B (paper: 5)")
     p.add_argument("--max-obs-tokens", type=int, default=512,
                    help="cap on one <info> observation in tokens, as gta.agent.max_obs_tokens (default 512)")
-    p.add_argument("--response-length", type=int, default=2048, help="response token budget (default 2048)")
-    p.add_argument("--prompt-length", type=int, default=1024, help="prompt token budget (default 1024)")
+    p.add_argument("--response-length", type=int, default=None,
+                   help="response token budget (default: the training config's data.max_response_length, 3072)")
+    p.add_argument("--prompt-length", type=int, default=None,
+                   help="prompt token budget (default: the training config's data.max_prompt_length, 1024)")
     p.add_argument("--max-questions", type=int, default=None, help="first N questions of each --data file")
     p.add_argument("--retriever", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="gta.retriever knob, repeatable "
@@ -92,8 +94,9 @@ def run(args: argparse.Namespace) -> int:
 
     settings = EvalSettings(
         policy=args.policy, backend=args.backend, n_samples=args.n_samples, temperature=args.temperature,
-        max_actions=args.max_actions, max_obs_tokens=args.max_obs_tokens, prompt_length=args.prompt_length,
-        response_length=args.response_length,
+        max_actions=args.max_actions, max_obs_tokens=args.max_obs_tokens,
+        **{k: v for k, v in (("prompt_length", args.prompt_length), ("response_length", args.response_length))
+           if v is not None},
         retriever=dict(args.retriever), seed=args.seed,
     )
     res = evaluate_policy(args.policy, data, args.kb, out_dir=args.out, max_questions=args.max_questions,

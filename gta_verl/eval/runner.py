@@ -15,6 +15,7 @@ pins the settings, so a rerun with a different policy cannot mix into old record
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -39,6 +40,31 @@ TINY_POLICY = "tiny-random-qwen2"
 BACKENDS = ("hf", "vllm")
 
 
+#: Training config whose rollout budget the evaluation uses by default (GTA-RAG Stage I / II recipes).
+TRAINING_CONFIG = "gta_grpo.yaml"
+
+
+@functools.lru_cache(maxsize=None)
+def training_budget(config_name: str = TRAINING_CONFIG) -> tuple[int, int]:
+    """``(data.max_prompt_length, data.max_response_length)`` of a packaged training config.
+
+    The evaluation's default budget is read from here, so a rollout that training lets finish is not cut
+    short (and scored EM 0) in evaluation.
+    """
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "config" / config_name)
+    return int(cfg.data.max_prompt_length), int(cfg.data.max_response_length)
+
+
+def _default_prompt_length() -> int:
+    return training_budget()[0]
+
+
+def _default_response_length() -> int:
+    return training_budget()[1]
+
+
 @dataclass(frozen=True)
 class EvalSettings:
     """What makes two evaluation runs comparable (pinned in ``<out>/run.json``).
@@ -50,7 +76,8 @@ class EvalSettings:
         temperature: Sampling temperature; None = greedy (0.0) for one sample, 1.0 otherwise.
         max_actions: Action budget B of the agent loop (paper default 5).
         max_obs_tokens: Cap on one observation (``gta.agent.max_obs_tokens``; must match the policy's training).
-        prompt_length, response_length: Token budgets, as ``actor_rollout_ref.rollout``.
+        prompt_length, response_length: Token budgets, as ``actor_rollout_ref.rollout``; default: the
+            training config's (:func:`training_budget`, ``gta_grpo.yaml``: 1,024 / 3,072).
         retriever: ``gta.retriever`` knobs (e.g. ``{"mode": "dense"}`` for the w/o-graph ablation).
         seed: Sampling seed (HF backend, tiny model init).
     """
@@ -61,8 +88,8 @@ class EvalSettings:
     temperature: float | None = None
     max_actions: int = 5
     max_obs_tokens: int = 512
-    prompt_length: int = 1024
-    response_length: int = 2048
+    prompt_length: int = field(default_factory=_default_prompt_length)
+    response_length: int = field(default_factory=_default_response_length)
     retriever: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
 
