@@ -336,13 +336,22 @@ def shaping_reward(
     budget_exhausted: bool,
     queries: Sequence[str],
     cfg: PathRouterConfig,
+    answer_action: bool | None = None,
 ) -> float:
     """r_s = r_e + r_l + r_o + r_d (§3.4; values in :class:`PathRouterConfig`).
 
-    * exploration bonus r_e: searched at least once **and** answered;
-    * lazy penalty r_l: answered with no search;
-    * timeout penalty r_o: budget exhausted / truncated without an answer;
+    * exploration bonus r_e: searched at least once **and** gave a non-empty answer;
+    * lazy penalty r_l: took the answer action (empty or not) with no search;
+    * timeout penalty r_o: budget exhausted / truncated without taking the answer action;
     * redundancy penalty r_d: per repeated normalized query, capped.
+
+    The empty answer ``<answer></answer>`` is an answer action with nothing in it: it ends the episode, so it
+    takes the lazy penalty without a search, but earns no exploration bonus — it never pays better than a wrong
+    guess (docs/path_router.md, "The empty answer").
+
+    Args:
+        answered: A non-empty answer was given.
+        answer_action: The answer action was taken (default: ``answered``).
 
     Examples:
         >>> cfg = PathRouterConfig()
@@ -350,13 +359,16 @@ def shaping_reward(
         0.05
         >>> shaping_reward(0, True, False, [], cfg)
         -0.2
+        >>> shaping_reward(0, False, False, [], cfg, answer_action=True)  # empty answer, no search
+        -0.2
     """
+    acted = answered if answer_action is None else bool(answer_action) or answered
     r = 0.0
     if answered and num_searches > 0:
         r += cfg.exploration_bonus
-    if answered and num_searches == 0:
+    if acted and num_searches == 0:
         r += cfg.lazy_penalty
-    if budget_exhausted and not answered:
+    if budget_exhausted and not acted:
         r += cfg.timeout_penalty
     r += cfg.redundancy_penalty * min(_count_repeats(queries), cfg.redundancy_max_count)
     return r
@@ -429,7 +441,7 @@ def path_router_reward(
     c = int(em > 0 or f1_score >= cfg.theta_c)
     has_gold = any(str(g).strip() for g in gold_texts)
     p = path_overlap(retrieved_texts, gold_texts, cfg.overlap) if has_gold else 0.0
-    r_s = shaping_reward(n_search, answered, budget_exhausted, queries, cfg)
+    r_s = shaping_reward(n_search, answered, budget_exhausted, queries, cfg, answer_action=prediction is not None)
     r = route(c, p, cfg, has_gold=has_gold)
     evidence_poor = has_gold and p < cfg.theta_p
     select = cfg.kl.enabled and has_gold and (evidence_poor or not cfg.kl.selective)
