@@ -191,12 +191,31 @@ def extract_passages(passages: Sequence[Passage], openie_spec: str, config: KBCo
     return extractions, {**report.to_dict(), "spec": openie_spec}
 
 
+def check_not_empty(openie: Mapping[str, Any], corpus_path: str | Path) -> None:
+    """Refuse a build whose OpenIE found no triple at all: the graph would have no entity, PPR nothing to walk.
+
+    Typical cause: a precomputed OpenIE file for another corpus (every passage unmatched).
+
+    Raises:
+        KBWriteError: One line with the status counts.
+    """
+    from gta_verl.kb.atomic import KBWriteError
+
+    if int(openie.get("n_triples", 0)) == 0:
+        st = ", ".join(f"{k} {v}" for k, v in (openie.get("by_status") or {}).items() if v)
+        raise KBWriteError(f"{corpus_path}: OpenIE [{openie.get('spec', openie.get('backend'))}] found no triple in "
+                           f"any of {openie.get('n_passages', 0)} passages ({st}); the graph would be empty — check "
+                           "--openie (a precomputed file for another corpus?) or pass --allow-empty")
+
+
 def build_kb_from_files(corpus_path: str | Path, corpus_format: str | None, openie_spec: str,
                         out_dir: str | Path, config: KBConfig = KBConfig(), progress: bool = True,
-                        strict: bool = False, allow_download: bool = False, force: bool = False) -> KnowledgeBase:
+                        strict: bool = False, allow_download: bool = False, force: bool = False,
+                        allow_empty: bool = False) -> KnowledgeBase:
     """Read a corpus, run OpenIE, build, save to ``out_dir``; return the saved KB.
 
-    ``force`` lets the save replace a non-empty ``out_dir`` that is not a KB (see :func:`~gta_verl.kb.store.check_out_dir`).
+    ``force`` lets the save replace a non-empty ``out_dir`` that is not a KB (see :func:`~gta_verl.kb.store.check_out_dir`);
+    ``allow_empty`` builds even when OpenIE found no triple in any passage (see :func:`check_not_empty`).
 
     Rejected corpus records are logged with reasons and counted in the manifest
     (``corpus``: in / loaded / rejected).
@@ -211,6 +230,8 @@ def build_kb_from_files(corpus_path: str | Path, corpus_format: str | None, open
     if not rep.records:
         raise ValueError(f"{corpus_path}: no passages loaded ({rep.summary()})")
     extractions, openie = extract_passages(rep.records, openie_spec, config, progress)
+    if not allow_empty:
+        check_not_empty(openie, corpus_path)
     corpus_info = {"path": str(corpus_path), "format": corpus_format, "n_in": rep.n_in,
                    "n_loaded": rep.n_ok, "n_rejected": len(rep.rejected)}
     embedder = load_embedder(config.embedder, device=config.device, allow_download=allow_download)

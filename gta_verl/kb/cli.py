@@ -77,7 +77,8 @@ def _cmd_build_local(args: argparse.Namespace) -> int:
 
     kb = build_kb_from_files(args.corpus, args.corpus_format, args.openie, args.out, _config(args),
                              progress=not args.no_progress, strict=args.strict,
-                             allow_download=args.allow_download, force=args.force)
+                             allow_download=args.allow_download, force=args.force,
+                             allow_empty=args.allow_empty)
     print(f"wrote KB to {args.out}", file=sys.stderr)
     _print_stats(args.out, False, kb.manifest)
     return 0
@@ -92,7 +93,7 @@ def _cmd_build_ray(args: argparse.Namespace) -> int:
                       work_dir=args.ray_work_dir)
     kb, stats = build_kb_ray(args.corpus, args.corpus_format, args.openie, args.out, _config(args), opts,
                              progress=not args.no_progress, strict=args.strict,
-                             allow_download=args.allow_download, force=args.force)
+                             allow_download=args.allow_download, force=args.force, allow_empty=args.allow_empty)
     print(f"wrote KB to {args.out}", file=sys.stderr)
     print(summary_table(stats))
     _print_stats(args.out, False, kb.manifest)
@@ -134,6 +135,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     _add_common(b, openie_required=True)
     b.add_argument("--out", required=True,
                    help="output KB directory: new, empty, or a KB (replaced atomically); anything else is refused")
+    b.add_argument("--allow-empty", action="store_true",
+                   help="build even if OpenIE found no triple in any passage (an entity-less, dense-only graph)")
     b.add_argument("--force", action="store_true",
                    help="replace --out even if it is a non-empty directory that is not a KB (deletes what it holds)")
     r = b.add_argument_group("Ray (distributed build: OpenIE and embeddings as Ray Data actor pools)")

@@ -415,11 +415,12 @@ def _start_ray(address: str | None, progress: bool) -> bool:
 def build_kb_ray(corpus_path: str | Path, corpus_format: str | None, openie_spec: str, out_dir: str | Path,
                  config: KBConfig = KBConfig(), opts: RayOptions = RayOptions(), progress: bool = True,
                  strict: bool = False, allow_download: bool = False, force: bool = False,
-                 ) -> tuple[Any, list[StageStats]]:
+                 allow_empty: bool = False) -> tuple[Any, list[StageStats]]:
     """Build and save a KB with Ray Data stages; the files equal ``build_kb_from_files``'s.
 
     Args:
-        corpus_path, corpus_format, openie_spec, out_dir, config, progress, strict, allow_download, force:
+        corpus_path, corpus_format, openie_spec, out_dir, config, progress, strict, allow_download, force,
+            allow_empty:
             As :func:`gta_verl.kb.build.build_kb_from_files`.
         opts: Ray options (cluster address, pool sizes, GPUs, shard sizes, work/cache directories).
 
@@ -447,6 +448,10 @@ def build_kb_ray(corpus_path: str | Path, corpus_format: str | None, openie_spec
                             failed_ids=[str(r) for r in rep.rejected[:5]])]
         passages = rep.records
         exs, openie, st = ray_extract(passages, openie_spec, config, work, opts, progress)
+        if not allow_empty:
+            from gta_verl.kb.build import check_not_empty
+
+            check_not_empty({**openie, "spec": openie_spec}, corpus_path)
         stats.append(st)
         nodes = collect_nodes(passages, exs, config.include_ner_entities)
         lists = ([p.contents for p in passages], list(nodes.entities), [t.text for t in nodes.triples])

@@ -201,3 +201,18 @@ def test_cli_add_takes_the_lock(tmp_path: Path, toy, capsys) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_build_whose_openie_found_nothing_fails_unless_allowed(tmp_path: Path, capsys) -> None:
+    """Issue 20 item 11: a precomputed OpenIE file for another corpus gave an empty graph and exit 0."""
+    from gta_verl.kb.build import check_not_empty
+
+    corpus = REPO / "assets" / "hipporag_sample" / "sample_corpus.json"
+    other = REPO / "assets" / "musique" / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
+    out = tmp_path / "kb"
+    rc = main(["kb", "build", "--corpus", str(corpus), "--format", "hipporag", "--openie", f"precomputed:{other}",
+               "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and "found no triple in any of" in err[-1] and "--allow-empty" in err[-1]
+    assert not out.exists()
+    check_not_empty({"n_triples": 3, "n_passages": 2}, corpus)  # any triple is enough
