@@ -135,16 +135,23 @@ class EvalResult:
 def load_rows(data_paths: Sequence[Path | str], max_questions: int | None = None) -> list[dict[str, Any]]:
     """Read verl-format parquet rows; ``max_questions`` keeps the first N rows *of each file*."""
     import pandas as pd
+    import pyarrow as pa
+
+    from gta_verl.data.loaders import DataFormatError
 
     rows: list[dict[str, Any]] = []
     for path in data_paths:
         p = Path(path)
         if not p.is_file():
-            raise FileNotFoundError(f"{p}: no such parquet file (expected verl QA rows from data prep)")
-        df = pd.read_parquet(p)
+            raise DataFormatError(f"{p}: no such parquet file (expected verl QA rows from data prep)")
+        try:
+            df = pd.read_parquet(p)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise DataFormatError(f"{p}: not a readable parquet file ({type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0][:200]})") from None
         missing = {"prompt", "reward_model"} - set(df.columns)
         if missing:
-            raise ValueError(f"{p}: not a verl QA parquet, missing columns {sorted(missing)}")
+            raise DataFormatError(f"{p}: not a verl QA parquet, missing columns {sorted(missing)}")
         part = df.to_dict("records")
         rows += part[:max_questions] if max_questions is not None else part
     return rows

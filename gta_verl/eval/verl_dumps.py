@@ -334,6 +334,11 @@ def score_verl_dump(
     data_paths = [str(p) for p in data_paths]
     res = read_verl_dump(dump, step, question_index(data_paths) if data_paths else None,
                          kb_doc_index(kb_dir) if kb_dir else None)
+    if not res.records:
+        from gta_verl.data.loaders import DataFormatError
+
+        first = f"; first: {res.rejected[0]}" if res.rejected else ""
+        raise DataFormatError(f"{res.path}: none of its {res.n_in} lines could be scored{first}; nothing written")
     run_file, source = out / "run.json", {"source": "verl_dump", "file": str(res.path.resolve())}
     if run_file.is_file() and json.loads(run_file.read_text()).get("file") != source["file"]:
         raise ValueError(f"{run_file}: {out} holds records of another run; use a new --out")

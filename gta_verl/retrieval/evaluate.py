@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,12 @@ def load_qa(path: str | Path, passages: Sequence[Any]) -> list[QAExample]:
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"QA file not found: {path}")
+        from gta_verl.data.loaders import DataFormatError
+
+        raise DataFormatError(f"{path}: QA file not found")
     corpus = {p.doc_id: p for p in passages}
     if path.suffix == ".parquet":
-        return _load_parquet_qa(path)
+        return _load_parquet_qa(path, corpus)
     if path.suffix == ".jsonl":
         report = loaders.read_flashrag_qa(path)
     else:
@@ -63,25 +65,51 @@ def load_qa(path: str | Path, passages: Sequence[Any]) -> list[QAExample]:
     return list(report.records)
 
 
-def _load_parquet_qa(path: Path) -> list[QAExample]:
-    import pandas as pd
+def _load_parquet_qa(path: Path, corpus: Mapping[str, Any]) -> list[QAExample]:
+    """verl-row parquet → questions; a question none of whose gold documents is in the KB is rejected (logged
+    with the count), as the JSON loaders do: its recall would be 0 whatever the retriever does.
 
+    Raises:
+        DataFormatError: Not a parquet file, or no ``reward_model`` column (names the file; row for bad rows).
+    """
+    import pandas as pd
+    import pyarrow as pa
+
+    from gta_verl.data.loaders import DataFormatError
     from gta_verl.data.schema import parse_ground_truth
 
-    out = []
-    for i, row in pd.read_parquet(path).iterrows():
-        answers, doc_ids, _ = parse_ground_truth(row["reward_model"]["ground_truth"])
+    try:
+        df = pd.read_parquet(path)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise DataFormatError(f"{path}: not a readable parquet file ({type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0][:200]})") from None
+    if "reward_model" not in df.columns:
+        raise DataFormatError(f"{path}: not a verl QA parquet (no reward_model column; columns {list(df.columns)})")
+    out, not_in_kb = [], 0
+    for i, row in df.iterrows():
+        try:
+            answers, doc_ids, _ = parse_ground_truth((row["reward_model"] or {})["ground_truth"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataFormatError(f"{path}: row {i}: bad reward_model.ground_truth ({exc})") from None
+        if corpus and not any(d in corpus for d in doc_ids):
+            not_in_kb += 1
+            continue
         info = row.get("extra_info") or {}
         out.append(
             QAExample(
                 qid=str(info.get("qid", i)),
                 question=str(info.get("question", "")),
                 answers=tuple(answers) or ("",),
-                supporting_doc_ids=tuple(doc_ids),
+                supporting_doc_ids=tuple(doc_ids),  # a gold id missing from the KB still counts as a miss
                 hops=int(info.get("hops", 0) or 0),
                 data_source=str(row.get("data_source", "")),
             )
         )
+    if not_in_kb:
+        logger.warning("%s: %d of %d questions rejected: no gold document in the KB (another corpus?)",
+                       path, not_in_kb, len(df))
+    if not out:
+        raise DataFormatError(f"{path}: none of its {len(df)} questions has a gold document in the KB")
     return out
 
 

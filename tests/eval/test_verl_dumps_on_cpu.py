@@ -91,6 +91,10 @@ def test_cli_scores_a_dump(tmp_path, capsys):
     assert rep["overall"]["n"] == 2 and rep["overall"]["complete_traj_cov"] == 0.5
     assert main(["eval", "--from-verl-dump", str(tmp_path / "val"), "--out", str(tmp_path / "out")]) == 0
     assert json.loads((tmp_path / "out" / "report.json").read_text())["overall"]["n"] == 2  # no duplicates
+    # 3.jsonl holds only "{}": nothing to score, refused before it can touch the other run's records
+    assert main(["eval", "--from-verl-dump", str(tmp_path / "val" / "3.jsonl"), "--out", str(tmp_path / "out")]) == 2
+    assert "none of its 1 lines could be scored" in capsys.readouterr().err
+    (tmp_path / "val" / "3.jsonl").write_text((tmp_path / "val" / "7.jsonl").read_text())
     with pytest.raises(ValueError, match="another run"):
         main(["eval", "--from-verl-dump", str(tmp_path / "val" / "3.jsonl"), "--out", str(tmp_path / "out")])
 
@@ -109,3 +113,16 @@ def test_cut_off_passage_and_parenthesized_title_resolve_with_kb_index():
     assert doc == (ID["p1"], DOCS["p1"][0], DOCS["p1"][1])  # full text recovered for P
     (doc,), _ = parse_observation(cut)  # no KB: content hash of what was shown
     assert doc[0] == make_doc_id(DOCS["p1"][0], "A 2008 French film.\nDirec")
+
+
+def test_cli_dump_with_every_line_rejected_is_one_line_and_writes_nothing(tmp_path, capsys):
+    """Issue 20 item 11: used to crash with ``KeyError: 'em'`` and leave partial output."""
+    from gta_verl.cli import main
+
+    d = tmp_path / "val"
+    d.mkdir()
+    (d / "5.jsonl").write_text(json.dumps({"input": "x", "output": "y", "step": 5}) + "\n")  # no gts
+    assert main(["eval", "--from-verl-dump", str(d), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "none of its 1 lines could be scored" in err[0] and "5.jsonl" in err[0]
+    assert not (tmp_path / "out").exists()
