@@ -106,3 +106,23 @@ def test_vllm_backend_import_guard():
 
         with pytest.raises(ImportError, match="gta-verl\\[gpu\\]"):
             VLLMOpenIE("some/model")
+
+
+def test_spacy_parses_a_passage_longer_than_its_max_length_in_chunks(musique_passages, monkeypatch):
+    """Issue 20 item 9: one passage over nlp.max_length aborted `kb build --openie spacy` with E088."""
+    from dataclasses import replace
+
+    from gta_verl.kb.openie import spacy_backend
+    from gta_verl.kb.openie.spacy_backend import SpacyOpenIE, split_long_text
+
+    backend = SpacyOpenIE()
+    backend.nlp.max_length = 2_000  # stands in for 1,000,000 so the test parses a few KB, not a MB
+    monkeypatch.setattr(spacy_backend, "CHUNK_CHARS", 1_000)
+    long_text = " ".join(p.text for p in musique_passages[:12])
+    assert len(long_text) > 2_000
+    huge = replace(musique_passages[0], doc_id="huge", text=long_text)
+    exs, report = run_openie(backend, [musique_passages[1], huge, musique_passages[2]], progress=False)
+    assert [e.doc_id for e in exs.values()] == [musique_passages[1].doc_id, "huge", musique_passages[2].doc_id]
+    assert report.by_status["error"] == 0 and exs["huge"].triples  # chunks merged into one extraction
+    pieces = split_long_text(long_text, 1_000)
+    assert all(len(c) <= 1_000 for c in pieces) and " ".join(pieces).split() == long_text.split()

@@ -17,6 +17,8 @@ objects:
 
 from __future__ import annotations
 
+import logging
+
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -27,6 +29,9 @@ _SUBJ = {"nsubj", "nsubjpass"}
 _OBJ = {"dobj", "attr", "oprd", "dative", "acomp"}
 _PRON = {"he", "she", "it", "they"}
 _SKIP_DET = {"DET", "PRON"}
+
+
+log = logging.getLogger(__name__)
 
 
 def _phrase(tok: Any, spans: dict[int, Any], chunks: dict[int, Any]) -> str:
@@ -103,7 +108,47 @@ class SpacyOpenIE:
         self.identity = f"spacy:{model}:{self.nlp.meta.get('version', '?')}:svo-v1"
 
     def extract(self, passages: Sequence[Passage]) -> Iterator[Extraction]:
-        docs = self.nlp.pipe((p.text for p in passages), batch_size=self.batch_size)
-        for p, doc in zip(passages, docs):
-            ents = [(e[1:] if len(e) > 1 and e[0].pos_ == "DET" else e).text for e in doc.ents]
-            yield make_extraction(p.doc_id, ents, svo_triples(doc, p.title))
+        """One extraction per passage; a passage over :data:`CHUNK_CHARS` is parsed in whitespace-bounded
+        chunks (spaCy refuses texts over ``nlp.max_length``, 1,000,000 characters, with error E088) and its
+        entities and triples are merged, so one huge passage never aborts the build."""
+        pieces = [(i, chunk) for i, p in enumerate(passages) for chunk in split_long_text(p.text, CHUNK_CHARS)]
+        docs = self.nlp.pipe((c for _, c in pieces), batch_size=self.batch_size)
+        merged: dict[int, tuple[list[str], list[tuple[str, str, str]]]] = {}
+        for (i, _), doc in zip(pieces, docs):
+            ents, triples = merged.setdefault(i, ([], []))
+            ents.extend((e[1:] if len(e) > 1 and e[0].pos_ == "DET" else e).text for e in doc.ents)
+            triples.extend(svo_triples(doc, passages[i].title))
+        for i, p in enumerate(passages):
+            if len(p.text) > CHUNK_CHARS:
+                log.warning("spacy OpenIE: passage %s has %d characters; parsed in %d chunks", p.doc_id,
+                            len(p.text), len(split_long_text(p.text, CHUNK_CHARS)))
+            ents, triples = merged.get(i, ([], []))
+            yield make_extraction(p.doc_id, ents, triples)
+
+
+#: Longest text handed to spaCy in one piece (its ``nlp.max_length`` is 1,000,000; parsing memory grows with it).
+CHUNK_CHARS = 100_000
+
+
+def split_long_text(text: str, limit: int) -> list[str]:
+    """``text`` cut into pieces of at most ``limit`` characters, at the last whitespace before each cut.
+
+    Examples:
+        >>> split_long_text("aaa bbb ccc", 5)
+        ['aaa', 'bbb', 'ccc']
+        >>> split_long_text("short", 100)
+        ['short']
+    """
+    if len(text) <= limit:
+        return [text]
+    out, start = [], 0
+    while start < len(text):
+        end = min(start + limit, len(text))
+        if end < len(text):
+            cut = max(text.rfind(" ", start, end), text.rfind("\n", start, end))
+            end = cut if cut > start else end
+        piece = text[start:end].strip()
+        if piece:
+            out.append(piece)
+        start = end
+    return out
