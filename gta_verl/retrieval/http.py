@@ -80,7 +80,12 @@ class BodyLimit:
         if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        headers = dict(scope.get("headers") or ())
+        declared = headers.get(b"content-length")
+        if declared is not None and b"transfer-encoding" in headers:
+            # RFC 9112 §6.1: the request-smuggling shape behind a proxy that trusts Content-Length; close.
+            await _reply(send, 400, "request has both Content-Length and Transfer-Encoding")
+            return
         if declared is not None:
             try:
                 if int(declared) > self.max_bytes:
@@ -108,6 +113,10 @@ class BodyLimit:
         except UnicodeDecodeError as exc:
             await _reply(send, 422, f"request body is not valid UTF-8 (byte {exc.start})")
             return
+        duplicate = _duplicate_key(body)
+        if duplicate is not None:
+            await _reply(send, 422, f"duplicate JSON key {duplicate!r}: every key may appear once")
+            return
         replayed = False
 
         async def replay() -> dict[str, Any]:
@@ -118,6 +127,31 @@ class BodyLimit:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in seen:
+            raise _DuplicateKey(k)
+        seen[k] = v
+    return seen
+
+
+def _duplicate_key(body: bytes) -> str | None:
+    """The first key that appears twice in one JSON object of ``body`` (json keeps the last one silently);
+    None if there is none or the body is not JSON (the app reports that)."""
+    try:
+        json.loads(body, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as exc:
+        return str(exc.args[0])
+    except (ValueError, RecursionError):
+        return None
+    return None
 
 
 async def _reply(send: Any, status: int, detail: str) -> None:

@@ -149,3 +149,36 @@ def test_binds_loopback_by_default_and_says_so() -> None:
     assert bind_message("127.0.0.1", 8000) == (
         "gta-verl retriever on http://127.0.0.1:8000 (loopback only; --host sets the bind address)")
     assert "REACHABLE FROM OTHER MACHINES" in bind_message("0.0.0.0", 8000)
+
+
+def _raw(url: str, request: bytes) -> bytes:
+    """Send raw bytes on one connection; return everything the server sends before it closes (≤ 5 s)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(request)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except socket.timeout:
+            pass
+    return out
+
+
+def test_content_length_with_chunked_is_refused_and_closed(url: str) -> None:
+    """Issue 20 item 6: RFC 9112 §6.1 — both framing headers: refuse and close (request smuggling shape)."""
+    body = b'{"queries": ["capital of Japan"]}'
+    chunked = f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    req = (b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: " + str(len(chunked)).encode() + b"\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked)
+    resp = _raw(url, req)
+    head = resp.split(b"\r\n\r\n", 1)[0].lower()
+    assert head.startswith(b"http/1.1 400") and b"connection: close" in head, resp[:300]
+
+
+def test_duplicate_json_keys_are_refused(url: str) -> None:
+    resp = _post(url, b'{"queries": ["capital of Japan"], "queries": ["capital of France"]}')
+    assert resp.status_code == 422 and "duplicate JSON key 'queries'" in resp.json()["detail"]
+    nested = _post(url, b'{"queries": ["a"], "options": {"k": 1, "k": 2}}')
+    assert nested.status_code == 422
+    assert _post(url, b'{"queries": ["capital of Japan"]}').status_code == 200
