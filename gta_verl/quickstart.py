@@ -28,15 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from gta_verl.data.io import write_text_atomic
+from gta_verl.data.prep import MUSIQUE_CORPUS, MUSIQUE_OPENIE, MUSIQUE_QA, REPO_ASSETS  # noqa: F401 - re-exported
 
 logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ASSETS = REPO_ROOT / "assets"
+ASSETS = REPO_ASSETS
 MUSIQUE = ASSETS / "musique"
-MUSIQUE_CORPUS = MUSIQUE / "musique_train_corpus.json"
-MUSIQUE_QA = MUSIQUE / "musique_train.json"
-MUSIQUE_OPENIE = MUSIQUE / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 
 
 @dataclass

@@ -29,6 +29,10 @@ from gta_verl.data.schema import DEFAULT_AGENT_NAME, make_verl_row
 from gta_verl.data.types import Passage, QAExample
 
 REPO_ASSETS = Path(__file__).resolve().parents[2] / "assets"
+#: The bundled MuSiQue subset (corpus, questions, GPT-3.5 OpenIE) the main job and the CPU recipes build on.
+MUSIQUE_CORPUS = REPO_ASSETS / "musique" / "musique_train_corpus.json"
+MUSIQUE_QA = REPO_ASSETS / "musique" / "musique_train.json"
+MUSIQUE_OPENIE = REPO_ASSETS / "musique" / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 
 
 @dataclass
