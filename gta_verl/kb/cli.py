@@ -128,9 +128,35 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_coverage(args: argparse.Namespace) -> int:
+    """Fraction of each question's gold paragraphs present in the KB; exit 2 below ``--min``."""
+    import pandas as pd
+
+    from gta_verl.data.loaders import DataFormatError
+    from gta_verl.data.schema import parse_ground_truth
+    from gta_verl.kb.coverage import gold_coverage
+    from gta_verl.kb.store import read_doc_ids
+
+    kb_ids = set(read_doc_ids(args.kb))
+    gold = []
+    for path in args.qa:
+        try:
+            df = pd.read_parquet(path, columns=["reward_model"])
+        except Exception as exc:  # noqa: BLE001 - one line naming the file
+            raise DataFormatError(f"{path}: not a verl QA parquet with reward_model ({exc})".splitlines()[0]) from None
+        gold += [parse_ground_truth((rm or {}).get("ground_truth", {}))[1] for rm in df["reward_model"]]
+    rep = gold_coverage(gold, kb_ids)
+    print(rep.markdown(",".join(args.qa)))
+    if rep.mean_coverage < args.min:
+        print(f"gta-verl: error: {args.kb} holds {rep.mean_coverage:.1%} of the questions' gold paragraphs "
+              f"(< --min {args.min:.0%}): build the KB from these questions' paragraphs", file=sys.stderr)
+        return 2
+    return 0
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     kb = subparsers.add_parser("kb", help="build and inspect the graph knowledge base")
-    sub = kb.add_subparsers(dest="kb_command", metavar="{build,stats,add}")
+    sub = kb.add_subparsers(dest="kb_command", metavar="{build,stats,add,check-coverage}")
     b = sub.add_parser("build", help="corpus → OpenIE → entity–document graph → KB directory")
     _add_common(b, openie_required=True)
     b.add_argument("--out", required=True,
@@ -162,4 +188,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("kb_dir")
     _add_common(a, openie_required=False)
     a.set_defaults(func=cmd_add)
+    c = sub.add_parser("check-coverage", help="fraction of a QA set's gold paragraphs present in a KB")
+    c.add_argument("--kb", required=True, help="KB directory")
+    c.add_argument("--qa", required=True, nargs="+", help="verl QA parquet file(s)")
+    c.add_argument("--min", type=float, default=0.95, help="fail (exit 2) below this mean coverage (default 0.95)")
+    c.set_defaults(func=cmd_check_coverage)
     kb.set_defaults(func=lambda _args: (kb.print_help(), 2)[1])

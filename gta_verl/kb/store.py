@@ -313,6 +313,12 @@ def load_extractions(kb_dir: str | Path) -> dict[str, Extraction]:
             for r in df.to_dict("records")}
 
 
+def read_doc_ids(kb_dir: str | Path) -> list[str]:
+    """The KB's document ids (row order), after checking its manifest; no vectors are read."""
+    read_manifest(kb_dir)
+    return [str(d) for d in _read_table(Path(kb_dir), "passages.parquet", ("doc_id",))["doc_id"]]
+
+
 def _read_table(kb_dir: Path, name: str, columns: tuple[str, ...]) -> Any:
     import pandas as pd
 

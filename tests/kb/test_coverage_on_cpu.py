@@ -1,0 +1,39 @@
+"""`gta-verl kb check-coverage`: a Stage-II KB must hold its questions' gold paragraphs (issue 22 item 1, part)."""
+
+from __future__ import annotations
+
+import doctest
+
+import pandas as pd
+
+from gta_verl.cli import main
+from gta_verl.data.schema import make_ground_truth
+from gta_verl.kb import coverage
+from gta_verl.kb.coverage import gold_coverage
+from gta_verl.kb.store import save_kb
+from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+
+
+def test_doctest_arithmetic() -> None:
+    assert doctest.testmod(coverage).failed == 0
+
+
+def test_hand_computed_coverage() -> None:
+    # (2/2 + 1/3 + 0/1) / 3 = 4/9; duplicates count once; the gold-less question is apart
+    r = gold_coverage([["a", "b", "a"], ["a", "x", "y"], ["z"], []], {"a", "b", "c"})
+    assert abs(r.mean_coverage - 4 / 9) < 1e-12
+    assert (r.n_questions, r.n_without_gold, r.n_fully_covered, r.n_uncovered) == (4, 1, 1, 1)
+
+
+def test_cli_reports_and_refuses_below_the_threshold(tmp_path, capsys) -> None:
+    kb = make_toy_kb(HashEmbedder())
+    save_kb(kb, tmp_path / "kb")
+    d = [p.doc_id for p in kb.passages]
+    qa = tmp_path / "qa.parquet"
+    golds = [[d[0], d[1]], [d[2], "not-in-kb"]]  # coverage (1 + 0.5) / 2 = 0.75
+    pd.DataFrame({"reward_model": [{"style": "rule", "ground_truth": make_ground_truth(["a"], g)} for g in golds]}
+                 ).to_parquet(qa)
+    assert main(["kb", "check-coverage", "--kb", str(tmp_path / "kb"), "--qa", str(qa)]) == 2
+    out = capsys.readouterr()
+    assert "| 2 | 2 | 0.750 | 1 | 0 |" in out.out and "75.0% of the questions' gold paragraphs" in out.err
+    assert main(["kb", "check-coverage", "--kb", str(tmp_path / "kb"), "--qa", str(qa), "--min", "0.7"]) == 0
