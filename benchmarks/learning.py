@@ -81,8 +81,7 @@ def oracle(ws: Any, kb: Path, out: Path, n: int | None) -> dict[str, float]:
     from gta_verl.eval.replay import reference_scripts
 
     tok = AutoTokenizer.from_pretrained(str(ws.model))
-    rows = pd.read_parquet(ws.heldout).head(n).to_dict("records") if n else pd.read_parquet(ws.heldout).to_dict(
-        "records")
+    rows = pd.read_parquet(ws.heldout).to_dict("records")[:n]
     return evaluate("reference-replay", ws.heldout, kb, out, n, "reference-replay",
                     ScriptedServerManager(tok, reference_scripts(rows)), tok)
 
