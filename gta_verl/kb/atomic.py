@@ -67,12 +67,12 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
-def swap_into_place(tmp: Path, out: Path, exchange: Callable[[Path, Path], bool] = _exchange) -> None:
+def swap_into_place(tmp: Path, out: Path, exchange: Callable[[Path, Path], bool] | None = None) -> None:
     """Make the complete directory ``tmp`` appear at ``out``; the old ``out`` (if any) is deleted afterwards.
 
-    ``exchange`` is a parameter so tests can force the two-rename fallback.
+    ``exchange`` (default :func:`_exchange`) is a parameter so tests can force the two-rename fallback.
     """
-    if out.exists() and exchange(tmp, out):
+    if out.exists() and (exchange or _exchange)(tmp, out):
         fsync_path(out.parent)
         shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old KB
         return

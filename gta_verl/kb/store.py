@@ -167,7 +167,7 @@ def save_kb(kb: KnowledgeBase, out_dir: str | Path,
         tmp.mkdir()
         try:
             manifest = _write_dir(kb, tmp, extractions if extractions is not None else _extractions_from_kb(kb))
-            atomic.swap_into_place(tmp, out, **({"exchange": exchange} if exchange else {}))
+            atomic.swap_into_place(tmp, out, exchange)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
