@@ -111,6 +111,13 @@ def run_condition(cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argp
     return result
 
 
+def run_order(conditions: list[str], seeds_ab: str, seeds_cd: str) -> list[tuple[str, int]]:
+    """Seed-major order (a0, b0, c0, d0, a1, b1, …): a cut-short experiment still has every condition."""
+    seeds = {c: [int(x) for x in (seeds_ab if c in ("a", "b") else seeds_cd).split(",") if x] for c in conditions}
+    depth = max((len(v) for v in seeds.values()), default=0)
+    return [(c, seeds[c][k]) for k in range(depth) for c in conditions if k < len(seeds[c])]
+
+
 def _mean_std(values: list[float]) -> str:
     if not values:
         return "–"
@@ -191,11 +198,9 @@ def main(argv: list[str] | None = None) -> int:
                                                                  out / "eval" / "warm_start", n, "warm_start")]),
                 ("oracle replay of τ*", [oracle(ws, kb, out / "eval" / "oracle", n)])]
     results = []
-    for cond in args.conditions.split(","):
-        seeds = args.seeds_ab if cond in ("a", "b") else args.seeds_cd
-        for seed in (int(s) for s in seeds.split(",") if s):
-            print(f"run ({cond}) seed {seed}", flush=True)
-            results.append(run_condition(cond, seed, ws, kb, out, args))
+    for cond, seed in run_order(args.conditions.split(","), args.seeds_ab, args.seeds_cd):
+        print(f"run ({cond}) seed {seed}", flush=True)
+        results.append(run_condition(cond, seed, ws, kb, out, args))
     cond_rows = [(f"({c}) {CONDITIONS[c][0]}", [r["heldout"] for r in results if r["condition"] == c])
                  for c in args.conditions.split(",")]
     report = {"settings": vars(args), "warm_start": json.loads((ws.root / "warm_start.json").read_text()),

@@ -280,3 +280,56 @@ class HFServerManager:
             probs[order[drop]] = 0.0
             probs = probs / probs.sum()
         return int(torch.multinomial(probs.cpu(), 1, generator=self._gen))
+
+
+class BatchedHFServerManager:
+    """A ``transformers`` causal LM behind the server-manager call, concurrent turns batched.
+
+    The evaluation's free-generation backend: the rollouts in flight queue their turns at one
+    :class:`gta_verl.cpu.batch_generate.GenerationBatcher` (the ``hf_cpu`` training server's
+    batcher), so a greedy evaluation equals the one-by-one result in a fraction of the time.
+    Guided rollouts and seeded requests use :class:`HFServerManager`.
+
+    Args:
+        model: A causal LM in eval mode.
+        tokenizer: Its tokenizer.
+        response_length: Budget of a turn that names no ``max_tokens``.
+        max_batch: Most turns per model call.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, response_length: int = 256, max_batch: int = 64) -> None:
+        from gta_verl.cpu.batch_generate import GenerationBatcher
+
+        self.model, self.tokenizer = model, tokenizer
+        self._batcher_args = (model, tokenizer, int(response_length), int(max_batch))
+        self._batchers: dict[int, Any] = {}  # one per event loop: asyncio queues are loop-bound
+        self._factory = GenerationBatcher
+
+    def for_rollout(self, row_index: int, sample_index: int, n_samples: int = 1) -> BatchedHFServerManager:
+        return self
+
+    async def generate(
+        self,
+        request_id: str,
+        *,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        image_data: Any = None,
+        **kw: Any,
+    ) -> TokenOutput:
+        """Queue this turn with the other rollouts' and return its :class:`TokenOutput`."""
+        from gta_verl.cpu.batch_generate import batch_key
+        from gta_verl.cpu.generate import hf_generate
+
+        params = dict(sampling_params)
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(id(loop))
+        if batcher is None:
+            batcher = self._batchers[id(loop)] = self._factory(*self._batcher_args)
+        if batch_key(params) is None:
+            async with batcher.lock:
+                out = await asyncio.to_thread(hf_generate, self.model, self.tokenizer, list(prompt_ids), params,
+                                              self._batcher_args[2])
+        else:
+            out = await batcher.generate(list(prompt_ids), params)
+        return TokenOutput(token_ids=out.token_ids, log_probs=out.log_probs, stop_reason=out.stop_reason)

@@ -69,6 +69,7 @@ class HFCPUReplica(RolloutReplica):
                 int(self.config.response_length),
                 int(_cfg_get(self.config, "seed", 0)),
                 bool(_cfg_get(self.model_config, "trust_remote_code", False)),
+                int(_cfg_get(self.config, "max_num_seqs", 64)),  # vLLM's knob: most sequences per batch
             )
         )
         await handle.state.remote()  # wait until the model is loaded

@@ -35,9 +35,12 @@ class HFRolloutServer:
         response_length: Default generation budget (``rollout.response_length``).
         seed: Sampling seed (``rollout.seed``): runs are reproducible.
         trust_remote_code: Passed to ``from_pretrained``.
+        max_batch: Most queued requests generated in one batched call
+            (:func:`gta_verl.cpu.batch_generate.hf_generate_batch`); 1 serves them one by one.
     """
 
-    def __init__(self, model_path: str, response_length: int, seed: int = 0, trust_remote_code: bool = False):
+    def __init__(self, model_path: str, response_length: int, seed: int = 0, trust_remote_code: bool = False,
+                 max_batch: int = 64):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -49,7 +52,11 @@ class HFRolloutServer:
         self.response_length = int(response_length)
         self.global_steps = 0  # an int before the first sync: verl builds an int array from it
         self.weight_updates = 0
-        self._lock = asyncio.Lock()  # one generate() at a time: the model is not re-entrant
+        self._lock = asyncio.Lock()  # one model call at a time: the model is not re-entrant
+        from gta_verl.cpu.batch_generate import GenerationBatcher
+
+        self.max_batch = int(max_batch)
+        self._batcher = GenerationBatcher(self.model, self.tokenizer, self.response_length, self.max_batch, self._lock)
 
     async def generate(
         self,
@@ -61,14 +68,19 @@ class HFRolloutServer:
         **kwargs: Any,
     ) -> TokenOutput:
         """Generate for one request; see :func:`gta_verl.cpu.generate.hf_generate`."""
+        from gta_verl.cpu.batch_generate import batch_key
         from gta_verl.cpu.generate import hf_generate
 
         if image_data is not None or video_data is not None:
             raise ValueError("hf_cpu rollout serves text-only models")
-        async with self._lock:
-            out = await asyncio.to_thread(
-                hf_generate, self.model, self.tokenizer, list(prompt_ids), dict(sampling_params), self.response_length
-            )
+        params = dict(sampling_params)
+        if self.max_batch <= 1 or batch_key(params) is None:
+            async with self._lock:
+                out = await asyncio.to_thread(
+                    hf_generate, self.model, self.tokenizer, list(prompt_ids), params, self.response_length
+                )
+        else:
+            out = await self._batcher.generate(list(prompt_ids), params)
         return TokenOutput(
             token_ids=out.token_ids,
             log_probs=out.log_probs,
@@ -98,7 +110,8 @@ class HFRolloutServer:
 
     async def state(self) -> dict[str, Any]:
         """Weight version and update count (tests and debugging)."""
-        return {"global_steps": self.global_steps, "weight_updates": self.weight_updates}
+        return {"global_steps": self.global_steps, "weight_updates": self.weight_updates,
+                "batches": list(self._batcher.batches)}
 
     async def parameter_checksum(self) -> float:
         """Sum of all parameters: a cheap fingerprint that a weight sync changed the model."""

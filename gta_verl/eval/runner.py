@@ -230,10 +230,12 @@ def build_policy(settings: EvalSettings) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from gta_verl.agent.backends import HFServerManager
+    from gta_verl.agent.backends import BatchedHFServerManager, HFServerManager
 
     model = AutoModelForCausalLM.from_pretrained(settings.policy, torch_dtype="auto")
     model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
+    if settings.effective_temperature == 0:  # greedy: batched rows equal one-by-one generation
+        return BatchedHFServerManager(model, tok, settings.response_length), tok
     return HFServerManager(model, tok, seed=settings.seed), tok
 
 

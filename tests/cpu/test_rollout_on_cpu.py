@@ -114,3 +114,21 @@ def test_weight_update_reaches_the_server(replica, model_path, monkeypatch):
 def test_partial_weight_sync_is_refused(replica):
     with pytest.raises(ray.exceptions.RayTaskError, match="missing"):
         ray.get(replica.server_handle.load_weights.remote({"model.norm.weight": torch.ones(64)}))
+
+
+def test_concurrent_requests_share_one_batched_call(replica):
+    """Eight turns sent at once are served in fewer than eight model calls, each row its own greedy result."""
+    prompts = [[151644, 872, 198, 9707 + k] for k in range(8)]
+    singles = [ray.get(replica.server_handle.generate.remote(
+        prompt_ids=p, sampling_params={**GREEDY, "max_tokens": 3 + k % 3}, request_id=f"s{k}"))
+        for k, p in enumerate(prompts)]
+    calls_before = len(ray.get(replica.server_handle.state.remote())["batches"])
+    refs = [replica.server_handle.generate.remote(
+        prompt_ids=p, sampling_params={**GREEDY, "max_tokens": 3 + k % 3}, request_id=f"c{k}")
+        for k, p in enumerate(prompts)]
+    together = ray.get(refs)
+    batches = ray.get(replica.server_handle.state.remote())["batches"][calls_before:]
+    assert sum(batches) == 8 and len(batches) < 8 and max(batches) > 1
+    for one, many in zip(singles, together):
+        assert many.token_ids == one.token_ids
+        assert torch.allclose(torch.tensor(many.log_probs), torch.tensor(one.log_probs), atol=1e-4)
