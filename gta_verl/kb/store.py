@@ -52,6 +52,17 @@ class KBLoadError(RuntimeError):
     """The KB directory is missing, from another schema version, or was modified."""
 
 
+def manifest_digest(manifest: Mapping[str, Any]) -> str:
+    """A KB version's identity: sha256 (16 hex digits) of its files' checksums, sorted by name.
+
+    Two directories with the same tables have the same digest whatever their creation time; any
+    rewritten table (``kb add``) changes it. Shown by the retriever's ``health`` and ``stats``.
+    """
+    files = manifest.get("files") or {}
+    text = json.dumps(sorted((str(k), str(v)) for k, v in files.items()))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

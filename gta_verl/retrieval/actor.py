@@ -124,7 +124,10 @@ class GraphRetrieverActor:
             max_wait_ms=max_wait_ms,
         )
         self.in_flight = 0
-        logger.info("retriever replica ready: %s (%d docs)", kb_dir, self.retriever.kb.n_docs)
+        from gta_verl.kb.store import manifest_digest
+
+        self.kb_digest = manifest_digest(self.retriever.kb.manifest)  # the version this process serves
+        logger.info("retriever replica ready: %s (%d docs, KB %s)", kb_dir, self.retriever.kb.n_docs, self.kb_digest)
 
     async def retrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:
         """R(q) for each query; concurrent calls share one batched PPR."""
@@ -137,7 +140,12 @@ class GraphRetrieverActor:
 
     async def stats(self) -> dict[str, Any]:
         """Request count, batch sizes, p50/p95 latency, KB directory and config."""
-        return {**self.batcher.stats(), "kb_dir": self.kb_dir, "config": self.retriever.config.to_dict()}
+        return {**self.batcher.stats(), "kb_dir": self.kb_dir, "kb_digest": self.kb_digest,
+                "config": self.retriever.config.to_dict()}
+
+    async def kb_version(self) -> str:
+        """:func:`gta_verl.kb.store.manifest_digest` of the KB this replica loaded."""
+        return self.kb_digest
 
     async def load(self) -> int:
         """Queries waiting or running in this replica (autoscaling signal and liveness ping)."""
@@ -152,7 +160,7 @@ class GraphRetrieverActor:
 
         return {"status": "ok", "pid": os.getpid(), "host": socket.gethostname(),
                 "node_id": ray.get_runtime_context().get_node_id(), "n_docs": self.retriever.kb.n_docs,
-                "threads": self.threads}
+                "threads": self.threads, "kb_digest": self.kb_digest}
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -109,6 +110,55 @@ def is_dead_for_good(exc: BaseException) -> bool:
     return isinstance(exc, ActorDiedError)
 
 
+def plan_versions(digests: Sequence[str | None], pinned: str | None,
+                  disk: str | None) -> tuple[str | None, list[int]]:
+    """Which KB version a service serves, and which replicas to replace to get there.
+
+    A service answers from one KB version at a time: after ``kb add`` rewrites the directory, a
+    replica that (re)starts loads the new tables while the others still hold the old ones. Rules:
+
+    1. No pin yet: the version on disk if a replica serves it, else the most common one.
+    2. The directory moved on (``disk ≠ pinned``) and a replica already serves ``disk``: pin it.
+    3. Every replica of the pinned version is gone: the most common version served.
+    4. Otherwise keep the pin.
+
+    Replicas on another version are replaced only when the pin is the version on disk (a
+    replacement then loads the pin); otherwise they are just not routed to.
+
+    Args:
+        digests: Each replica's KB digest (None: not loaded yet).
+        pinned: The service's current version.
+        disk: The digest of the directory's manifest now (None: unreadable from the service).
+
+    Returns:
+        ``(pin, indices of replicas to replace)``.
+    """
+    known = [d for d in digests if d]
+    if not known:
+        return pinned, []
+    common = max(dict.fromkeys(known), key=known.count)  # ties: the first served
+    if pinned is None:
+        pin = disk if disk in known else common
+    elif disk is not None and disk != pinned and disk in known:
+        pin = disk
+    elif pinned not in known:
+        pin = common
+    else:
+        pin = pinned
+    replace = [i for i, d in enumerate(digests) if d and d != pin] if pin == disk else []
+    return pin, replace
+
+
+def disk_digest(kb_dir: str) -> str | None:
+    """Digest of the manifest at ``kb_dir`` now, or None if this process cannot read it."""
+    from gta_verl.kb.store import manifest_digest, read_manifest
+
+    try:
+        return manifest_digest(read_manifest(kb_dir))
+    except Exception:  # noqa: BLE001 - the service may run where the KB is not mounted
+        return None
+
+
 # ---------------------------------------------------------------------- the service
 @dataclass
 class _Slot:
@@ -120,6 +170,7 @@ class _Slot:
     failures: int = 0
     load: int = 0
     retiring: bool = False
+    digest: str | None = None  # KB version the replica loaded
 
 
 class RetrieverService:
@@ -139,6 +190,7 @@ class RetrieverService:
         self.version = 0
         self.replaced = 0
         self.routed_retries = 0
+        self.kb_digest: str | None = None  # the one KB version this service answers from
         self._out: dict[tuple[int, int], int] = {}
         self._rng = random.Random(0)
         self._streak = 0
@@ -183,7 +235,7 @@ class RetrieverService:
 
     async def _await_ready(self, slot: _Slot) -> None:
         try:
-            await slot.handle.health.remote()
+            info = await slot.handle.health.remote()
         except Exception as exc:  # noqa: BLE001 - the constructor failed: record why
             if slot is not self._current(slot.index, slot.generation):
                 return
@@ -196,6 +248,8 @@ class RetrieverService:
             return
         if slot is self._current(slot.index, slot.generation):
             slot.ready, slot.error, slot.failures = True, None, 0
+            slot.digest = info.get("kb_digest") if isinstance(info, dict) else None
+            self._align_versions()
             self.version += 1
 
     def _current(self, index: int, generation: int) -> _Slot | None:
@@ -222,15 +276,34 @@ class RetrieverService:
         """Ping one ready replica; replace it if it is dead for good."""
         try:
             slot.load = await asyncio.wait_for(slot.handle.load.remote(), self.PING_TIMEOUT_S)
+            # a replica Ray restarted in place re-ran its constructor: it may hold a newer KB
+            slot.digest = await asyncio.wait_for(slot.handle.kb_version.remote(), self.PING_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001
             if is_dead_for_good(exc) and slot in self.slots and slot.ready:
                 logger.warning("retriever replica %d died (%s): replacing it", slot.index, _first_line(exc))
                 self._replace(slot)
 
+    def _align_versions(self) -> None:
+        """Apply :func:`plan_versions`: keep one pinned KB version, replace replicas off it."""
+        ready = [s for s in self.slots if s.ready and not s.retiring]
+        pin, replace = plan_versions([s.digest for s in ready], self.kb_digest, disk_digest(self.spec["kb_dir"]))
+        if pin != self.kb_digest:
+            logger.info("retriever service: serving KB version %s (was %s)", pin, self.kb_digest)
+            self.kb_digest, self.version = pin, self.version + 1
+        for i in replace:
+            logger.info("retriever replica %d serves KB %s, not %s: replacing it", ready[i].index,
+                        ready[i].digest, pin)
+            self._replace(ready[i])
+
+    def _serving(self, slot: _Slot) -> bool:
+        """Routed to: ready, not retiring, and on the pinned KB version."""
+        return slot.ready and not slot.retiring and (self.kb_digest is None or slot.digest == self.kb_digest)
+
     async def _monitor_loop(self) -> None:
         while True:
             ready = [s for s in self.slots if s.ready and not s.retiring]
             await asyncio.gather(*(self._check(s) for s in ready))
+            self._align_versions()
             delta, self._streak = autoscale_delta([s.load for s in ready], len(ready), self.serving,
                                                   self._streak)
             if delta > 0:
@@ -255,7 +328,7 @@ class RetrieverService:
     async def replicas(self) -> dict[str, Any]:
         """``{"version", "replicas": [(key, handle)], "error"}`` of the ready replicas."""
         self._ensure_monitor()
-        live = [s for s in self.slots if s.ready and not s.retiring]
+        live = [s for s in self.slots if self._serving(s)]
         errors = [f"replica {s.index}: {s.error}" for s in self.slots
                   if s.error and s.failures >= self.MAX_CREATE_FAILURES]
         return {"version": self.version, "replicas": [((s.index, s.generation), s.handle) for s in live],
@@ -286,7 +359,8 @@ class RetrieverService:
                                    f"{s.error}")
             if all(s.ready for s in self.slots):
                 return {"status": "ok", "replicas": len(self.slots), "kb_dir": self.spec["kb_dir"],
-                        "version": self.version}
+                        "version": self.version, "kb_digest": self.kb_digest,
+                        "replica_kb_digests": [s.digest for s in self.slots]}
             if time.monotonic() > deadline:
                 pending = [s.index for s in self.slots if not s.ready]
                 raise TimeoutError(f"retriever replicas {pending} not ready after {timeout_s:g} s "
@@ -298,7 +372,7 @@ class RetrieverService:
         self._ensure_monitor()
         tried: set[tuple[int, int]] = set()
         for _ in range(2):
-            live = [s for s in self.slots if s.ready and not s.retiring and (s.index, s.generation) not in tried]
+            live = [s for s in self.slots if self._serving(s) and (s.index, s.generation) not in tried]
             if not live:
                 break
             slot = live[pick_replica([self._out.get((s.index, s.generation), 0) for s in live], self._rng)]
@@ -331,7 +405,7 @@ class RetrieverService:
         for k in ("latency_ms_p50", "latency_ms_p95", "batch_size_mean"):
             agg[k] = max((st.get(k, 0.0) for st in good), default=0.0)  # worst replica
         return {**agg, "replicas": len(live), "replaced": self.replaced, "version": self.version,
-                "routed_retries": self.routed_retries, "kb_dir": self.spec["kb_dir"],
+                "routed_retries": self.routed_retries, "kb_dir": self.spec["kb_dir"], "kb_digest": self.kb_digest,
                 "config": self.spec["config"], "per_replica": good}
 
     async def shutdown(self) -> None:
@@ -348,8 +422,28 @@ class RetrieverService:
         self.slots = []
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: An exception header as Python prints it at the end of a traceback: ``pkg.mod.Name: message``.
+_EXC_HEADER = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*): (.*)$")
+
+
 def _first_line(exc: BaseException) -> str:
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    # Ray wraps a constructor error in a traceback: the last line names the cause.
-    cause = next((ln for ln in reversed(lines) if "Error" in ln), lines[0] if lines else "")
-    return f"{type(exc).__name__}: {cause[:400]}"
+    """One line naming why a replica failed: the original exception and its whole message.
+
+    Ray wraps a constructor error in its own text (``ActorDiedError: The actor died because of an
+    error raised in its creation task … Traceback … pkg.mod.Name: message`` with the message's
+    continuation lines after it), so the last exception header is the cause, and the lines after it
+    are its message — where hints such as ``EmbedderUnavailable``'s ``--allow-download`` live.
+    Without such a header: the exception's type and first line.
+    """
+    lines = [_ANSI.sub("", ln).rstrip() for ln in str(exc).splitlines()]
+    frames = [i for i, ln in enumerate(lines) if ln.startswith('  File "')]
+    # a header counts only after a traceback frame: "Note: …" inside a message is not a cause
+    headers = [i for i, ln in enumerate(lines) if frames and i > frames[0] and _EXC_HEADER.match(ln)]
+    if headers:
+        i = headers[-1]
+        name, first = _EXC_HEADER.match(lines[i]).groups()  # type: ignore[union-attr]
+        rest = " ".join(ln.strip() for ln in lines[i + 1:] if ln.strip())
+        return f"{name.rsplit('.', 1)[-1]}: {' '.join(x for x in (first, rest) if x)}"[:1000]
+    text = next((ln.strip() for ln in lines if ln.strip()), "")
+    return f"{type(exc).__name__}: {text[:400]}"

@@ -209,3 +209,39 @@ def test_new_service_starts_while_the_old_ones_replica_names_are_taken(ray_sessi
     ray.kill(handle)
     for s in squatters:
         ray.kill(s)
+
+
+def test_service_stays_on_one_kb_version_after_a_rewrite(ray_session, tmp_path, hash_embedder) -> None:
+    """``kb add`` rewrites a served directory and one replica restarts: the service moves as a whole.
+
+    Before: one replica answered from the old tables and the restarted one from the new (19 vs 21
+    of 40 calls) and neither health nor stats said which. Now both report the manifest digest, the
+    service routes only to the pinned version, and replicas off it are replaced.
+    """
+    from gta_verl.kb.store import manifest_digest, save_kb
+    from gta_verl.retrieval.testing import make_toy_kb
+
+    old, new = make_toy_kb(hash_embedder), make_toy_kb(hash_embedder, with_triples=False)
+    kb_dir = tmp_path / "kb"
+    old_digest = manifest_digest(save_kb(old, kb_dir).manifest)
+    handle = _service(kb_dir, "rt_version", num_replicas=2)
+    assert ray.get(handle.health.remote())["kb_digest"] == old_digest
+    new_digest = manifest_digest(save_kb(new, kb_dir).manifest)
+    assert new_digest != old_digest
+    (_, replica), _ = ray.get(handle.replicas.remote())["replicas"]
+    ray.kill(replica, no_restart=False)  # Ray restarts it in place: its constructor loads the new tables
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        stats = ray.get(handle.stats.remote())
+        digests = {r.get("kb_digest") for r in stats["per_replica"]}
+        if stats["kb_digest"] == new_digest and digests == {new_digest} and stats["replicas"] == 2:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"service did not converge on {new_digest}: {stats['kb_digest']}, {digests}")
+    client = RayRetrieverClient("rt_version", timeout_s=120, namespace="gta_verl_test")
+    want = GraphRetriever(new, hash_embedder).retrieve([QS[0]])[0].doc_ids
+    answers = [client.retrieve([QS[0]])[0] for _ in range(20)]
+    assert [r.doc_ids for r in answers] == [want] * 20
+    ray.get(handle.shutdown.remote())
+    ray.kill(handle)

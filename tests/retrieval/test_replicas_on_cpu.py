@@ -93,3 +93,71 @@ def test_gta_retriever_section_keys() -> None:
     assert RetrieverSection().serving_config().num_replicas == 1
     with pytest.raises(ValueError, match="min_replicas"):
         RetrieverSection.from_dict({"kb_dir": "/kb", "min_replicas": 2})
+
+
+# --- why a replica failed (reliability round 3, item 8) -----------------------------------------
+
+# Ray's text for a constructor that raised EmbedderUnavailable (captured from ray 2.x: ANSI colour,
+# caret lines, the frame, then the exception header and its continuation line).
+_RAY_CREATION_ERROR = (
+    "The actor died because of an error raised in its creation task, \x1b[36mray::RetrieverReplica.__init__()"
+    "\x1b[39m (pid=17624, ip=192.0.2.2, actor_id=966e5c)\n"
+    "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    '  File "gta_verl/kb/embed.py", line 281, in _cached_snapshot\n'
+    "gta_verl.kb.embed.EmbedderUnavailable: embedder 'x' is not in the local Hugging Face cache;\n"
+    "pass --allow-download to fetch it once.")
+
+
+def test_replica_failure_keeps_the_cause_and_its_hint():
+    """The last exception header is the cause; its continuation line (the hint) is kept."""
+    from gta_verl.retrieval.replicas import _first_line
+
+    line = _first_line(RuntimeError(_RAY_CREATION_ERROR))
+    assert line == ("EmbedderUnavailable: embedder 'x' is not in the local Hugging Face cache; "
+                    "pass --allow-download to fetch it once.")
+
+
+def test_replica_failure_without_a_traceback_names_the_exception():
+    from gta_verl.retrieval.replicas import _first_line
+
+    assert _first_line(TimeoutError("replica 0 did not answer in 20 s\nmore")) == (
+        "TimeoutError: replica 0 did not answer in 20 s")
+    assert _first_line(ValueError("")) == "ValueError: "
+
+
+def test_a_message_line_that_looks_like_a_header_is_not_a_cause():
+    from gta_verl.retrieval.replicas import _first_line
+
+    assert _first_line(ValueError("bad config\nNote: see docs")) == "ValueError: bad config"
+
+
+# --- one KB version per service (reliability round 3, item 7) ---------------------------------
+
+
+def test_plan_versions_pins_the_disk_version_and_replaces_the_rest():
+    from gta_verl.retrieval.replicas import plan_versions
+
+    # first replicas up, both on the directory's version A: pin A, nothing to replace
+    assert plan_versions(["A", "A"], None, "A") == ("A", [])
+    # kb add rewrote the directory (disk B); replica 1 restarted and loaded B: move to B, replace replica 0
+    assert plan_versions(["A", "B"], "A", "B") == ("B", [0])
+    # disk moved to B but no replica serves B yet: keep A, replace nobody (a replacement would load B
+    # while A still answers; the move happens once a B replica is up)
+    assert plan_versions(["A", None], "A", "B") == ("A", [])
+    # the service cannot read the directory: keep the pin, never replace (no loop of reloads)
+    assert plan_versions(["A", "B"], "A", None) == ("A", [])
+    # every A replica is gone: the most common version served (2 × C against 1 × B)
+    assert plan_versions(["B", "C", "C"], "A", None) == ("C", [])
+    # nothing loaded yet: nothing to decide
+    assert plan_versions([None, None], None, "A") == (None, [])
+
+
+def test_manifest_digest_is_the_files_checksums():
+    from gta_verl.kb.store import manifest_digest
+
+    a = {"files": {"x.parquet": "1" * 64, "y.npy": "2" * 64}, "created_at": "2026-01-01"}
+    same_tables = {"files": {"y.npy": "2" * 64, "x.parquet": "1" * 64}, "created_at": "2026-12-02"}
+    rewritten = {"files": {"x.parquet": "1" * 64, "y.npy": "3" * 64}}
+    assert manifest_digest(a) == manifest_digest(same_tables)  # order and creation time do not count
+    assert manifest_digest(a) != manifest_digest(rewritten)
+    assert len(manifest_digest(a)) == 16
