@@ -45,22 +45,6 @@ CURVES = (("critic/score/mean", "training reward"), ("gta/target_doc_cov", "gta/
           ("gta/acc", "gta/acc"))
 
 
-def grpo_overrides(steps: int, seed: int, lr: float, n: int, batch: int) -> tuple[str, ...]:
-    """Sizes of the learning setting (prompts × rollouts × steps), on top of ``recipes/cpu/run.sh``'s."""
-    from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
-
-    return (f"data.train_batch_size={batch}", f"actor_rollout_ref.rollout.n={n}",
-            f"data.max_prompt_length={PROMPT_LENGTH}", f"data.max_response_length={RESPONSE_LENGTH}",
-            f"actor_rollout_ref.actor.ppo_mini_batch_size={batch}",
-            f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={batch * n}",
-            f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={batch * n}",
-            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={batch * n}",
-            f"actor_rollout_ref.actor.optim.lr={lr}", "actor_rollout_ref.rollout.temperature=1.0",
-            f"gta.agent.max_obs_tokens={MAX_OBS_TOKENS}", f"data.seed={seed}", f"actor_rollout_ref.rollout.seed={seed}",
-            f"trainer.save_freq={steps}",
-            "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]")
-
-
 def evaluate(policy: str, data: Path, kb: Path, out: Path, n: int | None, name: str,
              server_manager: Any = None, tokenizer: Any = None) -> dict[str, float]:
     from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
@@ -96,14 +80,13 @@ def run_condition(cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argp
     label, recipe, extra = CONDITIONS[cond]
     env = {"MODEL_PATH": str(ws.model), "KB_DIR": str(kb), "STAGE1_TRAIN": str(ws.train), "QA_FILES": str(ws.train),
            "STEPS": str(args.steps)}
+    from gta_verl.cpu.warm_start import checkpoint_dir, grpo_overrides
+
     overrides = grpo_overrides(args.steps, seed, args.lr, args.n, args.batch) + extra
     run = run_cpu_recipe(recipe, run_dir, env, overrides, timeout_s=args.timeout)
     if run.returncode != 0:
         raise RuntimeError(f"{cond} seed {seed}: run.sh {recipe} exited {run.returncode}; see {run.log}")
-    ckpt = run_dir / "verl" / "ckpt" / f"global_step_{args.steps}" / "actor" / "huggingface"
-    from gta_verl.cpu.warm_start import fix_dtype
-
-    fix_dtype(ckpt)
+    ckpt = checkpoint_dir(run_dir, args.steps)
     final = evaluate(str(ckpt), ws.heldout, kb, run_dir / "eval_heldout", args.eval_questions, f"{cond}_s{seed}")
     result = {"condition": cond, "seed": seed, "seconds": run.seconds, "heldout": final,
               "metrics": str(run_dir / "metrics.jsonl")}

@@ -8,9 +8,11 @@ Stages (each one is the same library call the stage's own subcommand makes):
 4. synthesis   — template trajectories over graph paths, validated by the deployed retriever;
 5. RL smoke    — tiny random Qwen2 through the real agent loop, retriever and reward, one GRPO step
                  (hand-built: checks that only generated tokens get gradient);
-6. verl        — the same tiny model trained 2 GRPO steps by stock ``python -m verl.trainer.main_ppo``
-                 on CPU (``recipes/cpu/run.sh gta_stage1``: Stage-I config, the KB and Stage-I set above);
-7. evaluation  — agent-loop evaluation with evidence metrics, markdown report and PNG plots.
+6. verl        — the warm start (a 2-layer Qwen2 taught the action protocol by verl's SFT trainer on τ*
+                 replays over the KB above; built on first use and cached) trained 2 GRPO steps by stock
+                 ``python -m verl.trainer.main_ppo`` on CPU (``recipes/cpu/run.sh gta_stage1``);
+7. evaluation  — agent-loop evaluation with evidence metrics (untrained policy, warm start, oracle
+                 replay), markdown report and PNG plots.
 
 Everything is written under ``--out``; a ``summary.md`` collects each stage's table.
 """
@@ -143,29 +145,52 @@ def _stage_smoke(ctx: QuickstartContext) -> StageLog:
     return StageLog("RL smoke (tiny random Qwen2, one GRPO step)", report.markdown(), 0.0, report.to_dict())
 
 
-def _stage_verl(ctx: QuickstartContext) -> StageLog:
-    """2 GRPO steps of the Stage-I recipe through verl's own trainer on CPU (gta_verl.cpu)."""
-    from gta_verl.cpu.recipe_run import run_cpu_recipe
-    from gta_verl.cpu.tiny_model import build_tiny_model
+#: GRPO of the main job's ``verl`` stage: 4 prompts × 4 rollouts × 2 steps from the quick warm start.
+VERL_STEPS, VERL_PROMPTS, VERL_ROLLOUTS, VERL_LR = 2, 4, 4, 1e-4
 
+
+def _warm_start(ctx: QuickstartContext) -> Any:
+    """The quick warm start over this KB (built on first use, then cached like the KB)."""
+    from gta_verl.cpu.warm_start import QUICK, build_warm_start
+
+    return build_warm_start(Path(ctx.paths["kb"]).resolve(), settings=QUICK)
+
+
+def _stage_verl(ctx: QuickstartContext) -> StageLog:
+    """GRPO steps of the Stage-I recipe through verl's own trainer on CPU, from the warm start.
+
+    The warm start (:data:`gta_verl.cpu.warm_start.QUICK`: a 2-layer Qwen2 taught the action protocol by
+    verl's SFT trainer on τ* replays) already answers and searches, so rewards differ within a GRPO group
+    and the step's advantages and gradients are non-zero; a random model scores −1 on every rollout.
+    """
+    from gta_verl.cpu.recipe_run import run_cpu_recipe
+    from gta_verl.cpu.warm_start import grpo_overrides
+
+    ws = _warm_start(ctx)
     env = {
-        "MODEL_PATH": str(build_tiny_model(seed=ctx.seed)),
+        "MODEL_PATH": str(ws.model),
         "KB_DIR": str(Path(ctx.paths["kb"]).resolve()),
-        "STAGE1_TRAIN": str(Path(ctx.paths["stage1"]).resolve()),
-        "QA_FILES": str(Path(ctx.paths["qa"]).resolve()),
+        "STAGE1_TRAIN": str(ws.train),
+        "QA_FILES": str(ws.heldout),
+        "STEPS": str(VERL_STEPS),
     }
-    run = run_cpu_recipe("gta_stage1", (ctx.out / "verl").resolve(), env)
+    overrides = grpo_overrides(VERL_STEPS, ctx.seed, VERL_LR, VERL_ROLLOUTS, VERL_PROMPTS)
+    run = run_cpu_recipe("gta_stage1", (ctx.out / "verl").resolve(), env, overrides)
     if run.returncode != 0 or not run.steps:
         raise RuntimeError(f"verl main_ppo (recipes/cpu/run.sh gta_stage1) exited {run.returncode}; see {run.log}")
-    data = {"returncode": run.returncode, "seconds": run.seconds, "steps": run.steps, "log": str(run.log)}
-    return StageLog("RL with verl main_ppo on CPU (Stage I, 2 GRPO steps)", run.markdown(), 0.0, data)
+    data = {"returncode": run.returncode, "seconds": run.seconds, "steps": run.steps, "log": str(run.log),
+            "warm_start": str(ws.model)}
+    title = f"RL with verl main_ppo on CPU (Stage I from the warm start, {VERL_STEPS} GRPO steps)"
+    return StageLog(title, run.markdown(), 0.0, data)
 
 
 def _stage_eval(ctx: QuickstartContext) -> StageLog:
-    """Two evaluation runs through the real agent loop and retriever.
+    """Three evaluation runs through the real agent loop and retriever.
 
     * ``tiny-random-qwen2`` on the MuSiQue questions and the Stage-I set: the untrained
       policy of the smoke run (expect ~0 everywhere; it shows the harness end to end);
+    * the warm start of the ``verl`` stage on its held-out questions (no target document
+      shared with its training questions): answers, some evidence, room to learn;
     * ``reference-replay`` on the Stage-I set: τ* replayed as scripted text — the oracle
       row, which must reach full target coverage because synthesis kept only trajectories
       the deployed retriever can execute.
@@ -175,6 +200,7 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
     from gta_verl.agent.backends import ScriptedServerManager
     from gta_verl.agent.tokenizer import load_qwen_tokenizer
     from gta_verl.eval.replay import reference_scripts
+    from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
     from gta_verl.eval.runner import EvalSettings, evaluate_policy
 
     n = ctx.eval_questions
@@ -204,8 +230,21 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
         tokenizer=tok,
         retriever_client=ctx.retriever_client(),
     )
+    ws = _warm_start(ctx)
+    warm = evaluate_policy(
+        "warm-start",
+        [ws.heldout],
+        Path(ctx.paths["kb"]).resolve(),
+        out_dir=ctx.out / "eval" / "warm_start",
+        max_questions=n,
+        settings=EvalSettings(policy=str(ws.model), max_obs_tokens=MAX_OBS_TOKENS, prompt_length=PROMPT_LENGTH,
+                              response_length=RESPONSE_LENGTH),
+        retriever_client=ctx.retriever_client(),
+    )
     parts, data = [], {}
-    for label, res in (("tiny-random-qwen2 (untrained)", tiny), ("reference-replay (oracle τ*)", replay)):
+    for label, res in (("tiny-random-qwen2 (untrained)", tiny),
+                       ("warm start (verl SFT on τ* replays; held-out questions)", warm),
+                       ("reference-replay (oracle τ*)", replay)):
         md = res.report.markdown.read_text(encoding="utf-8")
         plots = ", ".join(f"`{p}`" for p in res.report.plots.values())
         parts.append(f"### {label}\n\nReport: `{res.report.markdown}`; plots: {plots}\n\n{_body(md)}")

@@ -150,6 +150,27 @@ class GTATrainerSync(PPOTrainerSync):
             metrics.update(kl_token_frac(_token_sum(data["distill_mask"], keep), _token_sum(data["response_mask"], keep)))
 
 
+    def _log_rollout_data(self, batch: Any, timing_raw: dict, rollout_data_dir: str) -> None:
+        """verl's text dump (``trainer.rollout_data_dir``), plus the step's token layout next to it.
+
+        ``<dir>/<step>.tokens.pt``: per rollout the prompt and response ids, the response mask
+        (1 = policy token, 0 = observation), verl's advantages and old log-probs — what the text
+        dump cannot carry (it decodes without special tokens and drops the mask), and what the
+        learning probe (:mod:`gta_verl.eval.learning_probe`) scores a policy change against.
+        """
+        import os
+
+        super()._log_rollout_data(batch, timing_raw, rollout_data_dir)
+        fields = ["prompts", "responses", "response_mask", "advantages", "old_log_probs"]
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        keep = _padding_keep(batch, len(batch.keys))
+        rows = {k: [t.tolist() for t, ok in zip(data[k].unbind(0), keep) if ok] for k in fields}
+        os.makedirs(rollout_data_dir, exist_ok=True)
+        path = os.path.join(rollout_data_dir, f"{self.global_steps}.tokens.pt")
+        torch.save({"step": int(self.global_steps), **rows}, path + ".tmp")
+        os.replace(path + ".tmp", path)
+
+
 @register_trainer(TRAINER_NAME)
 class GTAPathRouterTrainer(GTATrainerSync):
     """``gta_sync`` with PathRouter's route weights and KL schedule."""

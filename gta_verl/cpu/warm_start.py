@@ -21,9 +21,11 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gta_verl.cpu.sft_data import WarmStartModel
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,14 @@ class SFTSettings:
     scheduler: str = "cosine"
     warmup_ratio: float = 0.03
     seed: int = 0
+    model: WarmStartModel = field(default_factory=WarmStartModel)
+
+
+#: The main job's and the learning regression test's warm start: 96 paths, a 2-layer 128-wide Qwen2,
+#: 200 SFT steps (built in minutes on 2 cores; it memorizes its training questions, which is all a
+#: few GRPO steps need to see rewards that differ within a group).
+QUICK = SFTSettings(n_paths=96, steps=200, model=WarmStartModel(hidden=128, layers=2, heads=4, kv_heads=2,
+                                                                intermediate=384))
 
 
 @dataclass(frozen=True)
@@ -109,7 +119,7 @@ def _prepare_sft(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, Any]:
 
     train, held = _rows(ws.train), _rows(ws.heldout)
     tok = train_corpus_tokenizer(sft_data.tokenizer_texts(load_kb(kb_dir).passages, train))
-    sft_data.init_model_dir(ws.init_model, tok, seed=s.seed)
+    sft_data.init_model_dir(ws.init_model, tok, size=s.model, seed=s.seed)
     stats: dict[str, Any] = {"vocab": len(tok)}
     for name, rows in (("train", train), ("val", held)):
         recs = sft_data.replay_rows(rows, tok, kb_dir)
@@ -211,3 +221,30 @@ def build_warm_start(kb_dir: str | Path, root: str | Path | None = None, setting
     _export(ckpt, ws.model)
     report_path.write_text(json.dumps(report, indent=2))
     return ws
+
+
+def grpo_overrides(steps: int, seed: int, lr: float, n: int, batch: int) -> tuple[str, ...]:
+    """Hydra overrides of a GRPO run from the warm start, on top of ``recipes/cpu/run.sh``'s.
+
+    ``batch`` prompts × ``n`` rollouts per step in one mini-batch and one micro-batch (one optimizer
+    step per GRPO step), the warm start's rollout layout (prompt/response/observation budgets), sampling
+    temperature 1, ``data.seed`` = ``seed`` (the same data order for every condition of that seed), and an
+    HF checkpoint at the last step.
+    """
+    from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
+
+    return (f"data.train_batch_size={batch}", f"actor_rollout_ref.rollout.n={n}",
+            f"data.max_prompt_length={PROMPT_LENGTH}", f"data.max_response_length={RESPONSE_LENGTH}",
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={batch}",
+            f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={batch * n}",
+            f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={batch * n}",
+            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={batch * n}",
+            f"actor_rollout_ref.actor.optim.lr={lr}", "actor_rollout_ref.rollout.temperature=1.0",
+            f"gta.agent.max_obs_tokens={MAX_OBS_TOKENS}", f"data.seed={seed}", f"actor_rollout_ref.rollout.seed={seed}",
+            f"trainer.save_freq={steps}",
+            "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]")
+
+
+def checkpoint_dir(run_dir: Path, step: int) -> Path:
+    """The HF checkpoint a ``run_cpu_recipe`` run saved at ``step`` (fp32 recorded in its config)."""
+    return fix_dtype(run_dir / "verl" / "ckpt" / f"global_step_{step}" / "actor" / "huggingface")

@@ -1,0 +1,116 @@
+"""Did a GRPO update move the policy the way its advantages say? (the learning regression check)
+
+For the rollouts of one step, with verl's advantages A_i and response masks m_i (1 = a token the policy
+generated, 0 = a retriever observation), the update from π₀ to π₁ is scored by the advantage-weighted
+mean change of the log-probability of each rollout's tokens:
+
+    S_policy = (1/N) Σ_i A_i · mean_{t: m_it = 1} [log π₁(y_it | ·) − log π₀(y_it | ·)]
+    S_obs    = (1/N) Σ_i A_i · mean_{t: m_it = 0} [log π₁(y_it | ·) − log π₀(y_it | ·)]
+
+A correct policy-gradient step raises the log-probability of above-average rollouts' own tokens and
+lowers that of below-average ones, so S_policy > 0; a flipped reward or advantage sign makes it negative.
+With observation tokens masked out of the loss they change only through shared weights, so
+S_obs ≪ S_policy; training on them (a dropped mask) raises S_obs to the size of S_policy.
+Rollouts without an observation token are left out of S_obs's mean.
+
+Which tokens are observations is read from the protocol, not from the dumped response mask (the very
+thing a dropped-mask bug corrupts): every token from an ``<info>`` tag through its ``</info>``
+(:func:`observation_positions`; the corpus tokenizer writes each tag as one token).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Advantage-weighted log-probability shifts of one step's rollouts (module docstring)."""
+
+    policy_shift: float
+    obs_shift: float
+    n_rollouts: int
+    n_positive: int
+    n_negative: int
+
+
+def sequence_advantage(advantages: Sequence[float], mask: Sequence[int]) -> float:
+    """GRPO's per-rollout advantage: the value at the first policy token (verl broadcasts it over them)."""
+    for a, m in zip(advantages, mask):
+        if m:
+            return float(a)
+    return 0.0
+
+
+def _mean_shift(before: Sequence[float], after: Sequence[float], mask: Sequence[int], want: int) -> float | None:
+    diffs = [b1 - b0 for b0, b1, m in zip(before, after, mask) if int(m) == want]
+    return sum(diffs) / len(diffs) if diffs else None
+
+
+def probe(advantages: Sequence[float], before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
+          masks: Sequence[Sequence[int]]) -> ProbeResult:
+    """S_policy and S_obs of the module docstring.
+
+    Args:
+        advantages: A_i per rollout, [N].
+        before: log π₀ of each response token, N rows of [R_i].
+        after: log π₁ of the same tokens, N rows of [R_i].
+        masks: response masks, N rows of [R_i] (1 = policy token).
+    """
+    if not (len(advantages) == len(before) == len(after) == len(masks)):
+        raise ValueError("advantages, before, after and masks must have one row per rollout")
+    pol, obs = 0.0, 0.0
+    n_obs = 0
+    for a, b0, b1, m in zip(advantages, before, after, masks):
+        p = _mean_shift(b0, b1, m, 1)
+        o = _mean_shift(b0, b1, m, 0)
+        pol += a * (p or 0.0)
+        if o is not None:
+            obs += a * o
+            n_obs += 1
+    n = len(advantages)
+    return ProbeResult(pol / n if n else 0.0, obs / n_obs if n_obs else 0.0, n,
+                       sum(a > 0 for a in advantages), sum(a < 0 for a in advantages))
+
+
+def response_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Sequence[int]) -> list[float]:
+    """``log_softmax(z_t)[y_t]`` of every response token given the prompt and the tokens before it, [R]."""
+    import torch
+
+    ids = torch.tensor([list(prompt_ids) + list(response_ids)], dtype=torch.long)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1: -1].float()  # [R, V]
+    logp = torch.log_softmax(logits, dim=-1)
+    return logp.gather(-1, torch.tensor(list(response_ids))[:, None]).squeeze(-1).tolist()
+
+
+def observation_positions(response_ids: Sequence[int], open_id: int, close_id: int) -> list[int]:
+    """Protocol mask of a response: 0 from an ``<info>`` token through its ``</info>``, else 1, [R].
+
+    An ``<info>`` block cut by the response budget runs to the end.
+    """
+    mask, inside = [], False
+    for t in response_ids:
+        if int(t) == open_id:
+            inside = True
+        mask.append(0 if inside else 1)
+        if int(t) == close_id:
+            inside = False
+    return mask
+
+
+def probe_step(dump: Mapping[str, Any], model_before: Any, model_after: Any, tokenizer: Any) -> ProbeResult:
+    """:func:`probe` over a ``<step>.tokens.pt`` dump of ``gta_sync`` (``trainer.rollout_data_dir``).
+
+    Advantages come from verl (via the dumped response mask); observation positions from the protocol.
+    """
+    from gta_verl.protocol import INFO_CLOSE, INFO_OPEN
+
+    open_id, close_id = tokenizer.convert_tokens_to_ids(INFO_OPEN), tokenizer.convert_tokens_to_ids(INFO_CLOSE)
+    rows = list(zip(dump["prompts"], dump["responses"], dump["response_mask"], dump["advantages"]))
+    adv = [sequence_advantage(a, m) for _, _, m, a in rows]
+    before = [response_logprobs(model_before, p, r) for p, r, _, _ in rows]
+    after = [response_logprobs(model_after, p, r) for p, r, _, _ in rows]
+    return probe(adv, before, after, [observation_positions(r, open_id, close_id) for _, r, _, _ in rows])
