@@ -8,6 +8,7 @@ import json
 import sys
 
 from gta_verl.retrieval.config import FUSIONS, MODES, RetrieverConfig
+from gta_verl.retrieval.http_limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -62,6 +63,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         allow_download=args.allow_download,
         max_batch=args.max_batch,
         max_wait_ms=args.max_wait_ms,
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        max_connections=args.max_connections,
     )
     return 0
 
@@ -105,6 +109,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--max-batch", type=int, default=256, help="most queries per batched call")
     s.add_argument("--max-wait-ms", type=float, default=5.0, help="micro-batching window")
+    s.add_argument("--header-timeout", type=float, default=HEADER_TIMEOUT_S,
+                   help=f"close a connection without complete request headers after this many s "
+                        f"(default {HEADER_TIMEOUT_S:g})")
+    s.add_argument("--body-timeout", type=float, default=BODY_TIMEOUT_S,
+                   help=f"408 and close when the body is incomplete this many s after its headers "
+                        f"(default {BODY_TIMEOUT_S:g})")
+    s.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS,
+                   help=f"open connections at most; past it the oldest idle one is closed; lowered to fit "
+                        f"the open-file limit (default {MAX_CONNECTIONS})")
     s.set_defaults(func=cmd_serve)
     r.set_defaults(func=lambda a: (r.print_help(), 2)[1])
 

@@ -18,7 +18,10 @@ What the server refuses (never a 500, never a dropped connection):
       ``return_scores`` of the wrong JSON type (``"3"``, ``true`` for ``topk``).
 An empty, whitespace-only or NUL-only query is answered with a per-query error in
 ``meta`` (same with and without ``topk``); the other queries of the request are served.
-It binds 127.0.0.1 unless told otherwise; it has no authentication.
+It binds 127.0.0.1 unless told otherwise; it has no authentication. ``serve`` closes a
+connection without complete headers after ``header_timeout_s`` (10 s), answers 408 to a body
+still incomplete ``body_timeout_s`` (30 s) after its headers, and keeps at most
+``max_connections`` open (:mod:`gta_verl.retrieval.http_limits`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from gta_verl.data.types import RetrievalResult
 from gta_verl.retrieval.batching import MAX_REQUEST_CHARS, MicroBatcher, RequestTooLarge
+from gta_verl.retrieval.http_limits import (
+    BODY_TIMEOUT_S,
+    HEADER_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    Limits,
+    make_server,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -255,16 +265,24 @@ def bind_message(host: str, port: int) -> str:
 
 def serve(
     kb_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Any = None,
-    allow_download: bool = False, **app_kwargs: Any
+    allow_download: bool = False, header_timeout_s: float = HEADER_TIMEOUT_S,
+    body_timeout_s: float = BODY_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS, **app_kwargs: Any
 ) -> None:
-    """Load the KB and serve it with uvicorn (blocking); binds loopback by default."""
-    import sys
+    """Load the KB and serve it with uvicorn (blocking); binds loopback by default.
 
-    import uvicorn
+    ``header_timeout_s``, ``body_timeout_s`` and ``max_connections`` bound what idle or
+    slow connections can hold (:mod:`gta_verl.retrieval.http_limits`).
+    """
+    import sys
 
     from gta_verl.retrieval.retriever import GraphRetriever
 
     retriever = GraphRetriever.from_kb_dir(kb_dir, config, allow_download=allow_download)
     print(bind_message(host, port), file=sys.stderr, flush=True)
-    uvicorn.run(create_app(retriever, **app_kwargs), host=host, port=port, log_level="info",
-                timeout_keep_alive=KEEP_ALIVE_S)
+    serve_app(create_app(retriever, **app_kwargs), host, port,
+              Limits(header_timeout_s, body_timeout_s, max_connections))
+
+
+def serve_app(app: Any, host: str, port: int, limits: Limits = Limits()) -> None:
+    """Run ``app`` under uvicorn as :func:`serve` does (blocking): deadlines, cap, rate-limited logs."""
+    make_server(app, host, port, limits, log_level="info", timeout_keep_alive=KEEP_ALIVE_S).run()

@@ -1,0 +1,160 @@
+"""uvicorn's h11 protocol with read deadlines and a connection cap (the why: :mod:`.http_limits`).
+
+Kept apart from :mod:`gta_verl.retrieval.http_limits` so that the CLI can read the
+defaults without importing uvicorn and h11 (~0.1 s on every command).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from gta_verl.retrieval.http_limits import LISTEN_QUEUE, Limits
+
+# The rate-limited logger of http_limits (RATE_LIMITED_LOGGERS), so these warnings are rate-limited too.
+logger = logging.getLogger("gta_verl.retrieval.http_limits")
+
+
+class LimitedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with read deadlines and a connection cap (see the module docstring).
+
+    Use :func:`limited_protocol` to get a subclass bound to one server's :class:`Limits`.
+    """
+
+    limits: Limits = Limits()
+    # Connections not inside a request, oldest first (dict order): eviction candidates of one server.
+    waiting: dict[LimitedH11Protocol, None] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_timer: Any = None
+        self._body_timer: Any = None
+
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.waiting[self] = None
+        self._header_timer = self.loop.call_later(self.limits.header_timeout_s, self._header_deadline)
+        self._enforce_cap()
+
+    def data_received(self, data: bytes) -> None:
+        if self._header_timer is None and self.conn.their_state is h11.IDLE:
+            # The first bytes of a new request on a kept-alive connection: its headers get a deadline too.
+            self._header_timer = self.loop.call_later(self.limits.header_timeout_s, self._header_deadline)
+        super().data_received(data)
+        self._track_state()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._track_state()
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self.waiting.pop(self, None)
+            self.waiting[self] = None  # idle again: now the newest eviction candidate
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.waiting.pop(self, None)
+        self._header_timer = _cancel(self._header_timer)
+        self._body_timer = _cancel(self._body_timer)
+        super().connection_lost(exc)
+
+    def _track_state(self) -> None:
+        """Move the deadlines along h11's view of the request: headers parsed, body complete."""
+        their = self.conn.their_state
+        if their is not h11.IDLE:
+            self._header_timer = _cancel(self._header_timer)
+            self.waiting.pop(self, None)
+        if their is h11.SEND_BODY:
+            if self._body_timer is None:
+                self._body_timer = self.loop.call_later(self.limits.body_timeout_s, self._body_deadline)
+        else:
+            self._body_timer = _cancel(self._body_timer)
+
+    def _enforce_cap(self) -> None:
+        """Past the cap, close the oldest connection awaiting a request (this one if it is the only one)."""
+        if len(self.connections) <= self.limits.max_connections:
+            return
+        victim = next(iter(self.waiting))
+        if victim is self:
+            logger.warning("max_connections=%d reached, all inside a request: closed a new connection",
+                           self.limits.max_connections)
+        else:
+            # A kept-alive client may see this close as a connection reset on its next request; only
+            # under overload, and better than idle sockets starving a client that has a request.
+            logger.warning("max_connections=%d reached: closed the oldest connection without a request",
+                           self.limits.max_connections)
+        victim._close()
+
+    def _header_deadline(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing():
+            return
+        logger.warning("%s: no complete request headers within %g s, connection closed",
+                       _peer(self.client), self.limits.header_timeout_s)
+        self._close()
+
+    def _body_deadline(self) -> None:
+        self._body_timer = None
+        if self.transport.is_closing():
+            return
+        logger.warning("%s: request body incomplete %g s after its headers: 408, connection closed",
+                       _peer(self.client), self.limits.body_timeout_s)
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started:
+            # The app's receive() now returns http.disconnect and its sends are dropped, so the 408
+            # below is the only response and uvicorn logs no "returned without a response" error.
+            cycle.disconnected = True
+            cycle.message_event.set()
+            self._send_408()
+        self._close()
+
+    def _send_408(self) -> None:
+        body = b'{"detail": "request body incomplete after %g s"}' % self.limits.body_timeout_s
+        headers = [*self.server_state.default_headers, (b"content-type", b"application/json"),
+                   (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+        try:
+            for event in (h11.Response(status_code=408, headers=headers, reason=b"Request Timeout"),
+                          h11.Data(data=body), h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event))
+        except h11.LocalProtocolError:  # h11 no longer allows a response here: closing is all that is left
+            pass
+
+    def _close(self) -> None:
+        self.waiting.pop(self, None)
+        try:
+            self.conn.send(h11.ConnectionClosed())
+        except h11.LocalProtocolError:
+            pass
+        self.transport.close()
+
+
+def _cancel(timer: Any) -> None:
+    if timer is not None:
+        timer.cancel()
+
+
+def _peer(client: tuple[str, int] | None) -> str:
+    return "%s:%d" % client if client else "client"
+
+
+def limited_protocol(limits: Limits) -> type[LimitedH11Protocol]:
+    """A :class:`LimitedH11Protocol` subclass for one server: its limits and its own idle registry."""
+    return type("LimitedH11Protocol", (LimitedH11Protocol,), {"limits": limits, "waiting": {}})
+
+
+class LimitedServer(uvicorn.Server):
+    """``uvicorn.Server`` whose kernel listen queue is :data:`LISTEN_QUEUE` long.
+
+    uvicorn gives its ``backlog`` (here the small accept batch) to ``listen()`` as well;
+    listening again on the same socket lengthens only the kernel's queue of pending
+    connections, so a burst of clients waits there rather than in 1-s SYN retries.
+    """
+
+    async def startup(self, sockets: list[Any] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        for server in getattr(self, "servers", ()):
+            for sock in server.sockets or ():
+                with sock.dup() as same_socket:  # a second descriptor of the same listening socket
+                    same_socket.listen(LISTEN_QUEUE)

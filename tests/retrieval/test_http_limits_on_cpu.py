@@ -1,0 +1,238 @@
+"""Idle and slow connections to the HTTP retriever (reliability finding 5).
+
+Before ``http_limits`` a connection that sent nothing, half its headers or half its
+body stayed open forever, and every one of them held a file descriptor. Loopback
+only; deadlines of 0.5 s (headers) and 1 s (body) keep each case under ~2 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+from gta_verl.retrieval.http_limits import Limits, RateLimitFilter, fd_capped, make_server
+from gta_verl.retrieval.retriever import GraphRetriever
+
+HEADER_S, BODY_S = 0.5, 1.0
+
+
+@pytest.fixture(scope="module")
+def retriever(toy_kb, hash_embedder) -> GraphRetriever:
+    return GraphRetriever(toy_kb, hash_embedder)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def _serve(retriever: GraphRetriever, limits: Limits):
+    """A uvicorn server built as ``serve()`` builds it; yields (base url, uvicorn.Server)."""
+    from gta_verl.retrieval.http import create_app
+
+    port = _free_port()
+    server = make_server(create_app(retriever, max_wait_ms=2), "127.0.0.1", port, limits, log_level="warning")
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    try:
+        yield base, server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def url(retriever: GraphRetriever):
+    with _serve(retriever, Limits(header_timeout_s=HEADER_S, body_timeout_s=BODY_S)) as (base, _server):
+        yield base
+
+
+def _connect(url: str, timeout: float = 5.0) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=timeout)
+
+
+def _read_until_closed(s: socket.socket) -> tuple[bytes, float | None]:
+    """Everything the server sends and the seconds until it closed (None: still open after the timeout)."""
+    t0, out = time.monotonic(), b""
+    try:
+        while chunk := s.recv(65536):
+            out += chunk
+    except socket.timeout:
+        return out, None
+    except ConnectionResetError:
+        pass
+    return out, time.monotonic() - t0
+
+
+def test_idle_connection_is_closed_after_the_header_deadline(url: str) -> None:
+    with _connect(url) as s:
+        out, closed_after = _read_until_closed(s)
+    assert closed_after is not None, "still open after 5 s"
+    assert 0.8 * HEADER_S <= closed_after < 3.0 and out == b""
+
+
+def test_half_sent_headers_are_closed(url: str) -> None:
+    with _connect(url) as s:
+        s.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: appl")
+        _out, closed_after = _read_until_closed(s)
+    assert closed_after is not None and closed_after < 3.0
+
+
+def test_headers_dripped_byte_by_byte_still_meet_the_deadline(url: str) -> None:
+    # The deadline is for the whole header block, not per read: a drip every 0.1 s does not extend it.
+    request = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100
+    with _connect(url) as s:
+        t0 = time.monotonic()
+        try:
+            for byte in request:
+                s.sendall(bytes([byte]))
+                time.sleep(0.1)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        s.settimeout(5)
+        _read_until_closed(s)
+        elapsed = time.monotonic() - t0
+    assert elapsed < 4.0, f"dripped for {elapsed:.1f} s (100 bytes × 0.1 s = 10 s if never cut)"
+
+
+def test_half_sent_body_is_408_and_closed(url: str) -> None:
+    with _connect(url) as s:
+        s.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 100\r\n\r\n" + b'{"queries": ["cap')
+        out, closed_after = _read_until_closed(s)
+    head = out.split(b"\r\n\r\n", 1)[0].lower()
+    assert head.startswith(b"http/1.1 408"), out[:300]
+    assert b"connection: close" in head
+    assert closed_after is not None and 0.8 * BODY_S <= closed_after < 4.0
+
+
+def test_next_request_on_a_kept_alive_connection_gets_a_header_deadline(url: str) -> None:
+    # uvicorn stops its keep-alive timer at the first byte of the next request; nothing else was left.
+    with _connect(url) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = s.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200"), first[:200]
+        s.sendall(b"GET /health HTTP/1.1\r\nHo")
+        _out, closed_after = _read_until_closed(s)
+    assert closed_after is not None and closed_after < 3.0
+
+
+def test_complete_requests_are_not_cut(url: str) -> None:
+    # A request slower than nothing but within the deadlines is served, body sent in two parts.
+    body = b'{"queries": ["capital of Japan"]}'
+    with _connect(url) as s:
+        s.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body[:10])
+        time.sleep(0.6 * BODY_S)  # past the header deadline, within the body one
+        s.sendall(body[10:])
+        out = s.recv(65536)
+    assert out.startswith(b"HTTP/1.1 200"), out[:300]
+
+
+def test_normal_client_served_while_idle_sockets_exceed_the_cap(retriever: GraphRetriever) -> None:
+    # A long header deadline, so only the cap (evicting the oldest idle connection) can let the client in.
+    cap, n_idle = 32, 200
+    limits = Limits(header_timeout_s=60, body_timeout_s=60, max_connections=cap)
+    with _serve(retriever, limits) as (base, server):
+        idle = [_connect(base) for _ in range(n_idle)]
+        try:
+            time.sleep(0.5)  # let the server accept them all
+            t0 = time.monotonic()
+            resp = httpx.post(base + "/retrieve", json={"queries": ["capital of Japan"]}, timeout=10)
+            served_after = time.monotonic() - t0
+            open_now = len(server.server_state.connections)
+            closed = 0
+            for s in idle:
+                s.settimeout(0.05)
+                try:
+                    closed += s.recv(1) == b""
+                except socket.timeout:
+                    pass
+                except ConnectionResetError:
+                    closed += 1
+        finally:
+            for s in idle:
+                s.close()
+    assert resp.status_code == 200 and resp.json()["result"][0]
+    assert served_after < 5.0
+    assert open_now <= cap, f"{open_now} connections open with max_connections={cap}"
+    assert closed >= n_idle - cap, f"only {closed} of {n_idle} idle sockets were closed"
+
+
+def test_fd_cap_leaves_room_for_accept_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gta_verl.retrieval.http_limits as hl
+
+    monkeypatch.setattr(hl.resource, "getrlimit", lambda _r: (1024, 4096))
+    monkeypatch.setattr(hl, "_open_fds", lambda: 40)
+    # 1024 - 40 open - 4 batches × 128 accepted sockets - 64 reserve = 408
+    assert fd_capped(4096) == 408 and fd_capped(100) == 100
+    monkeypatch.setattr(hl.resource, "getrlimit", lambda _r: (hl.resource.RLIM_INFINITY,) * 2)
+    assert fd_capped(4096) == 4096
+
+
+def _record(msg: str, level: int = logging.WARNING, args: tuple = ()) -> logging.LogRecord:
+    return logging.LogRecord("uvicorn.error", level, __file__, 1, msg, args, None)
+
+
+def test_rate_limit_filter_suppresses_repeats_and_counts_them() -> None:
+    now = [0.0]
+    flt = RateLimitFilter(interval_s=10.0, clock=lambda: now[0])
+    passed = []
+    for t in (0.0, 1.0, 2.0, 3.0, 9.9):  # 5 identical warnings inside one 10-s window: 1 passes, 4 counted
+        now[0] = t
+        rec = _record("%s:%d - Invalid HTTP request received.", args=("127.0.0.1", 5000 + int(t)))
+        passed.append(flt.filter(rec))
+    assert passed == [True, False, False, False, False]
+    assert flt.filter(_record("a different warning"))  # another kind has its own window
+    assert flt.filter(_record("Invalid HTTP request received.", level=logging.INFO))  # INFO is never cut
+    now[0] = 10.5
+    rec = _record("%s:%d - Invalid HTTP request received.", args=("127.0.0.1", 6000))
+    assert flt.filter(rec)
+    assert rec.getMessage() == ("127.0.0.1:6000 - Invalid HTTP request received. "
+                                "[4 identical messages suppressed in the last 10 s]")
+    now[0] = 11.0
+    assert not flt.filter(_record("%s:%d - Invalid HTTP request received.", args=("127.0.0.1", 1)))
+
+
+def test_server_logs_a_flood_of_bad_requests_once(url: str) -> None:
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    log = logging.getLogger("uvicorn.error")
+    log.addHandler(handler)
+    try:
+        for _ in range(20):
+            with _connect(url) as s:
+                s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+                out, _closed = _read_until_closed(s)
+                assert out.startswith(b"HTTP/1.1 400")
+    finally:
+        log.removeHandler(handler)
+    invalid = [r for r in seen if "Invalid HTTP request" in r.getMessage()]
+    assert len(invalid) <= 1, f"{len(invalid)} log lines for 20 identical bad requests"
+
+
+def test_cli_exposes_the_limits() -> None:
+    from gta_verl.cli import build_parser
+
+    args = build_parser().parse_args(["retriever", "serve", "--kb", "x"])
+    assert (args.header_timeout, args.body_timeout, args.max_connections) == (10.0, 30.0, 4096)
+    args = build_parser().parse_args(["retriever", "serve", "--kb", "x", "--header-timeout", "2",
+                                      "--body-timeout", "5", "--max-connections", "100"])
+    assert (args.header_timeout, args.body_timeout, args.max_connections) == (2.0, 5.0, 100)
