@@ -1,70 +1,83 @@
-"""HotpotQA → verl QA parquet.
+"""HotpotQA → verl QA parquet (and, with ``--context``, Stage II's retrieval corpus).
 
-Two inputs are understood:
+Three inputs are understood:
   * ReAct's simplified dev file ``[{question, answer, type}]`` (bundled; answers only), the default;
     the official ``hotpot_train_v1.1.json`` reads the same way (its ``question``/``answer`` keys);
   * with ``--corpus``, a HippoRAG/2Wiki-style question file with ``supporting_facts`` plus its corpus
-    (``{title: [sentences]}`` or ``[{title, text}]``), giving gold doc ids as well.
+    (``{title: [sentences]}`` or ``[{title, text}]``), giving gold doc ids as well;
+  * with ``--context``, HotpotQA records with their own ``context`` paragraphs (the official
+    ``hotpot_train_v1.1.json``, or HippoRAG's ``assets/hotpotqa_train/hotpotqa_train.json``): writes
+    ``<name>_<split>.parquet`` (gold doc ids = the supporting-fact paragraphs) and
+    ``<name>_<split>_corpus.parquet``, the kept questions' context paragraphs (gold + distractors,
+    deduplicated by title + text), for ``gta-verl kb build --corpus``.
 
     python data_prep/hotpotqa.py [--input assets/hotpotqa/hotpot_dev_v1_simplified.json] [--out data/hotpotqa]
     python data_prep/hotpotqa.py --input hotpotqa.json --corpus hotpotqa_corpus.json --out data/hotpotqa
+    python data_prep/hotpotqa.py --context --input hotpot_train_v1.1.json --sample 10000 --seed 0 \\
+        --split 10k_train --out data/gta_rag
 
 GTA-RAG Stage II trains on 10,000 HotpotQA questions (§4.1) without saying which; ``--sample N
 --seed S`` draws a seeded uniform random sample of N questions (kept in file order), unlike
 ``--limit N`` (the first N, which follow the file's ordering). The recipe step
-``recipes/gta_rag/prepare_stage2.sh`` writes ``$DATA_DIR/hotpotqa_10k_train.parquet`` this way.
+``recipes/gta_rag/data/prepare_stage2_hotpotqa.sh`` writes ``$DATA_DIR/hotpotqa_10k_train.parquet``
+and its corpus this way.
 """
 
 import argparse
-import random
 from pathlib import Path
 
-from gta_verl.data.loaders import Rejection
-from gta_verl.data.prep import QA_READERS, REPO_ASSETS, prepare_qa, prepare_supporting_facts
+from gta_verl.data.hotpot_context import head_report, sample_report
+from gta_verl.data.prep import (
+    QA_READERS,
+    REPO_ASSETS,
+    prepare_hotpot_context,
+    prepare_qa,
+    prepare_supporting_facts,
+)
 
-
-def sample_records(report, n: int, seed: int):
-    """Keep a seeded uniform sample of ``n`` records (file order); the rest are rejected with a reason.
-
-    Counts reconcile: ``n_in = kept + rejected``. With ``n`` ≥ the records read, all are kept.
-    """
-    if n < 1:
-        raise ValueError(f"--sample must be >= 1, got {n}")
-    if report.n_ok <= n:
-        return report
-    keep = set(random.Random(seed).sample(range(report.n_ok), n))
-    dropped = [r for i, r in enumerate(report.records) if i not in keep]
-    report.records = [r for i, r in enumerate(report.records) if i in keep]
-    report.rejected += [Rejection(report.path, -1, f"not sampled: --sample {n} --seed {seed}") for _ in dropped]
-    return report
+#: Kept under its old name; the logic lives in gta_verl.data.hotpot_context (shared with --context).
+sample_records = sample_report
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--input", default=str(REPO_ASSETS / "hotpotqa" / "hotpot_dev_v1_simplified.json"))
-    ap.add_argument("--corpus", default=None, help="corpus of a supporting_facts question file")
+    ap.add_argument("--input", default=None,
+                    help="question file (default: assets/hotpotqa/hotpot_dev_v1_simplified.json; "
+                         "with --context: assets/hotpotqa_train/hotpotqa_train.json)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--corpus", default=None, help="corpus of a supporting_facts question file")
+    mode.add_argument("--context", action="store_true",
+                      help="HotpotQA records with context: also write their paragraphs as a corpus")
     ap.add_argument("--out", default="data/hotpotqa", help="output directory")
     ap.add_argument("--name", default="hotpotqa", help="data_source (e.g. 2wikimultihopqa)")
-    ap.add_argument("--split", default="dev")
+    ap.add_argument("--split", default=None, help="split name (default: dev; with --context: train)")
     group = ap.add_mutually_exclusive_group()
-    group.add_argument("--limit", type=int, default=None, help="keep the first N questions (answers-only mode)")
+    group.add_argument("--limit", type=int, default=None,
+                       help="keep the first N questions (not with --corpus)")
     group.add_argument("--sample", type=int, default=None,
-                       help="keep a seeded random sample of N questions (answers-only mode; Stage II: 10000)")
+                       help="keep a seeded random sample of N questions (not with --corpus; Stage II: 10000)")
     ap.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    ap.add_argument("--strict", action="store_true",
+                    help="with --context: fail on the first malformed record")
     a = ap.parse_args()
+    if a.context:
+        prepare_hotpot_context(a.input or REPO_ASSETS / "hotpotqa_train" / "hotpotqa_train.json", a.out,
+                               a.name, a.split or "train", sample=a.sample, seed=a.seed, limit=a.limit,
+                               strict=a.strict)
+        return
+    split = a.split or "dev"
+    qa_in = a.input or str(REPO_ASSETS / "hotpotqa" / "hotpot_dev_v1_simplified.json")
     if a.corpus:
         if a.sample is not None or a.limit is not None:
-            ap.error("--sample/--limit apply to the answers-only mode (no --corpus)")
-        prepare_supporting_facts(a.corpus, a.input, Path(a.out), a.name, a.split)
+            ap.error("--sample/--limit do not apply with --corpus (use --context for HotpotQA records)")
+        prepare_supporting_facts(a.corpus, qa_in, Path(a.out), a.name, split)
         return
-    report = QA_READERS["react_hotpot"](a.input, data_source=a.name, split=a.split)
+    report = QA_READERS["react_hotpot"](qa_in, data_source=a.name, split=split)
     if a.sample is not None:
-        report = sample_records(report, a.sample, a.seed)
-    elif a.limit is not None and report.n_ok > a.limit:
-        over = report.records[a.limit:]
-        report.records = report.records[: a.limit]
-        report.rejected += [Rejection(report.path, -1, f"over limit: --limit {a.limit}") for _ in over]
-    prepare_qa(report, Path(a.out) / f"{a.name}_{a.split}.parquet")
+        report = sample_report(report, a.sample, a.seed)
+    elif a.limit is not None:
+        report = head_report(report, a.limit)
+    prepare_qa(report, Path(a.out) / f"{a.name}_{split}.parquet")
 
 
 if __name__ == "__main__":

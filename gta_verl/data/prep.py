@@ -125,6 +125,48 @@ def prepare_supporting_facts(corpus_in: str | Path, qa_in: str | Path, out_dir: 
     return {"corpus": c.path, "qa": q.path}
 
 
+def prepare_hotpot_context(qa_in: str | Path, out_dir: str | Path, name: str = "hotpotqa",
+                           split: str = "train", sample: int | None = None, seed: int = 0,
+                           limit: int | None = None, strict: bool = False,
+                           verbose: bool = True) -> dict[str, Path]:
+    """HotpotQA records → ``<name>_<split>.parquet`` (QA) + ``<name>_<split>_corpus.parquet`` (paragraphs).
+
+    The corpus holds every context paragraph (gold + distractors) of the kept questions, deduplicated
+    by (title, text): Stage II's retrieval corpus, ready for ``gta-verl kb build --corpus``. Each
+    question's gold ids are its supporting-fact paragraphs' doc ids in that corpus.
+
+    Args:
+        qa_in: HotpotQA-format JSON list (see :mod:`gta_verl.data.hotpot_context`).
+        out_dir: Output directory.
+        name: ``data_source`` and file-name prefix.
+        split: ``extra_info.split`` and file-name part.
+        sample: Keep a seeded uniform sample of this many questions (file order).
+        seed: Seed of ``sample``.
+        limit: Keep the first this many questions instead (``sample`` wins when both are given).
+        strict: Fail on the first malformed record.
+        verbose: Print the counts, the rejection reasons and any title with several texts.
+    """
+    from gta_verl.data import hotpot_context as hc
+
+    rep = hc.read_hotpot_context(qa_in, strict=strict)
+    if sample is not None:
+        rep = hc.sample_report(rep, sample, seed)
+    elif limit is not None:
+        rep = hc.head_report(rep, limit)
+    corpus = hc.build_context_corpus(rep.records, rep.path)
+    out_dir = Path(out_dir)
+    c_path = write_parquet_atomic(corpus_rows(corpus.passages), out_dir / f"{name}_{split}_corpus.parquet")
+    c = PrepResult(f"corpus (context paragraphs of {rep.n_ok} questions)", c_path, corpus.n_paragraphs,
+                   len(corpus.passages), list(corpus.rejected))
+    q = prepare_qa(hc.qa_report(rep, hc.context_examples(rep.records, corpus, name, split)),
+                   out_dir / f"{name}_{split}.parquet", verbose=verbose)
+    if verbose:
+        print(c.summary())
+        for conflict in corpus.title_conflicts:
+            print(f"    warning: {conflict}")
+    return {"corpus": c.path, "qa": q.path}
+
+
 QA_READERS: dict[str, Callable[..., LoadReport[QAExample]]] = {
     "nq_open": read_nq_open,
     "react_hotpot": read_react_hotpot,

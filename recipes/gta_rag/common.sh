@@ -10,8 +10,16 @@ PYTHON=${PYTHON:-python3}
 MODEL=${MODEL:-3b}
 # Where the prepared parquet files live (see README.md, "Prerequisites").
 DATA_DIR=${DATA_DIR:-$HOME/data/gta_rag}
-# KB directory from `gta-verl kb build`.
+# KB directory from `gta-verl kb build`: both stages retrieve over it unless told otherwise.
 KB_DIR=${KB_DIR:-$DATA_DIR/kb}
+# Stage I retrieves over the KB its trajectories were synthesized and validated against.
+STAGE1_KB_DIR=${STAGE1_KB_DIR:-$KB_DIR}
+# Stage II retrieves over a KB of its questions' own paragraphs (paper §4.1; built from the corpus
+# that data/prepare_stage2_hotpotqa.sh writes).
+STAGE2_KB_DIR=${STAGE2_KB_DIR:-$KB_DIR}
+# Stage II stops before training unless $STAGE2_KB_DIR holds at least this mean fraction of
+# $STAGE2_TRAIN's gold paragraphs (`gta-verl kb check-coverage`); 0 lets any coverage pass.
+STAGE2_MIN_COVERAGE=${STAGE2_MIN_COVERAGE:-0.95}
 # Stage-I data: trajectories validated against the deployed retriever (`gta-verl synth`).
 STAGE1_TRAIN=${STAGE1_TRAIN:-$DATA_DIR/stage1_validated.parquet}
 # The same synthesis run before validation (the "w/o trajectory validation" ablation).
@@ -61,12 +69,12 @@ COMMON_ARGS=(
   actor_rollout_ref.rollout.tensor_model_parallel_size="$TP"
   actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu="$MICRO"
   data.val_files="$VAL_FILES"
-  gta.retriever.kb_dir="$KB_DIR"
   gta.retriever.mode="$RETRIEVER_MODE"
 )
 
 STAGE1_ARGS=(
   data.train_files="$STAGE1_TRAIN"
+  gta.retriever.kb_dir="$STAGE1_KB_DIR"
   actor_rollout_ref.model.path="$MODEL_PATH"
   reward.reward_manager.name="$STAGE1_REWARD"
   trainer.total_training_steps="$STAGE1_STEPS"
@@ -80,6 +88,7 @@ STAGE1_ARGS=(
 
 STAGE2_ARGS=(
   data.train_files="$STAGE2_TRAIN"
+  gta.retriever.kb_dir="$STAGE2_KB_DIR"
   actor_rollout_ref.model.path="$STAGE2_INIT"
   reward.reward_manager.name=exact_match
   trainer.total_training_steps="$STAGE2_STEPS"
@@ -93,3 +102,24 @@ STAGE2_ARGS=(
 # run / require_file / submit_ray_job are shared by every recipe folder.
 # shellcheck source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+# Gate before Stage II: the EM reward would otherwise pay for parametric answers over a KB that lacks
+# the evidence. Printed, not run, under DRY_RUN=1 (like every command of `run`).
+check_stage2_coverage() {
+  local rc=0
+  run "$PYTHON" -m gta_verl kb check-coverage --kb "$STAGE2_KB_DIR" --qa "$STAGE2_TRAIN" \
+    --min "$STAGE2_MIN_COVERAGE" || rc=$?
+  if [[ $rc == 2 ]]; then
+    # check-coverage exits 2 both below --min and on an unreadable KB/parquet; its own line above says which.
+    echo "error: Stage II stopped by its coverage gate (the gta-verl error above): STAGE2_KB_DIR=$STAGE2_KB_DIR" \
+      "must hold at least STAGE2_MIN_COVERAGE=$STAGE2_MIN_COVERAGE of the gold paragraphs of" \
+      "STAGE2_TRAIN=$STAGE2_TRAIN. Build it from those questions' own paragraphs" \
+      "(recipes/gta_rag/data/prepare_stage2_hotpotqa.sh, then \`gta-verl kb build --corpus" \
+      "\$DATA_DIR/hotpotqa_10k_train_corpus.parquet … --out \$STAGE2_KB_DIR\`); a STAGE2_TRAIN without gold" \
+      "doc ids counts as 0 coverage (STAGE2_MIN_COVERAGE=0 lets any coverage pass)." >&2
+    exit 2
+  elif [[ $rc != 0 ]]; then
+    echo "error: the Stage II coverage check failed (exit $rc); see its message above" >&2
+    exit "$rc"
+  fi
+}

@@ -2,7 +2,7 @@
 # GTA-RAG Stage I: GRPO with the trajectory-guided reward R_traj (eqs 15–18) on the
 # validated Stage-I parquet. Paper §4.1: 20 steps × 128 prompts × 5 rollouts.
 #
-# Prerequisites (README.md): `pip install -e ".[gpu]"` on every node; a KB ($KB_DIR) from
+# Prerequisites (README.md): `pip install -e ".[gpu]"` on every node; a KB ($STAGE1_KB_DIR, default $KB_DIR) from
 # `gta-verl kb build`; $STAGE1_TRAIN from `gta-verl synth`; $VAL_FILES.
 #
 # Exact command (one node × 8 GPUs, Qwen2.5-3B):
@@ -14,7 +14,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=common.sh
 source "$HERE/common.sh"
 
-require_file "$STAGE1_TRAIN" "Stage-I parquet" "run \`gta-verl synth --kb \$KB_DIR --out \$STAGE1_TRAIN\`"
-require_file "$KB_DIR" "KB directory" "run \`gta-verl kb build … --out \$KB_DIR\`"
+require_file "$STAGE1_TRAIN" "Stage-I parquet" "run \`gta-verl synth --kb \$STAGE1_KB_DIR --out \$STAGE1_TRAIN\`"
+require_file "$STAGE1_KB_DIR" "Stage-I KB directory" "run \`gta-verl kb build … --out \$STAGE1_KB_DIR\`"
 
 run "${LAUNCH[@]}" "${COMMON_ARGS[@]}" "${STAGE1_ARGS[@]}" "$@"

@@ -43,12 +43,17 @@ N_LAUNCHES = {
 
 
 def dry_run(script: str, *args: str, **env: str) -> list[list[str]]:
-    """Run a recipe with DRY_RUN=1; return the argv of each command it would launch."""
+    """Run a recipe with DRY_RUN=1; return the argv of each ``main_ppo`` command it would launch."""
+    return [b for b in dry_run_blocks(script, *args, **env) if b[1:3] == ["-m", "verl.trainer.main_ppo"]]
+
+
+def dry_run_blocks(script: str, *args: str, **env: str) -> list[list[str]]:
+    """Run a recipe with DRY_RUN=1; return the argv of every command it would run (checks included)."""
     full_env = {
         **{
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("STAGE", "RUN_NAME", "MODEL", "RETRIEVER"))
+            if not k.startswith(("STAGE", "RUN_NAME", "MODEL", "RETRIEVER", "KB_DIR"))
         },
         "DRY_RUN": "1",
         "PYTHON": sys.executable,
@@ -165,6 +170,51 @@ def test_two_stage_chain():
     assert s1.data.train_files.endswith("stage1_validated.parquet")
     assert s2.data.train_files.endswith("hotpotqa_10k_train.parquet")
     assert s1.algorithm.adv_estimator == "grpo"
+
+
+def _is_coverage_check(argv: list[str]) -> bool:
+    return argv[1:5] == ["-m", "gta_verl", "kb", "check-coverage"]
+
+
+def _flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_one_kb_for_both_stages_by_default():
+    s1, s2 = _stage_cfgs("run_two_stage.sh", KB_DIR="/data/kb")
+    assert s1.gta.retriever.kb_dir == s2.gta.retriever.kb_dir == "/data/kb"
+
+
+def test_each_stage_gets_its_own_kb_dir():
+    env = {"KB_DIR": "/data/kb", "STAGE1_KB_DIR": "/data/kb_stage1", "STAGE2_KB_DIR": "/data/kb_stage2"}
+    s1, s2 = _stage_cfgs("run_two_stage.sh", **env)
+    assert (s1.gta.retriever.kb_dir, s2.gta.retriever.kb_dir) == ("/data/kb_stage1", "/data/kb_stage2")
+    (alone1,) = _stage_cfgs("stage1_trajectory_guided.sh", **env)
+    (alone2,) = _stage_cfgs("stage2_em.sh", **env)
+    assert alone1.gta.retriever.kb_dir == "/data/kb_stage1"
+    assert alone2.gta.retriever.kb_dir == "/data/kb_stage2"
+    # the baselines go through run_two_stage.sh: the same split
+    no_graph = _stage_cfgs("baseline_no_graph.sh", **env)
+    assert [c.gta.retriever.kb_dir for c in no_graph] == ["/data/kb_stage1", "/data/kb_stage2"]
+
+
+@pytest.mark.parametrize(
+    ("script", "gated"),
+    [("stage2_em.sh", True), ("run_two_stage.sh", True), ("baseline_em_only.sh", True),
+     ("stage1_trajectory_guided.sh", False)],
+)
+def test_stage2_coverage_gate_comes_first(script, gated):
+    """The gate checks STAGE2_KB_DIR against STAGE2_TRAIN before any launch (seconds, not after Stage I)."""
+    blocks = dry_run_blocks(script, STAGE2_KB_DIR="/data/kb_stage2", STAGE2_TRAIN="/data/s2.parquet",
+                            STAGE2_MIN_COVERAGE="0.9")
+    checks = [i for i, b in enumerate(blocks) if _is_coverage_check(b)]
+    assert checks == ([0] if gated else [])  # Stage I alone has no gate
+    if not gated:
+        return
+    check = blocks[0]
+    assert check[0] == sys.executable
+    assert (_flag(check, "--kb"), _flag(check, "--qa"), _flag(check, "--min")) == (
+        "/data/kb_stage2", "/data/s2.parquet", "0.9")
 
 
 def test_baselines_change_one_knob():
