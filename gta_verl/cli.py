@@ -21,7 +21,6 @@ STAGE_CLI_MODULES: tuple[str, ...] = (
     "gta_verl.kb.cli",  # kb build | stats | add
     "gta_verl.retrieval.cli",  # retriever serve, eval-retrieval
     "gta_verl.synth.cli",  # synth
-    "gta_verl.agent.cli",  # smoke (CPU RL smoke run)
     "gta_verl.eval.cli",  # eval
     "gta_verl.quickstart",  # quickstart (the README main job)
     "gta_verl.cpu.cli",  # cpu tiny-model | prepare (CPU backend for verl main_ppo)

@@ -6,13 +6,15 @@ Stages (each one is the same library call the stage's own subcommand makes):
 2. kb build    — precomputed GPT-3.5 OpenIE triples → entity–document graph → statistics;
 3. retrieval   — recall@k of dense / graph / hybrid retrieval on the 100 questions;
 4. synthesis   — template trajectories over graph paths, validated by the deployed retriever;
-5. RL smoke    — tiny random Qwen2 through the real agent loop, retriever and reward, one GRPO step
-                 (hand-built: checks that only generated tokens get gradient);
-6. verl        — the warm start (a 2-layer Qwen2 taught the action protocol by verl's SFT trainer on τ*
-                 replays over the KB above; built on first use and cached) trained 2 GRPO steps by stock
-                 ``python -m verl.trainer.main_ppo`` on CPU (``recipes/cpu/run.sh gta_stage1``);
-7. evaluation  — agent-loop evaluation with evidence metrics (untrained policy, warm start, oracle
+5. verl        — the RL stage: the warm start (a 2-layer Qwen2 taught the action protocol by verl's SFT
+                 trainer on τ* replays over the KB above; built on first use and cached) trained 2 GRPO steps
+                 by stock ``python -m verl.trainer.main_ppo`` on CPU (``recipes/cpu/run.sh gta_stage1``);
+6. evaluation  — agent-loop evaluation with evidence metrics (untrained policy, warm start, oracle
                  replay), markdown report and PNG plots.
+
+The RL stage is verl's own trainer; no hand-rolled training step runs in the main job. That verl's
+``vanilla`` policy loss gives exactly zero gradient to every ``response_mask = 0`` token of our agent loop
+(observations, invalid-action messages) is a unit test: ``tests/algos/test_masked_loss_on_cpu.py``.
 
 Everything is written under ``--out``; a ``summary.md`` collects each stage's table.
 """
@@ -53,8 +55,6 @@ class StageLog:
 class QuickstartContext:
     out: Path
     n_synth: int
-    smoke_questions: int
-    smoke_group: int
     eval_questions: int
     seed: int
     paths: dict[str, Path] = field(default_factory=dict)
@@ -129,20 +129,6 @@ def _stage_synth(ctx: QuickstartContext) -> StageLog:
     ctx.paths["stage1"] = out
     data = {"stats": result.stats, "funnel": funnel, "timings": result.timings}
     return StageLog("Trajectory synthesis (template generator)", stats_markdown(result.stats, funnel), 0.0, data)
-
-
-def _stage_smoke(ctx: QuickstartContext) -> StageLog:
-    from gta_verl.agent.smoke import run_smoke
-
-    report = run_smoke(
-        kb_dir=ctx.paths["kb"],
-        data_parquet=ctx.paths["stage1"],
-        n_questions=ctx.smoke_questions,
-        group=ctx.smoke_group,
-        seed=ctx.seed,
-        retriever_client=ctx.retriever_client(),
-    )
-    return StageLog("RL smoke (tiny random Qwen2, one GRPO step)", report.markdown(), 0.0, report.to_dict())
 
 
 #: GRPO of the main job's ``verl`` stage: 4 prompts × 4 rollouts × 2 steps from the quick warm start.
@@ -265,7 +251,6 @@ STAGES: tuple[tuple[str, Callable[[QuickstartContext], StageLog]], ...] = (
     ("kb", _stage_kb),
     ("retrieval", _stage_retrieval),
     ("synth", _stage_synth),
-    ("smoke", _stage_smoke),
     ("verl", _stage_verl),
     ("eval", _stage_eval),
 )
@@ -301,17 +286,32 @@ def _write_summary(out: Path, logs: list[StageLog]) -> None:
     write_text_atomic(out / "summary.json", json.dumps(data, indent=2, default=str))
 
 
+STAGE_NAMES: tuple[str, ...] = tuple(name for name, _ in STAGES)
+
+
+def parse_stages(text: str) -> tuple[str, ...] | None:
+    """``--stages``: a comma list of :data:`STAGE_NAMES` (run in pipeline order); empty = all.
+
+    Raises:
+        argparse.ArgumentTypeError: on a name that is not a stage.
+    """
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in STAGE_NAMES]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown quickstart stage(s) {', '.join(unknown)}; choose from {','.join(STAGE_NAMES)}"
+        )
+    return names or None
+
+
 def _cmd(args: argparse.Namespace) -> int:
     ctx = QuickstartContext(
         out=Path(args.out),
         n_synth=args.n_synth,
-        smoke_questions=args.smoke_questions,
-        smoke_group=args.smoke_group,
         eval_questions=args.eval_questions,
         seed=args.seed,
     )
-    stages = tuple(args.stages.split(",")) if args.stages else None
-    run_quickstart(ctx, stages)
+    run_quickstart(ctx, args.stages)
     print(f"\nDone. Summary: {ctx.out / 'summary.md'}")
     return 0
 
@@ -325,9 +325,12 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--out", default="runs/quickstart", help="output directory (default: %(default)s)")
     p.add_argument("--n-synth", type=int, default=200, help="graph paths to synthesize from")
-    p.add_argument("--smoke-questions", type=int, default=4)
-    p.add_argument("--smoke-group", type=int, default=4, help="rollouts per question (GRPO group size)")
     p.add_argument("--eval-questions", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--stages", default="", help="comma list of stages to run (default: all, in order)")
+    p.add_argument(
+        "--stages",
+        default="",
+        type=parse_stages,
+        help=f"comma list of stages to run, in pipeline order, from {','.join(STAGE_NAMES)} (default: all)",
+    )
     p.set_defaults(func=_cmd)

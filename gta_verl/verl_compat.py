@@ -34,6 +34,7 @@ from verl.trainer.distillation.losses import (
 from verl.trainer.ppo.core_algos import (
     agg_loss,
     compute_grpo_outcome_advantage,
+    compute_policy_loss_vanilla,  # what get_policy_loss_fn("vanilla") returns (masked-loss test)
     get_adv_estimator_fn,
     get_policy_loss_fn,
     register_adv_est,
@@ -81,6 +82,7 @@ __all__ = [
     "VERL_VERSION_PINNED",
     "agg_loss",
     "compute_grpo_outcome_advantage",
+    "compute_policy_loss_vanilla",
     "get_adv_estimator_fn",
     "get_distillation_loss_fn",
     "get_distillation_loss_settings",

@@ -13,8 +13,7 @@ backends here implement the same call without a GPU server:
   under the model (temperature 1, like vLLM's default ``raw_logprobs``). Its
   optional *guided* mode teacher-forces scripted action text after a few free
   tokens; every forced token is still scored by the model, so the log-probs of
-  the whole response are the model's (used by the CPU smoke, see
-  :mod:`gta_verl.agent.smoke`).
+  the whole response are the model's (a random model never writes an action by itself).
 
 Both offer ``for_rollout(row_index, sample_index)``: the out-of-trainer runner
 (:mod:`gta_verl.agent.runner`) asks for a per-rollout view, so scripts and guides

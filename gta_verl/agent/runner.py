@@ -7,7 +7,7 @@ and calls ``await loop.run(sampling_params, **row)``, where ``row`` is an
 ``RLHFDataset`` item (every parquet column plus ``raw_prompt`` = the ``prompt``
 messages and ``index`` = ``extra_info.index``). :func:`run_agent_rollouts` does
 the same, with any object that has verl's ``generate`` call as the server
-manager (:mod:`gta_verl.agent.backends`), so evaluation and the CPU smoke run
+manager (:mod:`gta_verl.agent.backends`), so evaluation and the tests run
 exactly the code the trainer runs. :func:`ascore_rollout` then scores a rollout
 with a verl reward manager the way ``AgentLoopWorker._compute_score`` does.
 """

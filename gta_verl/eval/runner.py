@@ -267,7 +267,7 @@ def to_eval_record(rollout: Any, row: Mapping[str, Any], timer: TimedRetrieverCl
 
 def records_from_rollouts(rollouts: Sequence[Any]) -> list[EvalRecord]:
     """Convert :func:`gta_verl.agent.runner.run_agent_rollouts` output (each carries its ``row``)
-    into :class:`EvalRecord` s, e.g. to :func:`~gta_verl.eval.report.write_report` a smoke run."""
+    into :class:`EvalRecord` s, e.g. to :func:`~gta_verl.eval.report.write_report` them."""
     return [to_eval_record(r, r.row, None) for r in rollouts]
 
 
