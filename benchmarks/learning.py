@@ -118,6 +118,46 @@ def table(rows: list[tuple[str, list[dict[str, float]]]]) -> str:
     return "\n".join(lines)
 
 
+def curve_summary(results: list[dict[str, Any]], first: int = 3, last: int = 3) -> str:
+    """Training-time metrics: mean of the first and of the last ``first``/``last`` steps, mean ± std over seeds."""
+    from gta_verl.cpu.recipe_run import read_step_metrics
+
+    head = "| condition | seeds | " + " | ".join(f"{t} first {first} → last {last}" for _, t in CURVES) + " |"
+    lines = [head, "|---|---:|" + "---:|" * len(CURVES)]
+    for cond in sorted({r["condition"] for r in results}):
+        runs = [read_step_metrics(Path(r["metrics"])) for r in results if r["condition"] == cond]
+        cells = []
+        for key, _ in CURVES:
+            early, late = [], []
+            for run in runs:
+                vals = [run[s][key] for s in sorted(run) if key in run[s]]
+                if vals:
+                    early.append(statistics.mean(vals[:first]))
+                    late.append(statistics.mean(vals[-last:]))
+            cells.append(f"{_mean_std(early)} → {_mean_std(late)}")
+        lines.append(f"| ({cond}) {CONDITIONS[cond][0]} | {len(runs)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+TIMINGS = ("gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "step")
+
+
+def step_cost(results: list[dict[str, Any]]) -> str:
+    """verl's ``timing_s/*`` per step, median over every step of every run (step 1 included)."""
+    from gta_verl.cpu.recipe_run import read_step_metrics
+
+    per: dict[str, list[float]] = {k: [] for k in TIMINGS}
+    for r in results:
+        for m in read_step_metrics(Path(r["metrics"])).values():
+            for k in TIMINGS:
+                if f"timing_s/{k}" in m:
+                    per[k].append(float(m[f"timing_s/{k}"]))
+    head = "| " + " | ".join(TIMINGS) + " |"
+    cells = [f"{statistics.median(v):.1f}" if v else "–" for v in per.values()]
+    n = len(per["step"])
+    return f"{head}\n|" + "---:|" * len(TIMINGS) + "\n| " + " | ".join(cells) + f" |\n\n({n} steps, seconds)"
+
+
 def plot_curves(results: list[dict[str, Any]], path: Path) -> Path:
     import matplotlib
 
@@ -192,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     md = table(ref_rows + cond_rows)
     if results:
         plot_curves(results, out / "learning_curves.png")
+    if results:
+        md += "\n\nTraining (rollouts on the GRPO prompts):\n\n" + curve_summary(results)
+        md += "\n\nStep cost (verl timing_s, median):\n\n" + step_cost(results)
     (out / "table.md").write_text(md + "\n")
     print(md)
     return 0

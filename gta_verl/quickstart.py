@@ -173,8 +173,8 @@ def _stage_verl(ctx: QuickstartContext) -> StageLog:
 def _stage_eval(ctx: QuickstartContext) -> StageLog:
     """Three evaluation runs through the real agent loop and retriever.
 
-    * ``tiny-random-qwen2`` on the MuSiQue questions and the Stage-I set: the untrained
-      policy of the smoke run (expect ~0 everywhere; it shows the harness end to end);
+    * ``tiny-random-qwen2`` on the MuSiQue questions and the Stage-I set: an untrained
+      policy (expect ~0 everywhere; it shows the harness end to end);
     * the warm start of the ``verl`` stage on its held-out questions (no target document
       shared with its training questions): answers, some evidence, room to learn;
     * ``reference-replay`` on the Stage-I set: τ* replayed as scripted text — the oracle

@@ -204,6 +204,7 @@ def build_warm_start(kb_dir: str | Path, root: str | Path | None = None, setting
     if not (ws.root / "sft" / "val.parquet").is_file():
         report["sft_data"] = _prepare_sft(Path(kb_dir), ws, settings)
     report["prepare_s"] = round(time.perf_counter() - t0, 1)
+    report_path.write_text(json.dumps(report, indent=2))  # an interrupted SFT keeps the data statistics
     out_dir = ws.root / "sft" / "checkpoints"
     t1 = time.perf_counter()
     log_path = log_file or ws.root / "sft" / "verl_sft.log"
