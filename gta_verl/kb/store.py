@@ -192,17 +192,22 @@ def save_kb(kb: KnowledgeBase, out_dir: str | Path,
 
 
 def recover_interrupted(kb_dir: str | Path) -> bool:
-    """Put a complete KB back at ``kb_dir`` after a writer was killed between its two renames.
+    """Clean up after a killed writer: put a complete KB back at ``kb_dir`` if a kill between the two renames
+    left it missing, and delete the ``.NAME.tmp-*`` / ``.NAME.old-*`` copies killed writers left.
 
-    Does nothing while another writer holds the directory's lock. Returns whether a KB was moved back.
+    Called by every load, so a reader does not keep a half-written or old copy on disk until the next write.
+    Does nothing while another writer holds the directory's lock (its copy is live), or where the lock cannot
+    be taken (read-only file system). Returns whether a KB was moved back.
     """
     out = Path(kb_dir).resolve()
-    if out.exists() or not out.parent.is_dir():
+    if not out.parent.is_dir() or (out.exists() and not atomic.leftovers(out)):
         return False
     try:
         with atomic.write_lock(out):
-            return atomic.recover(out, _complete) is not None
-    except KBWriteError:
+            moved = atomic.recover(out, _complete) is not None
+            atomic.remove_stale(out)
+            return moved
+    except (KBWriteError, OSError):
         return False
 
 
@@ -391,8 +396,7 @@ def load_kb(kb_dir: str | Path, verify: bool = True) -> KnowledgeBase:
     from gta_verl.kb.stats import kb_stats
 
     kb_dir = Path(kb_dir)
-    if not kb_dir.exists():
-        recover_interrupted(kb_dir)
+    recover_interrupted(kb_dir)
     manifest = verify_kb(kb_dir) if verify else read_manifest(kb_dir)
     pdf = _read_table(kb_dir, "passages.parquet", ("doc_id", "title", "text"))
     passages = tuple(Passage(d, t, x) for d, t, x in zip(pdf["doc_id"], pdf["title"], pdf["text"]))

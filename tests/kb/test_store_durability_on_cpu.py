@@ -107,6 +107,7 @@ def test_a_kill_between_the_two_renames_leaves_a_loadable_kb(toy, tmp_path: Path
     assert not out.exists()  # the fallback's window: the old KB renamed aside, the new one not yet in place
     kb = load_kb(out)  # recovers the new KB (its manifest was written last, so it is complete)
     assert kb.n_docs == len(TOY_DOCS) and read_manifest(out).get("marker") == "new"
+    assert _leftovers(out) == []  # the recovering load also deleted the old copy (it stayed until a write before)
     save_kb(toy, out)
     assert _leftovers(out) == []  # the old copy left by the kill is cleaned under the lock
 
@@ -157,6 +158,26 @@ def test_a_second_writer_fails_with_one_line(toy, tmp_path: Path) -> None:
     assert load_kb(out).n_docs == len(TOY_DOCS)
 
 
+def test_a_second_writer_arriving_before_the_holder_wrote_its_pid_still_names_it(tmp_path: Path) -> None:
+    """benchmarks/reliability_stress.py: 1 of 2 simultaneous builds said `pid ?` (the file was still empty)."""
+    import fcntl
+    import threading
+
+    out = tmp_path / "kb"
+    fd = os.open(tmp_path / ".kb.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a holder between its flock and its pid write
+        threading.Timer(0.05, lambda: os.pwrite(fd, b"4242", 0)).start()
+        with pytest.raises(KBWriteError, match=r"\(pid 4242\) is writing this KB"):
+            with atomic.write_lock(out):
+                pass
+    finally:
+        os.close(fd)
+    with atomic.write_lock(out):
+        assert (tmp_path / ".kb.lock").read_text() == str(os.getpid())
+    assert (tmp_path / ".kb.lock").read_text() == ""  # a released lock names no holder
+
+
 def test_a_full_disk_fails_with_one_line_and_keeps_the_old_kb(toy, tmp_path: Path, monkeypatch) -> None:
     out = tmp_path / "kb"
     save_kb(toy, out)
@@ -187,6 +208,25 @@ def test_stale_tmp_of_a_killed_writer_is_removed(toy, tmp_path: Path) -> None:
     (stale / "passages.parquet").write_bytes(b"half")
     save_kb(toy, out)
     assert not stale.exists()
+
+
+def test_a_load_removes_a_killed_writers_copy_but_not_a_live_one(toy, tmp_path: Path) -> None:
+    """benchmarks/reliability_stress.py: a SIGKILL mid-write left a partial `.kb.tmp-*` after the next load."""
+    out = tmp_path / "kb"
+    save_kb(toy, out)
+    stale = out.parent / ".kb.tmp-deadbeef"
+    stale.mkdir()
+    (stale / "passages.parquet").write_bytes(b"half")
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT, str(out)], cwd=REPO, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == b"locked"
+        assert load_kb(out).n_docs == len(TOY_DOCS)
+        assert stale.exists()  # a writer holds the lock: the copy may be its own, in progress
+    finally:
+        holder.kill()
+        holder.wait()
+    assert load_kb(out).n_docs == len(TOY_DOCS)
+    assert _leftovers(out) == []
 
 
 def test_cli_add_takes_the_lock(tmp_path: Path, toy, capsys) -> None:
