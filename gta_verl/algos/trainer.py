@@ -154,17 +154,22 @@ class GTATrainerSync(PPOTrainerSync):
         """verl's text dump (``trainer.rollout_data_dir``), plus the step's token layout next to it.
 
         ``<dir>/<step>.tokens.pt``: per rollout the prompt and response ids, the response mask
-        (1 = policy token, 0 = observation), verl's advantages and old log-probs — what the text
-        dump cannot carry (it decodes without special tokens and drops the mask), and what the
-        learning probe (:mod:`gta_verl.eval.learning_probe`) scores a policy change against.
+        (1 = policy token, 0 = observation), verl's advantages and old log-probs, the group ``uid``,
+        ``reward_model`` (ground truth) and the agent loop's ``extra_fields`` — what the text dump
+        cannot carry (it decodes without special tokens and drops the mask), and what the learning
+        probe (:mod:`gta_verl.eval.learning_probe`) re-scores and scores a policy change against.
         """
         import os
 
         super()._log_rollout_data(batch, timing_raw, rollout_data_dir)
-        fields = ["prompts", "responses", "response_mask", "advantages", "old_log_probs"]
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        tensors = ["prompts", "responses", "response_mask", "advantages", "old_log_probs"]
+        plain = ["uid", "reward_model", "extra_fields"]
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=tensors + plain)
         keep = _padding_keep(batch, len(batch.keys))
-        rows = {k: [t.tolist() for t, ok in zip(data[k].unbind(0), keep) if ok] for k in fields}
+        rows = {k: [t.tolist() for t, ok in zip(data[k].unbind(0), keep) if ok] for k in tensors}
+        for k in plain:
+            values = data[k].tolist() if hasattr(data[k], "tolist") else list(data[k])
+            rows[k] = [v for v, ok in zip(values, keep) if ok]
         os.makedirs(rollout_data_dir, exist_ok=True)
         path = os.path.join(rollout_data_dir, f"{self.global_steps}.tokens.pt")
         torch.save({"step": int(self.global_steps), **rows}, path + ".tmp")

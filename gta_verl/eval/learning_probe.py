@@ -7,7 +7,9 @@ mean change of the log-probability of each rollout's tokens:
     S_policy = (1/N) Σ_i A_i · mean_{t: m_it = 1} [log π₁(y_it | ·) − log π₀(y_it | ·)]
     S_obs    = (1/N) Σ_i A_i · mean_{t: m_it = 0} [log π₁(y_it | ·) − log π₀(y_it | ·)]
 
-A correct policy-gradient step raises the log-probability of above-average rollouts' own tokens and
+A_i is GRPO's group-normalized advantage of the reward *re-scored* from each rollout's text, ground
+truth and turn records (:func:`rescored_rewards`), so a sign flipped anywhere between the reward function
+and the loss shows. A correct policy-gradient step raises the log-probability of above-average rollouts' own tokens and
 lowers that of below-average ones, so S_policy > 0; a flipped reward or advantage sign makes it negative.
 With observation tokens masked out of the loss they change only through shared weights, so
 S_obs ≪ S_policy; training on them (a dropped mask) raises S_obs to the size of S_policy.
@@ -101,16 +103,52 @@ def observation_positions(response_ids: Sequence[int], open_id: int, close_id: i
     return mask
 
 
+def grpo_advantages(rewards: Sequence[float], groups: Sequence[Any], eps: float = 1e-6) -> list[float]:
+    """GRPO's Â_i = (r_i − mean_g) / (std_g + ε) over each group g (unbiased std; a group of one gets 0)."""
+    import statistics
+
+    by: dict[Any, list[float]] = {}
+    for r, g in zip(rewards, groups):
+        by.setdefault(g, []).append(float(r))
+    out = []
+    for r, g in zip(rewards, groups):
+        vals = by[g]
+        if len(vals) < 2:
+            out.append(0.0)
+            continue
+        out.append((float(r) - statistics.mean(vals)) / (statistics.stdev(vals) + eps))
+    return out
+
+
+def rescored_rewards(dump: Mapping[str, Any], tokenizer: Any) -> list[float]:
+    """R_traj (eq 18) of each dumped rollout, recomputed from its text, ground truth and turn records.
+
+    Independent of the trainer's reward wiring (manager, verl's reward loop, the advantage estimator):
+    the pure :func:`gta_verl.rewards.scoring.score_trajectory_guided` on what the policy said and saw.
+    """
+    from gta_verl.data.schema import parse_ground_truth
+    from gta_verl.rewards.scoring import ScoringRequest, score_trajectory_guided
+
+    out = []
+    for ids, rm, extra in zip(dump["responses"], dump["reward_model"], dump["extra_fields"]):
+        answers, doc_ids, texts = parse_ground_truth(dict(rm)["ground_truth"])
+        request = ScoringRequest(response_text=tokenizer.decode(ids, skip_special_tokens=True),
+                                 answers=tuple(answers), target_doc_ids=tuple(doc_ids), support_texts=tuple(texts),
+                                 extra_fields=dict(extra or {}))
+        out.append(score_trajectory_guided(request)[0])
+    return out
+
+
 def probe_step(dump: Mapping[str, Any], model_before: Any, model_after: Any, tokenizer: Any) -> ProbeResult:
     """:func:`probe` over a ``<step>.tokens.pt`` dump of ``gta_sync`` (``trainer.rollout_data_dir``).
 
-    Advantages come from verl (via the dumped response mask); observation positions from the protocol.
+    Advantages are GRPO's over rewards re-scored from the rollouts (:func:`rescored_rewards`), not the
+    trainer's; observation positions come from the protocol, not the dumped mask.
     """
     from gta_verl.protocol import INFO_CLOSE, INFO_OPEN
 
     open_id, close_id = tokenizer.convert_tokens_to_ids(INFO_OPEN), tokenizer.convert_tokens_to_ids(INFO_CLOSE)
-    rows = list(zip(dump["prompts"], dump["responses"], dump["response_mask"], dump["advantages"]))
-    adv = [sequence_advantage(a, m) for _, _, m, a in rows]
-    before = [response_logprobs(model_before, p, r) for p, r, _, _ in rows]
-    after = [response_logprobs(model_after, p, r) for p, r, _, _ in rows]
-    return probe(adv, before, after, [observation_positions(r, open_id, close_id) for _, r, _, _ in rows])
+    adv = grpo_advantages(rescored_rewards(dump, tokenizer), dump["uid"])
+    before = [response_logprobs(model_before, p, r) for p, r in zip(dump["prompts"], dump["responses"])]
+    after = [response_logprobs(model_after, p, r) for p, r in zip(dump["prompts"], dump["responses"])]
+    return probe(adv, before, after, [observation_positions(r, open_id, close_id) for r in dump["responses"]])

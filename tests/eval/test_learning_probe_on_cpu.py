@@ -55,3 +55,12 @@ def test_observation_positions_from_the_protocol_tags():
     # policy 1 2, then <info> 5 5 </info>, policy 3, then an <info> cut by the budget
     ids = [1, 2, OPEN, 5, 5, CLOSE, 3, OPEN, 5]
     assert observation_positions(ids, OPEN, CLOSE) == [1, 1, 0, 0, 0, 0, 1, 0, 0]
+
+
+def test_grpo_advantages_hand_computed():
+    from gta_verl.eval.learning_probe import grpo_advantages
+
+    # group "a": rewards 1, 0, 0, 3 → mean 1; unbiased std = sqrt((0 + 1 + 1 + 4) / 3) = sqrt(2) ≈ 1.41421
+    # Â = (r − 1) / 1.41421 → 0, −0.70711, −0.70711, 1.41421; group "b" has one rollout → 0
+    got = grpo_advantages([1.0, 0.0, 0.0, 3.0, 2.0], ["a", "a", "a", "a", "b"])
+    assert got == pytest.approx([0.0, -0.70711, -0.70711, 1.41421, 0.0], abs=1e-4)

@@ -3,10 +3,12 @@
 From the quick warm start (:data:`gta_verl.cpu.warm_start.QUICK`, built and cached on first use), one
 Stage-I GRPO step of stock ``main_ppo`` (``recipes/cpu/run.sh gta_stage1``) on 4 fixed training
 questions × 4 rollouts; ``gta_sync`` dumps the step's token layout (ids, response mask, verl's
-advantages). The probe (:mod:`gta_verl.eval.learning_probe`) scores π₀ → π₁ on those rollouts:
+advantages, ground truth, turn records). The probe (:mod:`gta_verl.eval.learning_probe`) re-scores each
+rollout with the pure trajectory-guided reward, takes GRPO advantages of those rewards and scores π₀ → π₁:
 
 * S_policy > 0 — the log-probability of above-average rollouts' own tokens rose, of below-average
   ones fell: only a correct reward sign, advantage and loss placement do that;
+* verl's advantages agree in sign with the re-scored ones on every rollout;
 * S_obs < S_policy / 2 — retriever observations, masked out of the loss, moved much less than the
   policy's tokens (a dropped observation mask trains on them directly).
 
@@ -52,17 +54,22 @@ def test_one_grpo_step_moves_the_policy_toward_above_average_rollouts(one_step):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from gta_verl.eval.learning_probe import probe_step
+    from gta_verl.eval.learning_probe import grpo_advantages, probe_step, rescored_rewards, sequence_advantage
 
     ws, out, ckpt, run = one_step
-    dump = torch.load(out / "dump" / "1.tokens.pt")
+    dump = torch.load(out / "dump" / "1.tokens.pt", weights_only=False)  # our own file: ids, masks, dicts
     assert len(dump["responses"]) == QUESTIONS * ROLLOUTS
     before = AutoModelForCausalLM.from_pretrained(str(ws.model), dtype=torch.float32).eval()
     after = AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=torch.float32).eval()
     from transformers import AutoTokenizer
 
-    res = probe_step(dump, before, after, AutoTokenizer.from_pretrained(str(ws.model)))
+    tok = AutoTokenizer.from_pretrained(str(ws.model))
+    res = probe_step(dump, before, after, tok)
+    ours = grpo_advantages(rescored_rewards(dump, tok), dump["uid"])
+    verls = [sequence_advantage(a, m) for a, m in zip(dump["advantages"], dump["response_mask"])]
+    disagree = [(round(o, 3), round(v, 3)) for o, v in zip(ours, verls) if abs(o) > 1e-3 and o * v <= 0]
     print(f"learning probe: {res} (step metrics {run.steps.get(1)})")
     assert res.n_positive > 0 and res.n_negative > 0, "no reward spread within groups: nothing to learn from"
+    assert not disagree, f"verl's advantages disagree in sign with the re-scored rewards' (ours, verl's): {disagree}"
     assert res.policy_shift > 0, f"the update lowered above-average rollouts' log-probability: {res}"
     assert res.obs_shift < 0.5 * res.policy_shift, f"observation tokens moved like trained tokens: {res}"
