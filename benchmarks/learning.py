@@ -102,6 +102,7 @@ def run_order(conditions: list[str], seeds_ab: str, seeds_cd: str) -> list[tuple
 
 
 def _mean_std(values: list[float]) -> str:
+    values = [float(v) for v in values if v == v]  # NaN (e.g. UAR with no correct answer) is "not defined"
     if not values:
         return "–"
     if len(values) == 1:
