@@ -297,12 +297,8 @@ class BatchedHFServerManager:
     """
 
     def __init__(self, model: Any, tokenizer: Any, response_length: int = 256, max_batch: int = 64) -> None:
-        from gta_verl.cpu.batch_generate import GenerationBatcher
-
-        self.model, self.tokenizer = model, tokenizer
         self._batcher_args = (model, tokenizer, int(response_length), int(max_batch))
         self._batchers: dict[int, Any] = {}  # one per event loop: asyncio queues are loop-bound
-        self._factory = GenerationBatcher
 
     def for_rollout(self, row_index: int, sample_index: int, n_samples: int = 1) -> BatchedHFServerManager:
         return self
@@ -317,18 +313,10 @@ class BatchedHFServerManager:
         **kw: Any,
     ) -> TokenOutput:
         """Queue this turn with the other rollouts' and return its :class:`TokenOutput`."""
-        from gta_verl.cpu.batch_generate import batch_key
-        from gta_verl.cpu.generate import hf_generate
+        from gta_verl.cpu.batch_generate import GenerationBatcher
 
-        params = dict(sampling_params)
-        loop = asyncio.get_running_loop()
-        batcher = self._batchers.get(id(loop))
-        if batcher is None:
-            batcher = self._batchers[id(loop)] = self._factory(*self._batcher_args)
-        if batch_key(params) is None:
-            async with batcher.lock:
-                out = await asyncio.to_thread(hf_generate, self.model, self.tokenizer, list(prompt_ids), params,
-                                              self._batcher_args[2])
-        else:
-            out = await batcher.generate(list(prompt_ids), params)
+        loop = id(asyncio.get_running_loop())
+        if loop not in self._batchers:
+            self._batchers[loop] = GenerationBatcher(*self._batcher_args)
+        out = await self._batchers[loop].generate(list(prompt_ids), dict(sampling_params))
         return TokenOutput(token_ids=out.token_ids, log_probs=out.log_probs, stop_reason=out.stop_reason)

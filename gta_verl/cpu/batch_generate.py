@@ -198,7 +198,13 @@ class GenerationBatcher:
         self.batches: list[int] = []  # rows per model call (tests and the step-cost table)
 
     async def generate(self, prompt_ids: list[int], params: dict[str, Any]) -> Generation:
-        """Queue one request (its :func:`batch_key` must not be None) and await its result."""
+        """Queue one request and await its result; a request :func:`batch_key` keeps alone is served alone."""
+        if self.max_batch <= 1 or batch_key(params) is None:
+            from gta_verl.cpu.generate import hf_generate
+
+            async with self.lock:
+                return await asyncio.to_thread(hf_generate, self.model, self.tokenizer, list(prompt_ids),
+                                               dict(params), self.response_length)
         item = _Pending(list(prompt_ids), dict(params), asyncio.get_running_loop().create_future())
         self._pending.append(item)
         if self._worker is None or self._worker.done():

@@ -68,19 +68,9 @@ class HFRolloutServer:
         **kwargs: Any,
     ) -> TokenOutput:
         """Generate for one request; see :func:`gta_verl.cpu.generate.hf_generate`."""
-        from gta_verl.cpu.batch_generate import batch_key
-        from gta_verl.cpu.generate import hf_generate
-
         if image_data is not None or video_data is not None:
             raise ValueError("hf_cpu rollout serves text-only models")
-        params = dict(sampling_params)
-        if self.max_batch <= 1 or batch_key(params) is None:
-            async with self._lock:
-                out = await asyncio.to_thread(
-                    hf_generate, self.model, self.tokenizer, list(prompt_ids), params, self.response_length
-                )
-        else:
-            out = await self._batcher.generate(list(prompt_ids), params)
+        out = await self._batcher.generate(list(prompt_ids), dict(sampling_params))
         return TokenOutput(
             token_ids=out.token_ids,
             log_probs=out.log_probs,
