@@ -70,6 +70,14 @@ def oracle(ws: Any, kb: Path, out: Path, n: int | None) -> dict[str, float]:
                     ScriptedServerManager(tok, reference_scripts(rows)), tok)
 
 
+def _bundled_musique_qa(data_dir: Path) -> Path:
+    """The bundled 100 MuSiQue questions as a verl QA parquet (written once)."""
+    from gta_verl.data.prep import prepare_musique
+
+    qa = data_dir / "musique_train.parquet"
+    return qa if qa.is_file() else Path(prepare_musique(data_dir, verbose=False)["qa"])
+
+
 def run_condition(cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
     from gta_verl.cpu.recipe_run import run_cpu_recipe
 
@@ -78,7 +86,8 @@ def run_condition(cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argp
     if done.is_file():
         return json.loads(done.read_text())
     label, recipe, extra = CONDITIONS[cond]
-    env = {"MODEL_PATH": str(ws.model), "KB_DIR": str(kb), "STAGE1_TRAIN": str(ws.train), "QA_FILES": str(ws.train),
+    rl = ws.rl_questions
+    env = {"MODEL_PATH": str(ws.model), "KB_DIR": str(kb), "STAGE1_TRAIN": str(rl), "QA_FILES": str(rl),
            "STEPS": str(args.steps)}
     from gta_verl.cpu.warm_start import checkpoint_dir, grpo_overrides
 
@@ -89,7 +98,9 @@ def run_condition(cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argp
     ckpt = checkpoint_dir(run_dir, args.steps)
     final = evaluate(str(ckpt), ws.heldout, kb, run_dir / "eval_heldout", args.eval_questions, f"{cond}_s{seed}")
     result = {"condition": cond, "seed": seed, "seconds": run.seconds, "heldout": final,
-              "metrics": str(run_dir / "metrics.jsonl")}
+              "metrics": str(run_dir / "metrics.jsonl"), "rl_questions": str(rl)}
+    if args.real_qa:
+        result["real"] = evaluate(str(ckpt), Path(args.real_qa), kb, run_dir / "eval_real", None, f"{cond}_s{seed}")
     done.write_text(json.dumps(result, indent=2))
     return result
 
@@ -204,16 +215,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conditions", default="a,b,c,d")
     p.add_argument("--eval-questions", type=int, default=None, help="first N held-out questions (default all)")
     p.add_argument("--timeout", type=float, default=7200)
+    p.add_argument("--n-paths", type=int, default=600, help="Stage-I questions synthesized for SFT, RL and held-out")
+    p.add_argument("--sft-steps", type=int, default=1000, help="verl SFT steps of the warm start")
+    p.add_argument("--rl-fraction", type=float, default=0.0,
+                   help="share of the training questions kept out of SFT for the GRPO prompts (0: GRPO on SFT's)")
+    p.add_argument("--real-qa", default="bundled",
+                   help="real QA parquet every checkpoint is also evaluated on ('bundled': the 100 MuSiQue "
+                        "questions the KB was built from; '' to skip)")
     args = p.parse_args(argv)
 
     from gta_verl.cpu.prepare import _ensure_kb, default_root
-    from gta_verl.cpu.warm_start import build_warm_start
+    from gta_verl.cpu.warm_start import SFTSettings, build_warm_start
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     kb = Path(args.kb).resolve() if args.kb else _ensure_kb(default_root() / "kb_musique")
+    if args.real_qa == "bundled":
+        args.real_qa = str(_bundled_musique_qa(default_root() / "data"))
     t0 = time.perf_counter()
-    ws = build_warm_start(kb, args.warm_start_root)
+    settings = SFTSettings(n_paths=args.n_paths, steps=args.sft_steps, rl_fraction=args.rl_fraction)
+    ws = build_warm_start(kb, args.warm_start_root, settings=settings)
     print(f"warm start: {ws.model} ({time.perf_counter() - t0:.0f} s)", flush=True)
     n = args.eval_questions
     ref_rows = [("untrained (random init, corpus BPE)", [evaluate(str(ws.init_model), ws.heldout, kb,
@@ -221,6 +242,14 @@ def main(argv: list[str] | None = None) -> int:
                 ("warm start (verl SFT on τ* replays)", [evaluate(str(ws.model), ws.heldout, kb,
                                                                  out / "eval" / "warm_start", n, "warm_start")]),
                 ("oracle replay of τ*", [oracle(ws, kb, out / "eval" / "oracle", n)])]
+    real_rows = []
+    if args.real_qa:
+        real_rows = [("untrained (random init, corpus BPE)", [evaluate(str(ws.init_model), Path(args.real_qa), kb,
+                                                                       out / "eval" / "untrained_real", None,
+                                                                       "untrained")]),
+                     ("warm start (verl SFT on τ* replays)", [evaluate(str(ws.model), Path(args.real_qa), kb,
+                                                                      out / "eval" / "warm_start_real", None,
+                                                                      "warm_start")])]
     results = []
     for cond, seed in run_order(args.conditions.split(","), args.seeds_ab, args.seeds_cd):
         print(f"run ({cond}) seed {seed}", flush=True)
@@ -228,9 +257,14 @@ def main(argv: list[str] | None = None) -> int:
     cond_rows = [(f"({c}) {CONDITIONS[c][0]}", [r["heldout"] for r in results if r["condition"] == c])
                  for c in args.conditions.split(",")]
     report = {"settings": vars(args), "warm_start": json.loads((ws.root / "warm_start.json").read_text()),
-              "reference": {k: v for k, v in ref_rows}, "runs": results}
+              "reference": {k: v for k, v in ref_rows}, "reference_real": {k: v for k, v in real_rows},
+              "runs": results}
     (out / "results.json").write_text(json.dumps(report, indent=2, default=str))
-    md = table(ref_rows + cond_rows)
+    md = "Held-out synthetic questions:\n\n" + table(ref_rows + cond_rows)
+    if real_rows:
+        real_cond = [(f"({c}) {CONDITIONS[c][0]}", [r["real"] for r in results if r["condition"] == c and "real" in r])
+                     for c in args.conditions.split(",")]
+        md += "\n\nReal MuSiQue questions (the bundled 100):\n\n" + table(real_rows + real_cond)
     if results:
         plot_curves(results, out / "learning_curves.png")
     if results:

@@ -34,7 +34,11 @@ WARM_START_VERSION = 1
 
 @dataclass(frozen=True)
 class SFTSettings:
-    """verl SFT knobs of the warm start (documented in docs/learning.md)."""
+    """verl SFT knobs of the warm start (documented in docs/learning.md).
+
+    ``rl_fraction`` of the training questions is held out of SFT for GRPO prompts (see
+    :attr:`WarmStart.rl_questions`); 0 keeps every training question in SFT.
+    """
 
     n_paths: int = 600
     heldout_fraction: float = 0.2
@@ -46,6 +50,11 @@ class SFTSettings:
     warmup_ratio: float = 0.03
     seed: int = 0
     model: WarmStartModel = field(default_factory=WarmStartModel)
+    rl_fraction: float = 0.0
+
+
+#: Knobs whose default leaves the cache key unchanged (warm starts built before the knob existed stay valid).
+_KEY_DEFAULTS = {"rl_fraction": 0.0}
 
 
 #: The main job's and the learning regression test's warm start: 96 paths, a 2-layer 128-wide Qwen2,
@@ -64,10 +73,21 @@ class WarmStart:
     init_model: Path
     train: Path
     heldout: Path
+    rl: Path
 
     @property
     def complete(self) -> bool:
         return (self.model / "model.safetensors").is_file() and self.train.is_file() and self.heldout.is_file()
+
+    @property
+    def rl_questions(self) -> Path:
+        """The GRPO prompts: questions SFT never saw when ``rl_fraction > 0``, else the SFT questions."""
+        return self.rl if self.rl.is_file() else self.train
+
+
+def settings_key(settings: SFTSettings) -> dict[str, Any]:
+    """The settings that name a cached warm start (knobs left at a :data:`_KEY_DEFAULTS` value are omitted)."""
+    return {k: v for k, v in asdict(settings).items() if k not in _KEY_DEFAULTS or _KEY_DEFAULTS[k] != v}
 
 
 def default_root(kb_dir: str | Path, settings: SFTSettings = SFTSettings()) -> Path:
@@ -78,17 +98,17 @@ def default_root(kb_dir: str | Path, settings: SFTSettings = SFTSettings()) -> P
     from gta_verl.kb.store import read_manifest
 
     files = read_manifest(kb_dir)["files"]
-    key = json.dumps({"files": files, "settings": asdict(settings)}, sort_keys=True)
+    key = json.dumps({"files": files, "settings": settings_key(settings)}, sort_keys=True)
     return cache_dir() / "warm_start" / f"v{WARM_START_VERSION}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def layout(root: Path) -> WarmStart:
     return WarmStart(root=root, model=root / "model", init_model=root / "init", train=root / "stage1_train.parquet",
-                     heldout=root / "stage1_heldout.parquet")
+                     heldout=root / "stage1_heldout.parquet", rl=root / "stage1_rl.parquet")
 
 
 def _write_questions(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, Any]:
-    from gta_verl.data.split import split_disjoint_targets
+    from gta_verl.data.split import split_sft_rl_heldout
     from gta_verl.retrieval.retriever import GraphRetriever
     from gta_verl.synth.generators.registry import make_generator
     from gta_verl.synth.pipeline import synthesize
@@ -98,12 +118,17 @@ def _write_questions(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, A
     res = synthesize(retriever.kb, retriever, make_generator("template", seed=s.seed), n=s.n_paths, seed=s.seed,
                      progress=False)
     trajs = list(res.validated)
-    train, held = split_disjoint_targets([t.path_doc_ids for t in trajs], s.heldout_fraction, s.seed)
+    # RL prompts (rl_fraction > 0) share no target document with an SFT question: a policy that memorized
+    # its SFT questions has nothing to recall on them, as on the held-out side.
+    train, rl, held = split_sft_rl_heldout([t.path_doc_ids for t in trajs], s.heldout_fraction, s.rl_fraction,
+                                           s.seed)
     passages = {p.doc_id: p for p in retriever.kb.passages}
-    meta = {"funnel": res.funnel.to_dict(), "split": "no target document shared between train and held-out"}
+    meta = {"funnel": res.funnel.to_dict(), "split": "no target document shared between train, RL and held-out"}
     write_stage1_parquet([trajs[i] for i in train], ws.train, passages, metadata=meta)
     write_stage1_parquet([trajs[i] for i in held], ws.heldout, passages, metadata=meta)
-    return {"validated": len(trajs), "train": len(train), "heldout": len(held)}
+    if rl:
+        write_stage1_parquet([trajs[i] for i in rl], ws.rl, passages, metadata=meta)
+    return {"validated": len(trajs), "train": len(train), "rl": len(rl), "heldout": len(held)}
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:

@@ -57,3 +57,18 @@ def split_disjoint_targets(targets: Sequence[Sequence[str]], heldout_fraction: f
         held.extend(comp)
     held_set = set(held)
     return [i for i in range(len(targets)) if i not in held_set], sorted(held)
+
+
+def split_sft_rl_heldout(targets: Sequence[Sequence[str]], heldout_fraction: float = 0.2, rl_fraction: float = 0.0,
+                         seed: int = 0) -> tuple[list[int], list[int], list[int]]:
+    """Row indices ``(sft, rl, heldout)``, no target document on two sides.
+
+    The held-out side is cut first (:func:`split_disjoint_targets`), then ``rl_fraction`` of the rest is cut
+    the same way for RL prompts that the SFT data never showed; ``rl_fraction = 0`` leaves ``rl`` empty and
+    ``sft`` equal to the two-way split's training side.
+    """
+    train, held = split_disjoint_targets(targets, heldout_fraction, seed)
+    if rl_fraction <= 0:
+        return train, [], held
+    sft_part, rl_part = split_disjoint_targets([targets[i] for i in train], rl_fraction, seed)
+    return [train[i] for i in sft_part], [train[i] for i in rl_part], held
