@@ -52,8 +52,9 @@ def evaluate(policy: str, data: Path, kb: Path, out: Path, n: int | None, name: 
 
     settings = EvalSettings(policy=policy, max_obs_tokens=MAX_OBS_TOKENS, prompt_length=PROMPT_LENGTH,
                             response_length=RESPONSE_LENGTH)
+    # 32 rollouts in flight: the HF server batches concurrent turns (greedy rows equal the one-by-one result).
     res = evaluate_policy(name, [data], kb, out_dir=out, max_questions=n, settings=settings,
-                          server_manager=server_manager, tokenizer=tokenizer)
+                          server_manager=server_manager, tokenizer=tokenizer, batch_size=32, concurrency=32)
     return dict(res.summary.overall)
 
 
