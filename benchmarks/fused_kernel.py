@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gta_verl.retrieval.fused import _CHUNK_ROWS, _step  # noqa: E402
 from gta_verl.retrieval.ppr import batched_ppr, transition_from_edges  # noqa: E402
-from gta_verl.retrieval.synthetic import (  # noqa: E402
+from gta_verl.testing.synthetic_graphs import (  # noqa: E402
     HOTPOTQA_10K,
     TWOWIKI,
     make_seed_personalization,

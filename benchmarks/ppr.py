@@ -22,7 +22,7 @@ import numpy as np
 
 from gta_verl.retrieval.ppr import batched_ppr, build_transition
 from gta_verl.retrieval.push import push_ppr
-from gta_verl.retrieval.synthetic import (
+from gta_verl.testing.synthetic_graphs import (
     HOTPOTQA_10K,
     TWOWIKI,
     make_seed_personalization,

@@ -50,7 +50,7 @@ from dataclasses import replace
 from pathlib import Path
 from gta_verl.kb import atomic
 from gta_verl.kb.store import save_kb
-from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
 def toy(marker):
     kb = make_toy_kb(HashEmbedder())
     return replace(kb, manifest={**kb.manifest, "marker": marker})
@@ -136,7 +136,7 @@ def _leftovers(out: Path) -> list[str]:
 def _toy(marker: str):
     from dataclasses import replace
 
-    from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+    from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
 
     kb = make_toy_kb(HashEmbedder())
     return replace(kb, manifest={**kb.manifest, "marker": marker})

@@ -45,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gta_verl.retrieval.synthetic import (  # noqa: E402
+from gta_verl.testing.synthetic_graphs import (  # noqa: E402
     HOTPOTQA_10K,
     SyntheticGraph,
     make_scaled_graph,

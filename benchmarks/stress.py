@@ -84,7 +84,7 @@ def section_fuzz(n: int, seed: int) -> None:
     from gta_verl.data.schema import make_verl_row
     from gta_verl.data.types import QAExample
     from gta_verl.retrieval.retriever import GraphRetriever
-    from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+    from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
     from gta_verl.verl_compat import get_reward_manager_cls
 
     rng = random.Random(seed)

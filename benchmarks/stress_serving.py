@@ -456,11 +456,11 @@ def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
     tmp = Path(tempfile.mkdtemp())
     if kb == "toy":
         from gta_verl.kb.store import save_kb
-        from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+        from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
 
         emb = HashEmbedder()
         save_kb(make_toy_kb(emb), tmp / "kb")
-        kb_dir, embedder = tmp / "kb", "gta_verl.retrieval.testing:HashEmbedder"
+        kb_dir, embedder = tmp / "kb", "gta_verl.testing.toy_kb:HashEmbedder"
         qs = ["Where was the president of France born?", "capital of Japan", "chancellor of Germany",
               "Mount Fuji height"]
         local = GraphRetriever.from_kb_dir(kb_dir, embedder=emb)

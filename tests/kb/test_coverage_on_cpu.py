@@ -11,7 +11,7 @@ from gta_verl.data.schema import make_ground_truth
 from gta_verl.kb import coverage
 from gta_verl.kb.coverage import gold_coverage
 from gta_verl.kb.store import save_kb
-from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
 
 
 def test_doctest_arithmetic() -> None:

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = textwrap.dedent("""
     import dataclasses, sys
     from gta_verl.kb.store import save_kb
-    from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+    from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
     from gta_verl.retrieval.retriever import GraphRetriever
 
     kb = dataclasses.replace(make_toy_kb(HashEmbedder()), embedder_name="some-org/unknown-encoder")

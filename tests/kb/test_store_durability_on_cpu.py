@@ -21,7 +21,7 @@ import pytest
 from gta_verl.cli import main
 from gta_verl.kb import atomic
 from gta_verl.kb.store import KBWriteError, load_kb, read_manifest, save_kb
-from gta_verl.retrieval.testing import TOY_DOCS, HashEmbedder, make_toy_kb
+from gta_verl.testing.toy_kb import TOY_DOCS, HashEmbedder, make_toy_kb
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,7 +87,7 @@ import os, signal, sys
 from pathlib import Path
 from gta_verl.kb import atomic
 from gta_verl.kb.store import save_kb
-from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
 real = os.replace
 def replace_then_die(a, b):
     real(a, b)

@@ -21,7 +21,7 @@ import pytest
 
 from gta_verl.cli import main
 from gta_verl.kb.store import KB_FILES, KBLoadError, load_kb
-from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
 
 # Toy KB (retrieval/testing.py TOY_DOCS): 10 documents; triples 2+2+1+2+1+2+1+1+1 = 13; entities paris,
 # france, eiffel tower, europe, emmanuel macron, amiens, somme, berlin, germany, olaf scholz, osnabrueck,

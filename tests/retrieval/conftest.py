@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
 
 
 @pytest.fixture(scope="session")

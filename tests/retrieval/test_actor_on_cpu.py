@@ -13,7 +13,7 @@ from gta_verl.retrieval.actor import get_or_create_retriever_actor
 from gta_verl.retrieval.client import RayRetrieverClient
 from gta_verl.retrieval.retriever import GraphRetriever
 
-EMB = "gta_verl.retrieval.testing:HashEmbedder"
+EMB = "gta_verl.testing.toy_kb:HashEmbedder"
 QS = [
     "Where was the president of France born?",
     "capital of Japan",
@@ -219,7 +219,7 @@ def test_service_stays_on_one_kb_version_after_a_rewrite(ray_session, tmp_path, 
     service routes only to the pinned version, and replicas off it are replaced.
     """
     from gta_verl.kb.store import manifest_digest, save_kb
-    from gta_verl.retrieval.testing import make_toy_kb
+    from gta_verl.testing.toy_kb import make_toy_kb
 
     old, new = make_toy_kb(hash_embedder), make_toy_kb(hash_embedder, with_triples=False)
     kb_dir = tmp_path / "kb"

@@ -12,7 +12,7 @@ from gta_verl.data.loaders import DataFormatError
 from gta_verl.data.schema import make_ground_truth
 from gta_verl.eval.runner import load_rows
 from gta_verl.retrieval.evaluate import load_qa
-from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb
+from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
 
 
 @pytest.fixture(scope="module")

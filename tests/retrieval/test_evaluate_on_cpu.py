@@ -69,7 +69,7 @@ def test_load_qa_musique_file(musique_kb) -> None:
 def test_cli_eval_retrieval_json(toy_kb_dir, tmp_path, capsys, monkeypatch) -> None:
     import gta_verl.retrieval.retriever as rmod
     from gta_verl.cli import main
-    from gta_verl.retrieval.testing import TOY_DOCS, HashEmbedder
+    from gta_verl.testing.toy_kb import TOY_DOCS, HashEmbedder
 
     orig = rmod.GraphRetriever.from_kb_dir.__func__
     monkeypatch.setattr(

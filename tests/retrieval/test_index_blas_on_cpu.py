@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gta_verl.retrieval.index import BLAS_THRESHOLD, VectorIndex, use_blas_for_batches
-from gta_verl.retrieval.synthetic import HOTPOTQA_10K, make_scaled_graph, scale_spec
+from gta_verl.testing.synthetic_graphs import HOTPOTQA_10K, make_scaled_graph, scale_spec
 
 
 @pytest.fixture()

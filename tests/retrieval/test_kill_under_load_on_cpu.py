@@ -27,7 +27,7 @@ from gta_verl.retrieval.client import RayRetrieverClient  # noqa: E402
 from gta_verl.retrieval.config import RetrieverConfig, ServingConfig  # noqa: E402
 from gta_verl.retrieval.retriever import GraphRetriever  # noqa: E402
 
-EMB = "gta_verl.retrieval.testing:HashEmbedder"
+EMB = "gta_verl.testing.toy_kb:HashEmbedder"
 NS, NAME = "gta_verl_kill_test", "rt_kill_matrix"
 QS = ["Where was the president of France born?", "capital of Japan", "chancellor of Germany",
       "Mount Fuji height"]

@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from gta_verl.retrieval.ppr import batched_ppr, build_transition, transition_from_edges
-from gta_verl.retrieval.synthetic import GraphSpec, make_seed_personalization, make_synthetic_graph
+from gta_verl.testing.synthetic_graphs import GraphSpec, make_seed_personalization, make_synthetic_graph
 
 SOLVERS = [("cg", "scipy"), ("cg", "torch"), ("power", "scipy"), ("power", "torch"), ("fused", "auto")]
 

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from gta_verl.retrieval.ppr import build_transition, transition_from_edges
 from gta_verl.retrieval.push import push_ppr
-from gta_verl.retrieval.synthetic import GraphSpec, make_seed_personalization, make_synthetic_graph
+from gta_verl.testing.synthetic_graphs import GraphSpec, make_seed_personalization, make_synthetic_graph
 
 
 def _igraph(g: ig.Graph, pers: np.ndarray, alpha: float = 0.5) -> np.ndarray:

@@ -21,7 +21,7 @@ from gta_verl.retrieval.client import RayRetrieverClient  # noqa: E402
 from gta_verl.retrieval.config import ServingConfig  # noqa: E402
 from gta_verl.retrieval.retriever import GraphRetriever  # noqa: E402
 
-EMB = "gta_verl.retrieval.testing:HashEmbedder"
+EMB = "gta_verl.testing.toy_kb:HashEmbedder"
 NS = "gta_verl_cluster_test"
 NAME = "rt_cluster"
 QS = (

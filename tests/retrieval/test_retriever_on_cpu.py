@@ -10,7 +10,7 @@ import pytest
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.fusion import fuse
 from gta_verl.retrieval.retriever import FLAG_NO_ENTITIES, FLAG_TRUNCATED, GraphRetriever, seed_entities
-from gta_verl.retrieval.testing import make_toy_kb
+from gta_verl.testing.toy_kb import make_toy_kb
 
 Q = "Where was the president of France born?"
 
@@ -141,7 +141,7 @@ def test_config_validation() -> None:
 
 
 def test_embedder_mismatch_is_rejected(toy_kb) -> None:
-    from gta_verl.retrieval.testing import HashEmbedder
+    from gta_verl.testing.toy_kb import HashEmbedder
 
     with pytest.raises(ValueError, match="embedded with"):
         GraphRetriever(toy_kb, HashEmbedder(name="other"))

@@ -147,7 +147,7 @@ def test_cli_tune_fusion_prints_the_held_out_table(toy_kb_dir, tmp_path, capsys,
 
     import gta_verl.retrieval.retriever as rmod
     from gta_verl.cli import main
-    from gta_verl.retrieval.testing import TOY_DOCS, HashEmbedder
+    from gta_verl.testing.toy_kb import TOY_DOCS, HashEmbedder
 
     orig = rmod.GraphRetriever.from_kb_dir.__func__
     def from_kb_dir(cls, d, config=None, embedder=None, **kw):

@@ -2,7 +2,7 @@
 
 :class:`HashEmbedder` maps a text to the normalized sum of seeded random vectors
 of its lowercase word tokens: no model weights, identical in every process (the
-Ray actor can rebuild it from the import path ``gta_verl.retrieval.testing:HashEmbedder``),
+Ray actor can rebuild it from the import path ``gta_verl.testing.toy_kb:HashEmbedder``),
 and texts sharing words get high cosine, which is enough to exercise retrieval.
 """
 
@@ -116,5 +116,5 @@ def make_toy_kb(embedder: HashEmbedder | None = None, with_triples: bool = True)
         entity_emb=emb.encode(list(entities)) if entities else np.zeros((0, dim), np.float32),
         triple_emb=emb.encode([t.text for t in triples]) if triples else np.zeros((0, dim), np.float32),
         embedder_name=emb.name,
-        manifest={"source": "gta_verl.retrieval.testing.make_toy_kb"},
+        manifest={"source": "gta_verl.testing.toy_kb.make_toy_kb"},
     )
