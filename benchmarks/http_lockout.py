@@ -35,7 +35,7 @@ def _free_port() -> int:
 
 def run_server(mode: str, port: int, header_timeout: float) -> None:
     """The child: serve the toy KB the old way or the limited way (blocking)."""
-    from gta_verl.retrieval.http import KEEP_ALIVE_S, Limits, create_app, serve_app
+    from gta_verl.retrieval.serving.http import KEEP_ALIVE_S, Limits, create_app, serve_app
     from gta_verl.retrieval.retriever import GraphRetriever
     from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
 

@@ -6,7 +6,7 @@ Usage:
 
 On the bundled MuSiQue KB (real all-MiniLM-L6-v2 query encoder), ``--callers``
 concurrent coroutines issue ``--calls`` single-query calls through
-:class:`~gta_verl.retrieval.client.RayRetrieverClient` (power-of-two-choices over
+:class:`~gta_verl.retrieval.serving.clients.RayRetrieverClient` (power-of-two-choices over
 the replicas, each replica a micro-batching actor). Reference in the same run: the
 in-process ``GraphRetriever.retrieve`` on batches of 64. Memory per replica is read
 from ``/proc/<pid>/smaps_rollup``: RSS counts the shared KB pages in every replica,
@@ -97,9 +97,9 @@ def bench_actors(kb_dir: Path, n: int, share: bool, qs: list[str], expected: dic
                  callers: int) -> dict[str, Any]:
     import ray
 
-    from gta_verl.retrieval.actor import get_or_create_retriever_actor
-    from gta_verl.retrieval.client import RayRetrieverClient
-    from gta_verl.retrieval.config import ServingConfig
+    from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
+    from gta_verl.retrieval.serving.clients import RayRetrieverClient
+    from gta_verl.retrieval.serving.config import ServingConfig
 
     serving = ServingConfig(num_replicas=n, share_arrays=share, placement="any")
     t0 = time.perf_counter()
@@ -131,7 +131,7 @@ def bench_serve(kb_dir: Path, n: int, qs: list[str], expected: dict, n_calls: in
                       max_ongoing_requests=4096)
     class ServeRetriever:
         def __init__(self, kb_dir: str) -> None:
-            from gta_verl.retrieval.shared import load_shared_retriever
+            from gta_verl.retrieval.serving.shared_arrays import load_shared_retriever
 
             self.retriever = load_shared_retriever(kb_dir)
 

@@ -88,7 +88,7 @@ def synthetic_kb(sg: SyntheticGraph, n_triples: int, seed: int, dim: int, with_i
     distinct relation names, so every triple is a unique fact). ``with_igraph=False``
     gives an edgeless igraph graph: the caller attaches the transition and document
     frequencies from the edge arrays (igraph at 73 M edges needs tens of GB of Python
-    objects), as ``gta_verl.retrieval.shared`` does from its cache.
+    objects), as ``gta_verl.retrieval.serving.shared_arrays`` does from its cache.
     """
     import igraph as ig
 

@@ -13,7 +13,7 @@ the same KB loading (``load_shared_retriever``: memory-mapped shared arrays), th
 CPU reservation per replica and the same thread cap (``limit_threads``), so the serving
 layer is the only difference:
 
-- actors: ``RetrieverService`` + ``GraphRetrieverActor`` replicas (``MicroBatcher``),
+- actors: ``RetrieverService`` + ``RetrieverReplica`` replicas (``MicroBatcher``),
   driven through ``RayRetrieverClient`` (power of two choices in the client);
 - Serve: one deployment whose replicas batch with ``@serve.batch(max_batch_size,
   batch_wait_timeout_s)``, driven through its ``DeploymentHandle`` (Serve's router,
@@ -84,11 +84,11 @@ def serve_app(kb_dir: Path, n: int, max_batch: int, max_wait_ms: float) -> Any:
         def __init__(self, kb_dir: str) -> None:
             import ray
 
-            from gta_verl.retrieval.actor import limit_threads, replica_threads
-            from gta_verl.retrieval.shared import load_shared_retriever
+            from gta_verl.retrieval.serving.replica import limit_threads, replica_threads
+            from gta_verl.retrieval.serving.shared_arrays import load_shared_retriever
 
             cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
-            self.threads = limit_threads(replica_threads(cpus))  # as GraphRetrieverActor does
+            self.threads = limit_threads(replica_threads(cpus))  # as RetrieverReplica does
             self.retriever = load_shared_retriever(kb_dir)
             self.batch_sizes: list[int] = []
 
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     import ray
     from ray import serve
 
-    from gta_verl.retrieval.config import ServingConfig
+    from gta_verl.retrieval.serving.config import ServingConfig
 
     batching = ServingConfig()  # the micro-batcher's defaults: the actors below use them too
     waits = [float(x) for x in (args.serve_wait_ms or str(batching.max_wait_ms)).split(",")]

@@ -85,7 +85,7 @@ class Server:
         import httpx
         import uvicorn
 
-        from gta_verl.retrieval.http import KEEP_ALIVE_S
+        from gta_verl.retrieval.serving.http import KEEP_ALIVE_S
 
         self.port = _free_port()
         cfg = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
@@ -113,7 +113,7 @@ _MUSIQUE: dict[str, Any] = {}
 def musique_server() -> tuple[Any, Server]:
     """(retriever, server) on the MuSiQue KB with the default limits, started once per run."""
     if not _MUSIQUE:
-        from gta_verl.retrieval.http import create_app
+        from gta_verl.retrieval.serving.http import create_app
         from gta_verl.retrieval.retriever import GraphRetriever
 
         retriever = GraphRetriever.from_kb_dir(musique_kb_dir())
@@ -262,7 +262,7 @@ async def _stall(url: str, n_long: int, chars: int, n_callers: int) -> dict[str,
     """Baseline agents, then the same agents while one caller pushes ``n_long`` long queries."""
     import httpx
 
-    from gta_verl.retrieval.batching import MAX_REQUEST_CHARS
+    from gta_verl.retrieval.serving.batching import MAX_REQUEST_CHARS
 
     qs, longs = musique_questions(), long_queries(n_long, chars)
     per = MAX_REQUEST_CHARS // chars  # the largest request the character cap lets through
@@ -292,8 +292,8 @@ def _budgetless_server(retriever: Any) -> Server:
     """The reference: the same app whose batcher has no character budget (count-only round robin)."""
     import functools
 
-    from gta_verl.retrieval import http
-    from gta_verl.retrieval.batching import MicroBatcher
+    from gta_verl.retrieval.serving import http
+    from gta_verl.retrieval.serving.batching import MicroBatcher
 
     http.MicroBatcher = functools.partial(MicroBatcher, max_batch_chars=None)  # type: ignore[misc]
     try:
@@ -448,9 +448,10 @@ def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
     """Kill the retriever (replica, then the service) three ways during ``n_calls`` concurrent calls."""
     import ray
 
-    from gta_verl.retrieval.actor import RetrieverSpec
-    from gta_verl.retrieval.client import RayRetrieverClient
-    from gta_verl.retrieval.config import RetrieverConfig, ServingConfig
+    from gta_verl.retrieval.serving.service import RetrieverSpec
+    from gta_verl.retrieval.serving.clients import RayRetrieverClient
+    from gta_verl.retrieval.config import RetrieverConfig
+    from gta_verl.retrieval.serving.config import ServingConfig
     from gta_verl.retrieval.retriever import GraphRetriever
 
     tmp = Path(tempfile.mkdtemp())

@@ -151,7 +151,7 @@ class RetrieverSection:
 
     def serving_config(self) -> Any:
         """The :class:`gta_verl.retrieval.config.ServingConfig` of the replica keys."""
-        from gta_verl.retrieval.config import ServingConfig
+        from gta_verl.retrieval.serving.config import ServingConfig
 
         return ServingConfig(num_replicas=int(self.num_replicas), min_replicas=self.min_replicas,
                              max_replicas=self.max_replicas, placement=self.placement,

@@ -70,7 +70,7 @@ class QuickstartContext:
         return self.retriever
 
     def retriever_client(self) -> Any:
-        from gta_verl.retrieval.client import InProcessRetrieverClient
+        from gta_verl.retrieval.serving.clients import InProcessRetrieverClient
 
         return InProcessRetrieverClient(self.get_retriever())
 

@@ -107,7 +107,7 @@ def _require_kb_dir(section: Any, transport: str) -> str:
 
 
 def _make_client(transport: str, section: Any, agent: AgentConfig) -> AsyncRetriever:
-    from gta_verl.retrieval import client as rclient
+    from gta_verl.retrieval.serving import clients as rclient
 
     if transport == "http":
         return rclient.HTTPRetrieverClient(agent.retriever_url, timeout_s=section.timeout_s)
@@ -131,7 +131,7 @@ def _make_client(transport: str, section: Any, agent: AgentConfig) -> AsyncRetri
 
 def _spec(section: Any, kb_dir: str | None = None) -> Any:
     """The creation spec of the job's retriever service from ``gta.retriever``."""
-    from gta_verl.retrieval.actor import RetrieverSpec
+    from gta_verl.retrieval.serving.service import RetrieverSpec
 
     return RetrieverSpec(kb_dir=str(kb_dir or section.kb_dir), config=section.retriever_config().to_dict(),
                          serving=section.serving_config().to_dict(), name=section.actor_name)
@@ -139,7 +139,7 @@ def _spec(section: Any, kb_dir: str | None = None) -> Any:
 
 def in_process_client(retriever: Any) -> AsyncRetriever:
     """Wrap a synchronous :class:`~gta_verl.retrieval.base.Retriever` as an ``AsyncRetriever``."""
-    from gta_verl.retrieval.client import InProcessRetrieverClient
+    from gta_verl.retrieval.serving.clients import InProcessRetrieverClient
 
     return InProcessRetrieverClient(retriever)
 
@@ -159,14 +159,14 @@ def start_job_retriever(trainer_config: Any) -> Any | None:
     Raises:
         ValueError: ``gta.retriever.kb_dir`` is not set.
         FileNotFoundError: ``kb_dir`` is not a KB directory (raised by
-            :func:`gta_verl.retrieval.actor.get_or_create_retriever_actor`).
+            :func:`gta_verl.retrieval.serving.service.get_or_create_retriever_actor`).
     """
     from gta_verl.agent.config import agent_config_from_trainer_config
 
     transport = agent_config_from_trainer_config(trainer_config).retriever_transport
     if transport not in ("auto", "ray") or not _ray_initialized():
         return None
-    from gta_verl.retrieval.actor import get_or_create_retriever_actor
+    from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
 
     section = retriever_section(trainer_config)
     kb_dir = _require_kb_dir(section, "ray")

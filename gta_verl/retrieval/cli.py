@@ -8,7 +8,7 @@ import json
 import sys
 
 from gta_verl.retrieval.config import FUSIONS, MODES, RetrieverConfig
-from gta_verl.retrieval.http_limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
+from gta_verl.retrieval.serving.http_limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def _config(args: argparse.Namespace, **extra: object) -> RetrieverConfig:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from gta_verl.retrieval.http import serve
+    from gta_verl.retrieval.serving.http import serve
 
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(

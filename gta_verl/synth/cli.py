@@ -97,13 +97,13 @@ def add_parser(subparsers: Any) -> None:
 def _retriever(args: argparse.Namespace, kb: Any) -> Any:
     """The deployed retriever: in-process (default), a Ray actor, or an HTTP server."""
     if args.retriever_url:
-        from gta_verl.retrieval.client import HTTPRetrieverClient
+        from gta_verl.retrieval.serving.clients import HTTPRetrieverClient
 
         return HTTPRetrieverClient(args.retriever_url)
     if args.retriever_actor:
         import ray
 
-        from gta_verl.retrieval.client import RayRetrieverClient
+        from gta_verl.retrieval.serving.clients import RayRetrieverClient
 
         if not ray.is_initialized():
             ray.init(address="auto", namespace=args.ray_namespace, log_to_driver=False)

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from gta_verl.retrieval.config import ServingConfig
-from gta_verl.retrieval.replicas import autoscale_delta, cpu_only_nodes, pick_replica, replica_options
+from gta_verl.retrieval.serving.config import ServingConfig
+from gta_verl.retrieval.serving.routing import autoscale_delta, cpu_only_nodes, pick_replica, replica_options
 
 
 def test_power_of_two_choices() -> None:
@@ -110,7 +110,7 @@ _RAY_CREATION_ERROR = (
 
 def test_replica_failure_keeps_the_cause_and_its_hint():
     """The last exception header is the cause; its continuation line (the hint) is kept."""
-    from gta_verl.retrieval.replicas import _first_line
+    from gta_verl.retrieval.serving.routing import _first_line
 
     line = _first_line(RuntimeError(_RAY_CREATION_ERROR))
     assert line == ("EmbedderUnavailable: embedder 'x' is not in the local Hugging Face cache; "
@@ -118,7 +118,7 @@ def test_replica_failure_keeps_the_cause_and_its_hint():
 
 
 def test_replica_failure_without_a_traceback_names_the_exception():
-    from gta_verl.retrieval.replicas import _first_line
+    from gta_verl.retrieval.serving.routing import _first_line
 
     assert _first_line(TimeoutError("replica 0 did not answer in 20 s\nmore")) == (
         "TimeoutError: replica 0 did not answer in 20 s")
@@ -126,7 +126,7 @@ def test_replica_failure_without_a_traceback_names_the_exception():
 
 
 def test_a_message_line_that_looks_like_a_header_is_not_a_cause():
-    from gta_verl.retrieval.replicas import _first_line
+    from gta_verl.retrieval.serving.routing import _first_line
 
     assert _first_line(ValueError("bad config\nNote: see docs")) == "ValueError: bad config"
 
@@ -135,7 +135,7 @@ def test_a_message_line_that_looks_like_a_header_is_not_a_cause():
 
 
 def test_plan_versions_pins_the_disk_version_and_replaces_the_rest():
-    from gta_verl.retrieval.replicas import plan_versions
+    from gta_verl.retrieval.serving.routing import plan_versions
 
     # first replicas up, both on the directory's version A: pin A, nothing to replace
     assert plan_versions(["A", "A"], None, "A") == ("A", [])

@@ -34,7 +34,7 @@ def _free_port() -> int:
 def url(retriever: GraphRetriever):
     import uvicorn
 
-    from gta_verl.retrieval.http import create_app
+    from gta_verl.retrieval.serving.http import create_app
 
     app = create_app(retriever, max_wait_ms=2, max_body_bytes=BODY_LIMIT, max_request_chars=2_000)
     port = _free_port()
@@ -141,7 +141,7 @@ def test_request_character_cap_is_413(url: str) -> None:
 
 def test_binds_loopback_by_default_and_says_so() -> None:
     from gta_verl.cli import build_parser
-    from gta_verl.retrieval.http import bind_message, serve
+    from gta_verl.retrieval.serving.http import bind_message, serve
 
     assert inspect.signature(serve).parameters["host"].default == "127.0.0.1"
     args = build_parser().parse_args(["retriever", "serve", "--kb", "x"])

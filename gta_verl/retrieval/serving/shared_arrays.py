@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -33,7 +34,9 @@ logger = logging.getLogger(__name__)
 CACHE_FORMAT = 1
 _EMB = ("passage_emb", "entity_emb", "triple_emb")
 _BASIS = ("doc_response", "ones_response", "emb_mass", "node_mass")
-_CODE = ("retriever.py", "ppr.py", "index.py", "shared.py", "linear_ppr.py", "fused.py")
+#: Modules whose code derives the cached arrays: a change to any of them invalidates the cache.
+_CODE = ("gta_verl.retrieval.retriever", "gta_verl.retrieval.ppr", "gta_verl.retrieval.index", __name__,
+         "gta_verl.retrieval.linear_ppr", "gta_verl.retrieval.fused")
 
 
 def shared_cache_key(manifest: dict[str, Any], config: Any) -> str:
@@ -44,9 +47,8 @@ def shared_cache_key(manifest: dict[str, Any], config: Any) -> str:
                                    "basis_alpha": config.alpha if config.uses_passage_basis else None,
                                    "scan": getattr(config, "triple_scan", "float32")},
                                   sort_keys=True, default=str).encode())
-    here = Path(__file__).resolve().parent
     for name in _CODE:
-        h.update((here / name).read_bytes())
+        h.update(Path(importlib.util.find_spec(name).origin).read_bytes())
     return h.hexdigest()
 
 

@@ -21,7 +21,7 @@ An empty, whitespace-only or NUL-only query is answered with a per-query error i
 It binds 127.0.0.1 unless told otherwise; it has no authentication. ``serve`` closes a
 connection without complete headers after ``header_timeout_s`` (10 s), answers 408 to a body
 still incomplete ``body_timeout_s`` (30 s) after its headers, and keeps at most
-``max_connections`` open (:mod:`gta_verl.retrieval.http_limits`).
+``max_connections`` open (:mod:`gta_verl.retrieval.serving.http_limits`).
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
 
 from gta_verl.data.types import RetrievalResult
-from gta_verl.retrieval.batching import MAX_REQUEST_CHARS, MicroBatcher, RequestTooLarge
-from gta_verl.retrieval.http_limits import (
+from gta_verl.retrieval.serving.batching import MAX_REQUEST_CHARS, MicroBatcher, RequestTooLarge
+from gta_verl.retrieval.serving.http_limits import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
     MAX_CONNECTIONS,
     Limits,
-    make_server,
 )
+from gta_verl.retrieval.serving.http_protocol import make_server
 
 logger = logging.getLogger(__name__)
 
@@ -271,7 +271,7 @@ def serve(
     """Load the KB and serve it with uvicorn (blocking); binds loopback by default.
 
     ``header_timeout_s``, ``body_timeout_s`` and ``max_connections`` bound what idle or
-    slow connections can hold (:mod:`gta_verl.retrieval.http_limits`).
+    slow connections can hold (:mod:`gta_verl.retrieval.serving.http_limits`).
     """
     import sys
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from gta_verl.retrieval.base import AsyncRetriever, Retriever
-from gta_verl.retrieval.client import HTTPRetrieverClient, InProcessRetrieverClient
+from gta_verl.retrieval.serving.clients import HTTPRetrieverClient, InProcessRetrieverClient
 from gta_verl.retrieval.retriever import GraphRetriever
 
 QS = ["Where was the president of France born?", "capital of Japan"]
@@ -79,7 +79,7 @@ def _free_port() -> int:
 def server_url(retriever: GraphRetriever):
     import uvicorn
 
-    from gta_verl.retrieval.http import create_app
+    from gta_verl.retrieval.serving.http import create_app
 
     port = _free_port()
     server = uvicorn.Server(

@@ -7,7 +7,7 @@ import pytest
 
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.retriever import GraphRetriever
-from gta_verl.retrieval.shared import load_shared_retriever
+from gta_verl.retrieval.serving.shared_arrays import load_shared_retriever
 
 
 @pytest.mark.parametrize("index", ["flat", "ivf"])

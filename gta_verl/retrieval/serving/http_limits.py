@@ -5,7 +5,7 @@ connects and sends nothing, half of its headers or half of a body holds a socket
 (and a file descriptor) forever; its ``limit_concurrency`` counts idle
 connections too and answers 503 to the *normal* client's request, so it would
 turn a lock-out into a refusal, not fix it.
-:class:`~gta_verl.retrieval.http_protocol.LimitedH11Protocol` adds:
+:class:`~gta_verl.retrieval.serving.http_protocol.LimitedH11Protocol` adds:
 
 * a header deadline: complete request headers within ``header_timeout_s`` of the
   connection (or of the first byte of the next request on a kept-alive one),
@@ -16,7 +16,7 @@ turn a lock-out into a refusal, not fix it.
   inside a request is closed (the newest one if every other is inside a request),
   so idle sockets cannot lock out a client that sends its request at once.
 
-:class:`~gta_verl.retrieval.http_protocol.LimitedServer` keeps the kernel's listen
+:class:`~gta_verl.retrieval.serving.http_protocol.LimitedServer` keeps the kernel's listen
 queue long while asyncio accepts few sockets per loop tick, and :func:`fd_capped`
 lowers the cap to what ``ulimit -n`` leaves. :class:`RateLimitFilter` keeps a flood
 of identical warnings to one line per interval: out of descriptors, asyncio's accept
@@ -32,7 +32,6 @@ import os
 import resource
 import time
 from collections.abc import Callable
-from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -139,31 +138,3 @@ def install_log_filter(interval_s: float = LOG_INTERVAL_S) -> RateLimitFilter:
         if flt not in logging.getLogger(name).filters:
             logging.getLogger(name).addFilter(flt)
     return flt
-
-
-def make_server(app: Any, host: str, port: int, limits: Limits = Limits(), **uvicorn_kwargs: Any) -> Any:
-    """A ``uvicorn.Server`` serving ``app`` with the deadlines, the cap and rate-limited logs.
-
-    Args:
-        app: the ASGI app.
-        host: bind address.
-        port: TCP port.
-        limits: deadlines and cap; the cap is lowered by :func:`fd_capped`.
-        **uvicorn_kwargs: passed to ``uvicorn.Config`` (``log_level``, ``timeout_keep_alive``...).
-
-    Returns:
-        The server; ``.run()`` blocks.
-    """
-    import uvicorn
-
-    from gta_verl.retrieval.http_protocol import LimitedServer, limited_protocol
-
-    cap = fd_capped(limits.max_connections)
-    if cap < limits.max_connections:
-        logger.warning("max_connections %d lowered to %d: the open-file limit (ulimit -n) is %d",
-                       limits.max_connections, cap, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-    protocol = limited_protocol(dataclasses.replace(limits, max_connections=cap))
-    config = uvicorn.Config(app, host=host, port=port, http=protocol, backlog=ACCEPT_BACKLOG,
-                            **uvicorn_kwargs)
-    install_log_filter()  # after uvicorn.Config(), which configures logging
-    return LimitedServer(config)

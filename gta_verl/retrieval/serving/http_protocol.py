@@ -1,22 +1,30 @@
 """uvicorn's h11 protocol with read deadlines and a connection cap (the why: :mod:`.http_limits`).
 
-Kept apart from :mod:`gta_verl.retrieval.http_limits` so that the CLI can read the
+Kept apart from :mod:`gta_verl.retrieval.serving.http_limits` so that the CLI can read the
 defaults without importing uvicorn and h11 (~0.1 s on every command).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import resource
 from typing import Any
 
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from gta_verl.retrieval.http_limits import LISTEN_QUEUE, Limits
+from gta_verl.retrieval.serving.http_limits import (
+    ACCEPT_BACKLOG,
+    LISTEN_QUEUE,
+    Limits,
+    fd_capped,
+    install_log_filter,
+)
 
 # The rate-limited logger of http_limits (RATE_LIMITED_LOGGERS), so these warnings are rate-limited too.
-logger = logging.getLogger("gta_verl.retrieval.http_limits")
+logger = logging.getLogger("gta_verl.retrieval.serving.http_limits")
 
 
 class LimitedH11Protocol(H11Protocol):
@@ -158,3 +166,27 @@ class LimitedServer(uvicorn.Server):
             for sock in server.sockets or ():
                 with sock.dup() as same_socket:  # a second descriptor of the same listening socket
                     same_socket.listen(LISTEN_QUEUE)
+
+
+def make_server(app: Any, host: str, port: int, limits: Limits = Limits(), **uvicorn_kwargs: Any) -> Any:
+    """A ``uvicorn.Server`` serving ``app`` with the deadlines, the cap and rate-limited logs.
+
+    Args:
+        app: the ASGI app.
+        host: bind address.
+        port: TCP port.
+        limits: deadlines and cap; the cap is lowered by :func:`fd_capped`.
+        **uvicorn_kwargs: passed to ``uvicorn.Config`` (``log_level``, ``timeout_keep_alive``...).
+
+    Returns:
+        The server; ``.run()`` blocks.
+    """
+    cap = fd_capped(limits.max_connections)
+    if cap < limits.max_connections:
+        logger.warning("max_connections %d lowered to %d: the open-file limit (ulimit -n) is %d",
+                       limits.max_connections, cap, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    protocol = limited_protocol(dataclasses.replace(limits, max_connections=cap))
+    config = uvicorn.Config(app, host=host, port=port, http=protocol, backlog=ACCEPT_BACKLOG,
+                            **uvicorn_kwargs)
+    install_log_filter()  # after uvicorn.Config(), which configures logging
+    return LimitedServer(config)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gta_verl.data.types import RetrievalHit, RetrievalResult
-from gta_verl.retrieval.batching import MicroBatcher, error_results
+from gta_verl.retrieval.serving.batching import MicroBatcher, error_results
 
 
 def _describe(exc: BaseException) -> str:
@@ -46,7 +46,7 @@ class RayRetrieverClient:
 
     Args:
         actor_name_or_handle: Service name (looked up lazily) or an ``ActorHandle``
-            of the service or of a single :class:`GraphRetrieverActor`.
+            of the service or of a single :class:`~gta_verl.retrieval.serving.replica.RetrieverReplica`.
         timeout_s: Per-call limit; past it the call returns error results.
         namespace: Ray namespace of a named actor.
         recreate: Zero-argument factory returning a new service handle, e.g.
@@ -111,9 +111,9 @@ class RayRetrieverClient:
         if self._seen:
             raise RetrieverGone(f"{self._label()} is gone for good (killed with ray.kill(no_restart=True) or "
                                 "its creator exited) and this client may not recreate it; recreate it with "
-                                "gta_verl.retrieval.actor.get_or_create_retriever_actor")
+                                "gta_verl.retrieval.serving.service.get_or_create_retriever_actor")
         raise RetrieverGone(f"no {self._label()}: the trainer creates it before the first rollout "
-                            "(gta_verl.retrieval.actor.get_or_create_retriever_actor)")
+                            "(gta_verl.retrieval.serving.service.get_or_create_retriever_actor)")
 
     async def _refresh(self, deadline: float) -> None:
         """Fetch the ready replicas from the service (or treat a plain replica as the only one)."""
@@ -122,14 +122,14 @@ class RayRetrieverClient:
                 raise RetrieverGone(f"{self._label()} handle is dead and this client has no name to look up")
             self._service = await asyncio.to_thread(self._lookup, deadline)
         service = self._service
-        if not hasattr(service, "replicas"):  # a single GraphRetrieverActor handle
+        if not hasattr(service, "replicas"):  # a single replica's handle
             self._replicas, self._version = [(("single", 0), service)], 0
             return
         remaining = max(0.001, deadline - time.perf_counter())
         try:
             info = await asyncio.wait_for(asyncio.wrap_future(service.replicas.remote().future()), remaining)
         except Exception as exc:
-            from gta_verl.retrieval.replicas import is_dead_for_good
+            from gta_verl.retrieval.serving.routing import is_dead_for_good
 
             if is_dead_for_good(exc):  # new calls to a restarting actor wait; dead ones fail at once
                 self._service = None
@@ -148,7 +148,7 @@ class RayRetrieverClient:
         live = [(k, h) for k, h in self._replicas if k not in tried] or self._replicas
         if not live:
             return None  # the service is up but no replica is ready yet
-        from gta_verl.retrieval.replicas import pick_replica
+        from gta_verl.retrieval.serving.routing import pick_replica
 
         return live[pick_replica([self._out.get(k, 0) for k, _ in live], self._rng)]
 
@@ -163,7 +163,7 @@ class RayRetrieverClient:
 
     # ------------------------------------------------------------ calls
     async def _call(self, queries: list[str], deadline: float) -> list[RetrievalResult]:
-        from gta_verl.retrieval.replicas import is_actor_error
+        from gta_verl.retrieval.serving.routing import is_actor_error
 
         tried: set[Any] = set()
         backoff, switched = self.BACKOFF_S[0], False
@@ -244,7 +244,7 @@ class InProcessRetrieverClient:
     ``retrieve`` calls the blocking retriever under a lock (the encoder and faiss
     indexes are not shared safely). ``aretrieve`` micro-batches: calls that arrive
     while a batch runs wait together and go in as the next batch (a
-    :class:`~gta_verl.retrieval.batching.MicroBatcher` per event loop, no added wait),
+    :class:`~gta_verl.retrieval.serving.batching.MicroBatcher` per event loop, no added wait),
     as the Ray actor does. Concurrent rollouts each sending one query then share one
     encoder forward and one batched PPR instead of queueing one by one behind the lock:
     the encoder's cost per query falls with the batch (MiniLM, this machine: ≈ 16 ms
@@ -300,7 +300,7 @@ class InProcessRetrieverClient:
 
 
 def results_from_response(queries: Sequence[str], payload: dict[str, Any]) -> list[RetrievalResult]:
-    """Rebuild results from a ``/retrieve`` response (see :mod:`gta_verl.retrieval.http`)."""
+    """Rebuild results from a ``/retrieve`` response (see :mod:`gta_verl.retrieval.serving.http`)."""
     out = []
     metas = payload.get("meta") or [{} for _ in queries]
     for q, docs, meta in zip(queries, payload["result"], metas):

@@ -9,8 +9,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from gta_verl.retrieval.actor import get_or_create_retriever_actor
-from gta_verl.retrieval.client import RayRetrieverClient
+from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
+from gta_verl.retrieval.serving.clients import RayRetrieverClient
 from gta_verl.retrieval.retriever import GraphRetriever
 
 EMB = "gta_verl.testing.toy_kb:HashEmbedder"
@@ -90,7 +90,7 @@ def test_client_timeout_and_missing_actor(ray_session, toy_kb_dir) -> None:
 
 # ---------------------------------------------------------------- issue 14 item 4: kills are not permanent
 def _service(toy_kb_dir, name: str, **kw):
-    from gta_verl.retrieval.config import ServingConfig
+    from gta_verl.retrieval.serving.config import ServingConfig
 
     serving = ServingConfig(num_replicas=kw.pop("num_replicas", 1), monitor_interval_s=0.2)
     handle = get_or_create_retriever_actor(
@@ -106,7 +106,7 @@ def test_plain_kill_fails_fast_or_is_recreated(ray_session, toy_kb_dir, toy_kb, 
     A client that may not recreate the service says it is gone instead of waiting out
     its deadline on every call; a client holding the spec recreates it.
     """
-    from gta_verl.retrieval.actor import RetrieverSpec
+    from gta_verl.retrieval.serving.service import RetrieverSpec
 
     handle = _service(toy_kb_dir, "rt_plain_kill")
     spec = RetrieverSpec(kb_dir=str(toy_kb_dir), name="rt_plain_kill", namespace="gta_verl_test",
@@ -163,8 +163,8 @@ def test_health_names_unreadable_kb_dir(ray_session, tmp_path) -> None:
     """A replica whose node cannot read kb_dir fails the health call loudly (not per search)."""
     from dataclasses import asdict
 
-    from gta_verl.retrieval.actor import RetrieverSpec
-    from gta_verl.retrieval.replicas import RetrieverService
+    from gta_verl.retrieval.serving.service import RetrieverSpec
+    from gta_verl.retrieval.serving.service import RetrieverService
 
     missing = tmp_path / "kb_not_on_this_node"
     with pytest.raises(FileNotFoundError, match="kb_not_on_this_node"):

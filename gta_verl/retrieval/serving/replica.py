@@ -1,32 +1,25 @@
-"""The retriever on Ray: one named service actor in front of N replica actors.
+"""One retriever replica: a Ray actor that loads the KB and answers batched queries.
 
-``get_or_create_retriever_actor`` creates (or finds) the named
-:class:`~gta_verl.retrieval.replicas.RetrieverService`; it starts
-``num_replicas`` :class:`GraphRetrieverActor` replicas, replaces dead ones and
-hands their handles to :class:`~gta_verl.retrieval.client.RayRetrieverClient`,
-which balances calls over them itself (no extra hop). Each replica loads the KB
-from its directory inside ``__init__`` (nothing large travels through closures or
-the object store) and, with ``share_arrays``, memory-maps the big arrays from a
-node-local cache so replicas on one node share one copy
-(:mod:`gta_verl.retrieval.shared`). GPUs default to 0 because verl's placement
-groups own them.
+The service (:mod:`gta_verl.retrieval.serving.service`) starts these; nothing else creates
+them. Each replica loads the KB from its directory inside ``__init__`` (nothing large travels
+through closures or the object store) and, with ``share_arrays``, memory-maps the big arrays
+from a node-local cache so replicas on one node share one copy
+(:mod:`gta_verl.retrieval.serving.shared_arrays`). Concurrent calls share one batched PPR
+through a :class:`~gta_verl.retrieval.serving.batching.MicroBatcher`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gta_verl.data.types import RetrievalResult
-from gta_verl.retrieval.batching import MicroBatcher
-from gta_verl.retrieval.config import RetrieverConfig, ServingConfig
+from gta_verl.retrieval.config import RetrieverConfig
+from gta_verl.retrieval.serving.batching import MicroBatcher
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_ACTOR_NAME = "gta_verl_graph_retriever"
 
 
 def _import_factory(path: str) -> Any:
@@ -64,7 +57,8 @@ def limit_threads(n: int) -> dict[str, int]:
             "faiss": faiss.omp_get_max_threads()}
 
 
-def _check_kb_dir(kb_dir: str | Path, where: str) -> Path:
+def check_kb_dir(kb_dir: str | Path, where: str) -> Path:
+    """``kb_dir`` as a path, or a ``FileNotFoundError`` saying how to build it and where it was missing."""
     path = Path(kb_dir)
     if not (path / "manifest.json").is_file():
         what = "does not exist" if not path.exists() else "is not a KB directory (no manifest.json)"
@@ -73,7 +67,7 @@ def _check_kb_dir(kb_dir: str | Path, where: str) -> Path:
     return path
 
 
-class GraphRetrieverActor:
+class RetrieverReplica:
     """Body of one retriever replica (created by the service, not directly).
 
     Args:
@@ -102,10 +96,10 @@ class GraphRetrieverActor:
         import socket
 
         from gta_verl.retrieval.retriever import GraphRetriever
-        from gta_verl.retrieval.shared import load_shared_retriever
+        from gta_verl.retrieval.serving.shared_arrays import load_shared_retriever
 
         self.kb_dir = str(kb_dir)
-        _check_kb_dir(kb_dir, f"on node {socket.gethostname()}")
+        check_kb_dir(kb_dir, f"on node {socket.gethostname()}")
         import ray
 
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
@@ -161,100 +155,3 @@ class GraphRetrieverActor:
         return {"status": "ok", "pid": os.getpid(), "host": socket.gethostname(),
                 "node_id": ray.get_runtime_context().get_node_id(), "n_docs": self.retriever.kb.n_docs,
                 "threads": self.threads, "kb_digest": self.kb_digest}
-
-
-@dataclass(frozen=True)
-class RetrieverSpec:
-    """Everything needed to (re)create the named retriever service (picklable).
-
-    A client holding a spec may recreate a service that was killed for good
-    (``ray.kill(handle)``); without one it fails fast with a clear message.
-    """
-
-    kb_dir: str
-    config: dict[str, Any] = field(default_factory=dict)
-    serving: dict[str, Any] = field(default_factory=dict)
-    name: str = DEFAULT_ACTOR_NAME
-    namespace: str | None = None
-    lifetime: str | None = None
-    embedder: str | None = None
-    max_restarts: int = -1
-    max_concurrency: int = 4096
-
-    def create(self) -> Any:
-        """Create the service, or return the live one of that name (``get_if_exists``)."""
-        import ray
-
-        from gta_verl.retrieval.replicas import RetrieverService
-
-        _check_kb_dir(self.kb_dir, "on the creating node")
-        return ray.remote(RetrieverService).options(
-            name=self.name,
-            namespace=self.namespace,
-            get_if_exists=True,
-            lifetime=self.lifetime,
-            num_cpus=0,  # routing bookkeeping only; replicas reserve the CPUs
-            max_restarts=self.max_restarts,
-            max_concurrency=self.max_concurrency,
-        ).remote(asdict(self))
-
-
-def get_or_create_retriever_actor(
-    kb_dir: str | Path,
-    config: RetrieverConfig | None = None,
-    name: str = DEFAULT_ACTOR_NAME,
-    num_cpus: float = 1,
-    num_gpus: float = 0,
-    max_restarts: int = -1,
-    namespace: str | None = None,
-    lifetime: str | None = None,
-    max_batch: int = 256,
-    max_wait_ms: float = 5.0,
-    max_concurrency: int = 4096,
-    embedder: str | None = None,
-    serving: ServingConfig | None = None,
-) -> Any:
-    """Return the named retriever service, creating it (and its replicas) if missing.
-
-    Safe to call from every rollout worker: ``get_if_exists=True`` makes all of them
-    share one service. Needs ``ray.init``. Ray destroys a non-detached actor when its
-    creator's handle goes out of scope: keep the handle alive for the training run, or
-    pass ``lifetime="detached"``. The handle answers ``retrieve``/``stats``/``health``
-    like one replica; ``ray.get(handle.health.remote())`` waits until every replica has
-    loaded the KB and raises naming ``kb_dir`` when a replica cannot read it.
-
-    Args:
-        kb_dir: KB directory (readable at this path on the replicas' nodes).
-        config: Retriever config (default: GTA-RAG defaults).
-        name: Service name, unique in ``namespace``.
-        num_cpus: CPUs reserved per replica (overrides ``serving.num_cpus``).
-        num_gpus: Must be 0: verl's placement groups hold the GPUs.
-        max_restarts: Restarts of the service and of each replica after a crash (−1 = forever).
-        namespace: Ray namespace (``None`` = the job's).
-        lifetime: ``"detached"`` to outlive the driver, else ``None``.
-        max_batch: Overrides ``serving.max_batch``.
-        max_wait_ms: Overrides ``serving.max_wait_ms``.
-        max_concurrency: Concurrent calls each actor accepts.
-        embedder: See :class:`GraphRetrieverActor`.
-        serving: Replicas, autoscaling bounds, placement (default: one replica).
-
-    Returns:
-        A Ray ``ActorHandle`` of the service.
-    """
-    if num_gpus:
-        raise ValueError("the retriever takes no GPU (verl's placement groups hold them); use num_gpus=0")
-    serving = serving or ServingConfig()
-    serving = ServingConfig.from_dict({**serving.to_dict(), "num_cpus": num_cpus, "max_batch": max_batch,
-                                       "max_wait_ms": max_wait_ms})
-    spec = RetrieverSpec(
-        kb_dir=str(Path(kb_dir).resolve()),
-        config=(config or RetrieverConfig()).to_dict(),
-        serving=serving.to_dict(),
-        name=name,
-        namespace=namespace,
-        lifetime=lifetime,
-        embedder=embedder,
-        max_restarts=max_restarts,
-        max_concurrency=max_concurrency,
-    )
-    return spec.create()

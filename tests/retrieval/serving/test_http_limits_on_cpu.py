@@ -16,7 +16,8 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from gta_verl.retrieval.http_limits import Limits, RateLimitFilter, fd_capped, make_server
+from gta_verl.retrieval.serving.http_limits import Limits, RateLimitFilter, fd_capped
+from gta_verl.retrieval.serving.http_protocol import make_server
 from gta_verl.retrieval.retriever import GraphRetriever
 
 HEADER_S, BODY_S = 0.5, 1.0
@@ -36,7 +37,7 @@ def _free_port() -> int:
 @contextmanager
 def _serve(retriever: GraphRetriever, limits: Limits):
     """A uvicorn server built as ``serve()`` builds it; yields (base url, uvicorn.Server)."""
-    from gta_verl.retrieval.http import create_app
+    from gta_verl.retrieval.serving.http import create_app
 
     port = _free_port()
     server = make_server(create_app(retriever, max_wait_ms=2), "127.0.0.1", port, limits, log_level="warning")
@@ -176,7 +177,7 @@ def test_normal_client_served_while_idle_sockets_exceed_the_cap(retriever: Graph
 
 
 def test_fd_cap_leaves_room_for_accept_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gta_verl.retrieval.http_limits as hl
+    import gta_verl.retrieval.serving.http_limits as hl
 
     monkeypatch.setattr(hl.resource, "getrlimit", lambda _r: (1024, 4096))
     monkeypatch.setattr(hl, "_open_fds", lambda: 40)

@@ -1,12 +1,13 @@
-"""Replicated retriever: the named service actor, its placement, routing and autoscaling rules.
+"""The named retriever service: one Ray actor in front of N replica actors.
 
-:class:`RetrieverService` is the one handle every agent-loop worker finds by name.
-It starts the replicas (:class:`~gta_verl.retrieval.actor.GraphRetrieverActor`),
-publishes the ready ones with a version number, pings them, replaces a replica
-that died for good and scales between the autoscaling bounds. Clients route to
-replicas directly with power-of-two-choices over their own outstanding calls
-(:func:`pick_replica`), so the service is not on the data path; its own
-``retrieve`` routes the same way for callers holding a plain handle.
+:func:`get_or_create_retriever_actor` creates (or finds) the named :class:`RetrieverService`
+from a :class:`RetrieverSpec`. The service is the one handle every agent-loop worker finds by
+name: it starts the replicas (:class:`~gta_verl.retrieval.serving.replica.RetrieverReplica`),
+publishes the ready ones with a version number, pings them, replaces a replica that died for
+good and scales between the autoscaling bounds (:mod:`gta_verl.retrieval.serving.routing`).
+Clients route to replicas directly with power-of-two-choices over their own outstanding calls,
+so the service is not on the data path; its own ``retrieve`` routes the same way for callers
+holding a plain handle. GPUs are never reserved because verl's placement groups own them.
 
 Why actors and not Ray Serve: measured by ``benchmarks/serve_vs_actors.py``, see ``docs/scale.md``
 ("Serving: actors vs Ray Serve").
@@ -15,149 +16,35 @@ Why actors and not Ray Serve: measured by ``benchmarks/serve_vs_actors.py``, see
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
-import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gta_verl.data.types import RetrievalResult
-from gta_verl.retrieval.batching import error_results
-from gta_verl.retrieval.config import ServingConfig
+from gta_verl.retrieval.config import RetrieverConfig
+from gta_verl.retrieval.serving.batching import error_results
+from gta_verl.retrieval.serving.config import ServingConfig
+from gta_verl.retrieval.serving.replica import RetrieverReplica, check_kb_dir
+from gta_verl.retrieval.serving.routing import (
+    _first_line,
+    autoscale_delta,
+    disk_digest,
+    is_actor_error,
+    is_dead_for_good,
+    pick_replica,
+    plan_versions,
+    replica_options,
+)
 
 logger = logging.getLogger(__name__)
 
-
-# ---------------------------------------------------------------------- pure rules
-def pick_replica(outstanding: Sequence[int], rng: random.Random) -> int:
-    """Power of two choices: of two distinct random replicas, the one with fewer calls out.
-
-    Args:
-        outstanding: Calls in flight per candidate replica (``len >= 1``).
-        rng: Source of the two draws.
-
-    Returns:
-        Index into ``outstanding``; ties go to the first draw.
-    """
-    n = len(outstanding)
-    if n == 0:
-        raise ValueError("pick_replica needs at least one replica")
-    if n == 1:
-        return 0
-    a, b = rng.sample(range(n), 2)
-    return b if outstanding[b] < outstanding[a] else a
-
-
-def autoscale_delta(loads: Sequence[int], n_replicas: int, cfg: ServingConfig, streak: int) -> tuple[int, int]:
-    """One autoscaling tick: ``(replicas to add (+1) / remove (−1) / 0, new streak)``.
-
-    ``streak`` counts consecutive ticks above target (positive) or below a quarter of
-    it (negative); a change needs ``upscale_ticks`` / ``downscale_ticks`` of them.
-    """
-    if not cfg.autoscaling or not loads:
-        return 0, 0
-    mean = sum(loads) / len(loads)
-    if mean > cfg.target_queued_queries:
-        streak = streak + 1 if streak > 0 else 1
-        if streak >= cfg.upscale_ticks and n_replicas < (cfg.max_replicas or n_replicas):
-            return 1, 0
-        return 0, streak
-    if mean < cfg.target_queued_queries / 4:
-        streak = streak - 1 if streak < 0 else -1
-        if -streak >= cfg.downscale_ticks and n_replicas > (cfg.min_replicas or n_replicas):
-            return -1, 0
-        return 0, streak
-    return 0, 0
-
-
-def cpu_only_nodes(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Ids of alive nodes without GPUs (from ``ray.nodes()``), sorted for stable spreading."""
-    return sorted(n["NodeID"] for n in nodes if n.get("Alive") and not n.get("Resources", {}).get("GPU"))
-
-
-def replica_options(cfg: ServingConfig, slot: int, nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Ray actor options placing replica ``slot`` by ``cfg.placement`` (see :class:`ServingConfig`)."""
-    opts: dict[str, Any] = {"num_cpus": cfg.num_cpus, "num_gpus": 0}
-    if cfg.placement == "resource":
-        opts["resources"] = {cfg.resource: cfg.resource_per_replica}
-    elif cfg.placement == "cpu_nodes":
-        cpu_nodes = cpu_only_nodes(nodes)
-        if cpu_nodes:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            # soft: a full CPU node must not leave the replica pending forever
-            opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-                cpu_nodes[slot % len(cpu_nodes)], soft=True)
-        else:
-            opts["scheduling_strategy"] = "SPREAD"
-    return opts
-
-
-def is_actor_error(exc: BaseException) -> bool:
-    """Errors of the transport (actor died or unreachable), as opposed to the call's own."""
-    from ray.exceptions import RayActorError
-
-    return isinstance(exc, RayActorError)
-
-
-def is_dead_for_good(exc: BaseException) -> bool:
-    """A *new* call failing with ``ActorDiedError``: restarting actors queue new calls instead."""
-    from ray.exceptions import ActorDiedError
-
-    return isinstance(exc, ActorDiedError)
-
-
-def plan_versions(digests: Sequence[str | None], pinned: str | None,
-                  disk: str | None) -> tuple[str | None, list[int]]:
-    """Which KB version a service serves, and which replicas to replace to get there.
-
-    A service answers from one KB version at a time: after ``kb add`` rewrites the directory, a
-    replica that (re)starts loads the new tables while the others still hold the old ones. Rules:
-
-    1. No pin yet: the version on disk if a replica serves it, else the most common one.
-    2. The directory moved on (``disk ≠ pinned``) and a replica already serves ``disk``: pin it.
-    3. Every replica of the pinned version is gone: the most common version served.
-    4. Otherwise keep the pin.
-
-    Replicas on another version are replaced only when the pin is the version on disk (a
-    replacement then loads the pin); otherwise they are just not routed to.
-
-    Args:
-        digests: Each replica's KB digest (None: not loaded yet).
-        pinned: The service's current version.
-        disk: The digest of the directory's manifest now (None: unreadable from the service).
-
-    Returns:
-        ``(pin, indices of replicas to replace)``.
-    """
-    known = [d for d in digests if d]
-    if not known:
-        return pinned, []
-    common = max(dict.fromkeys(known), key=known.count)  # ties: the first served
-    if pinned is None:
-        pin = disk if disk in known else common
-    elif disk is not None and disk != pinned and disk in known:
-        pin = disk
-    elif pinned not in known:
-        pin = common
-    else:
-        pin = pinned
-    replace = [i for i, d in enumerate(digests) if d and d != pin] if pin == disk else []
-    return pin, replace
-
-
-def disk_digest(kb_dir: str) -> str | None:
-    """Digest of the manifest at ``kb_dir`` now, or None if this process cannot read it."""
-    from gta_verl.kb.store import manifest_digest, read_manifest
-
-    try:
-        return manifest_digest(read_manifest(kb_dir))
-    except Exception:  # noqa: BLE001 - the service may run where the KB is not mounted
-        return None
-
+DEFAULT_ACTOR_NAME = "gta_verl_graph_retriever"
 
 # ---------------------------------------------------------------------- the service
 @dataclass
@@ -207,11 +94,9 @@ class RetrieverService:
     def _start(self, index: int, generation: int) -> _Slot:
         import ray
 
-        from gta_verl.retrieval.actor import GraphRetrieverActor
-
         s = self.serving
         opts = replica_options(s, index, ray.nodes())
-        handle = ray.remote(GraphRetrieverActor).options(
+        handle = ray.remote(RetrieverReplica).options(
             name=f"{self.spec['name']}.{self.incarnation}.replica{index}.g{generation}",
             namespace=self.spec.get("namespace"),
             max_restarts=self.spec.get("max_restarts", -1),
@@ -422,28 +307,96 @@ class RetrieverService:
         self.slots = []
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-#: An exception header as Python prints it at the end of a traceback: ``pkg.mod.Name: message``.
-_EXC_HEADER = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*): (.*)$")
+@dataclass(frozen=True)
+class RetrieverSpec:
+    """Everything needed to (re)create the named retriever service (picklable).
 
-
-def _first_line(exc: BaseException) -> str:
-    """One line naming why a replica failed: the original exception and its whole message.
-
-    Ray wraps a constructor error in its own text (``ActorDiedError: The actor died because of an
-    error raised in its creation task … Traceback … pkg.mod.Name: message`` with the message's
-    continuation lines after it), so the last exception header is the cause, and the lines after it
-    are its message — where hints such as ``EmbedderUnavailable``'s ``--allow-download`` live.
-    Without such a header: the exception's type and first line.
+    A client holding a spec may recreate a service that was killed for good
+    (``ray.kill(handle)``); without one it fails fast with a clear message.
     """
-    lines = [_ANSI.sub("", ln).rstrip() for ln in str(exc).splitlines()]
-    frames = [i for i, ln in enumerate(lines) if ln.startswith('  File "')]
-    # a header counts only after a traceback frame: "Note: …" inside a message is not a cause
-    headers = [i for i, ln in enumerate(lines) if frames and i > frames[0] and _EXC_HEADER.match(ln)]
-    if headers:
-        i = headers[-1]
-        name, first = _EXC_HEADER.match(lines[i]).groups()  # type: ignore[union-attr]
-        rest = " ".join(ln.strip() for ln in lines[i + 1:] if ln.strip())
-        return f"{name.rsplit('.', 1)[-1]}: {' '.join(x for x in (first, rest) if x)}"[:1000]
-    text = next((ln.strip() for ln in lines if ln.strip()), "")
-    return f"{type(exc).__name__}: {text[:400]}"
+
+    kb_dir: str
+    config: dict[str, Any] = field(default_factory=dict)
+    serving: dict[str, Any] = field(default_factory=dict)
+    name: str = DEFAULT_ACTOR_NAME
+    namespace: str | None = None
+    lifetime: str | None = None
+    embedder: str | None = None
+    max_restarts: int = -1
+    max_concurrency: int = 4096
+
+    def create(self) -> Any:
+        """Create the service, or return the live one of that name (``get_if_exists``)."""
+        import ray
+
+        check_kb_dir(self.kb_dir, "on the creating node")
+        return ray.remote(RetrieverService).options(
+            name=self.name,
+            namespace=self.namespace,
+            get_if_exists=True,
+            lifetime=self.lifetime,
+            num_cpus=0,  # routing bookkeeping only; replicas reserve the CPUs
+            max_restarts=self.max_restarts,
+            max_concurrency=self.max_concurrency,
+        ).remote(asdict(self))
+
+
+def get_or_create_retriever_actor(
+    kb_dir: str | Path,
+    config: RetrieverConfig | None = None,
+    name: str = DEFAULT_ACTOR_NAME,
+    num_cpus: float | None = None,
+    num_gpus: float = 0,
+    max_restarts: int = -1,
+    namespace: str | None = None,
+    lifetime: str | None = None,
+    max_batch: int | None = None,
+    max_wait_ms: float | None = None,
+    max_concurrency: int = 4096,
+    embedder: str | None = None,
+    serving: ServingConfig | None = None,
+) -> Any:
+    """Return the named retriever service, creating it (and its replicas) if missing.
+
+    Safe to call from every rollout worker: ``get_if_exists=True`` makes all of them
+    share one service. Needs ``ray.init``. Ray destroys a non-detached actor when its
+    creator's handle goes out of scope: keep the handle alive for the training run, or
+    pass ``lifetime="detached"``. The handle answers ``retrieve``/``stats``/``health``
+    like one replica; ``ray.get(handle.health.remote())`` waits until every replica has
+    loaded the KB and raises naming ``kb_dir`` when a replica cannot read it.
+
+    Args:
+        kb_dir: KB directory (readable at this path on the replicas' nodes).
+        config: Retriever config (default: GTA-RAG defaults).
+        name: Service name, unique in ``namespace``.
+        num_cpus: CPUs reserved per replica; ``None`` keeps ``serving.num_cpus``.
+        num_gpus: Must be 0: verl's placement groups hold the GPUs.
+        max_restarts: Restarts of the service and of each replica after a crash (−1 = forever).
+        namespace: Ray namespace (``None`` = the job's).
+        lifetime: ``"detached"`` to outlive the driver, else ``None``.
+        max_batch: ``None`` keeps ``serving.max_batch``; a value replaces it.
+        max_wait_ms: ``None`` keeps ``serving.max_wait_ms``; a value replaces it.
+        max_concurrency: Concurrent calls each actor accepts.
+        embedder: See :class:`~gta_verl.retrieval.serving.replica.RetrieverReplica`.
+        serving: Replicas, autoscaling bounds, placement (default: one replica).
+
+    Returns:
+        A Ray ``ActorHandle`` of the service.
+    """
+    if num_gpus:
+        raise ValueError("the retriever takes no GPU (verl's placement groups hold them); use num_gpus=0")
+    # only what the caller passed replaces the serving config's own settings
+    given = {"num_cpus": num_cpus, "max_batch": max_batch, "max_wait_ms": max_wait_ms}
+    serving = dataclasses.replace(serving or ServingConfig(), **{k: v for k, v in given.items() if v is not None})
+    spec = RetrieverSpec(
+        kb_dir=str(Path(kb_dir).resolve()),
+        config=(config or RetrieverConfig()).to_dict(),
+        serving=serving.to_dict(),
+        name=name,
+        namespace=namespace,
+        lifetime=lifetime,
+        embedder=embedder,
+        max_restarts=max_restarts,
+        max_concurrency=max_concurrency,
+    )
+    return spec.create()

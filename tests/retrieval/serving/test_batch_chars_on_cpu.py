@@ -13,7 +13,7 @@ import threading
 from collections import deque
 
 from gta_verl.data.types import RetrievalResult
-from gta_verl.retrieval.batching import MicroBatcher, _Request, plan_batch
+from gta_verl.retrieval.serving.batching import MicroBatcher, _Request, plan_batch
 
 
 class Recorder:

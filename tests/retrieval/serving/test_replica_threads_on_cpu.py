@@ -6,7 +6,7 @@ import faiss
 import numba
 import torch
 
-from gta_verl.retrieval.actor import limit_threads, replica_threads
+from gta_verl.retrieval.serving.replica import limit_threads, replica_threads
 
 
 def test_replica_threads_follow_reserved_cpus() -> None:
