@@ -5,7 +5,7 @@ Usage:
 
 Prints two markdown tables on a synthetic Table-5 graph (``make_synthetic_graph``, seed 0):
 
-* one ``_step`` of :mod:`gta_verl.retrieval.fused` (float32) per block width b: ms per iteration and
+* one ``_step`` of :mod:`gta_verl.retrieval.ppr.fused_power` (float32) per block width b: ms per iteration and
   multiply-adds per second (in-edges × b / time);
 * whole ``batched_ppr(method="fused")`` solves (float32, tol 1e-7, B=32) on the transition built with
   and without reverse Cuthill–McKee, alternating ``--reps`` times (the reference is the other row of the
@@ -23,8 +23,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gta_verl.retrieval.fused import _CHUNK_ROWS, _step  # noqa: E402
-from gta_verl.retrieval.ppr import batched_ppr, transition_from_edges  # noqa: E402
+from gta_verl.retrieval.ppr.fused_power import _CHUNK_ROWS, _step  # noqa: E402
+from gta_verl.retrieval.ppr.batched import batched_ppr  # noqa: E402
+from gta_verl.retrieval.ppr.transition import transition_from_edges  # noqa: E402
 from gta_verl.testing.synthetic_graphs import (  # noqa: E402
     HOTPOTQA_10K,
     TWOWIKI,

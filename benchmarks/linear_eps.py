@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         q = np.asarray(rv.embedder.encode(texts), dtype=np.float32)
         s, ids, mins = rv._fact_index.search_with_min(q, rv.config.top_n_triples)
         seeds, seeded = rv.entity_seeds(s, ids, mins)
-        *_, touched = rv._linear_top(seeds[seeded], q[seeded], q[seeded] @ rv._passage_emb.T, 10)
+        *_, touched = rv.ppr_top(seeds[seeded], q[seeded], q[seeded] @ rv._passage_emb.T, 10)
         same, err = _compare(got, ref)
         print(f"| linear, ppr_linear_eps={eps:g} | {same * 100:.0f} % | {err:.1e} | {touched.mean():,.0f} | "
               f"{ms:.1f} (with encoding) |", flush=True)

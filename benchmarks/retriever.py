@@ -115,7 +115,7 @@ def synthetic_kb(sg: SyntheticGraph, n_triples: int, seed: int, dim: int, with_i
 
 def attach_graph(retriever: Any, sg: SyntheticGraph) -> None:
     """Give a retriever over an edgeless KB graph the transition and document frequencies of ``sg``."""
-    from gta_verl.retrieval.ppr import transition_from_edges
+    from gta_verl.retrieval.ppr.transition import transition_from_edges
 
     nd = sg.spec.n_docs
     retriever._transition = transition_from_edges(sg.spec.n_nodes, sg.edges, sg.weights)
@@ -126,7 +126,6 @@ def attach_graph(retriever: Any, sg: SyntheticGraph) -> None:
 def stage_times(r: Any, q: np.ndarray, k: int = 10) -> dict[str, float]:
     """ms per query of each stage of ``GraphRetriever.score`` on query vectors ``q`` [B, dim]."""
     from gta_verl.retrieval import gemm
-    from gta_verl.retrieval.push import push_ppr
 
     c, b = r.config, len(q)
     t0 = time.perf_counter()
@@ -134,23 +133,12 @@ def stage_times(r: Any, q: np.ndarray, k: int = 10) -> dict[str, float]:
     t1 = time.perf_counter()
     s, ids, mins = r._fact_index.search_with_min(q, c.top_n_triples)
     t2 = time.perf_counter()
-    if r.uses_passage_basis:
-        seeds, seeded = r.entity_seeds(s, ids, mins)
-        t3 = time.perf_counter()
-        *_, touched_b = r._linear_top(seeds[seeded], q[seeded], dense[seeded], k)
-        t4 = time.perf_counter()
-        ms = [(t1 - t0) * 1e3 / b, (t2 - t1) * 1e3 / b, (t3 - t2) * 1e3 / b, (t4 - t3) * 1e3 / b]
-        return {"dense": ms[0], "triples": ms[1], "pers": ms[2], "ppr": ms[3],
-                "touched": float(touched_b.mean()), "seeded": float(seeded.mean())}
-    pers, seeded = r.personalization(s, ids, mins, dense)
+    seeds, seeded = r.entity_seeds(s, ids, mins)
     t3 = time.perf_counter()
-    if c.ppr_method == "push":
-        res = push_ppr(r.transition, pers[seeded], k=k, alpha=c.alpha, eps=c.ppr_push_eps, targets=r.kb.n_docs)
-        touched = float(res.touched.mean())
-    else:  # global solvers touch every node
-        r._ppr_top(pers[seeded], k)
-        touched = float(r.transition.n_nodes)
+    *_, touched_b = r.ppr_top(seeds[seeded], q[seeded], dense[seeded], k)  # the passage seeds are built here
     t4 = time.perf_counter()
+    # the push-based solvers report what they touched; the global ones touch every node
+    touched = float(r.transition.n_nodes) if touched_b is None else float(touched_b.mean())
     ms = [(t1 - t0) * 1e3 / b, (t2 - t1) * 1e3 / b, (t3 - t2) * 1e3 / b, (t4 - t3) * 1e3 / b]
     return {"dense": ms[0], "triples": ms[1], "pers": ms[2], "ppr": ms[3], "touched": touched,
             "seeded": float(seeded.mean())}
@@ -237,7 +225,7 @@ def bench_faiss(r: Any, q: np.ndarray, batches: list[int]) -> list[str]:
 
 # PPR settings compared: "push:<eps>[@<top>]" (forward push of the whole personalization, dense seeds on
 # the best <top> documents, default all), "fused" (numba power iteration, float32, stopped at an L1 change of
-# 1e-7, its float32 floor), "linear:<eps>" (passage basis + push from the entity seeds, linear_ppr.py).
+# 1e-7, its float32 floor), "linear:<eps>" (passage basis + push from the entity seeds, ppr/linear.py).
 WHOLE_VARIANTS = "push:3e-8,push:1e-6@100,fused,linear:1e-6"
 SWEEP_VARIANTS = "push:3e-8,push:1e-6@100,fused,linear:1e-6"
 FUSED = {"ppr_method": "fused", "ppr_dtype": "float32", "ppr_tol": 1e-7, "ppr_block_size": 256}

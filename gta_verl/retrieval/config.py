@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from gta_verl.retrieval.ppr.choice import PPR_METHODS, Method, pick_solver
+
 Mode = Literal["hybrid", "dense", "graph"]
 IndexKind = Literal["flat", "ivf", "hnsw"]
 Fusion = Literal["dense_head", "interleave", "rrf", "graph_first", "dense_first", "score"]
@@ -62,15 +64,16 @@ class RetrieverConfig:
         max_query_words: Same, counted in whitespace-separated words; 0 = no limit.
         ppr_method: ``linear`` (default) = exact PPR by linearity: the dense-passage part of
             ``p_q`` through a passage basis solved once per KB (one GEMV per query) plus a forward
-            push from the ≤ ``max_seed_entities`` entity seeds (:mod:`gta_verl.retrieval.linear_ppr`;
+            push from the ≤ ``max_seed_entities`` entity seeds (:mod:`gta_verl.retrieval.ppr.linear`;
             CPU, every document seeded; otherwise ``fused``). At HotpotQA-10K scale 8× faster than
             ``fused`` with the igraph top-10 on 100 % of queries (docs/benchmarks.md). ``fused`` =
             power iteration as one multithreaded numba pass per step over the query block
-            (:mod:`gta_verl.retrieval.fused`; CPU, ``cg`` on a GPU ``device``); ``push`` = local
-            forward push of the whole ``p_q`` (:func:`gta_verl.retrieval.push.push_ppr`; cost
+            (:mod:`gta_verl.retrieval.ppr.fused_power`; CPU, ``cg`` on a GPU ``device``); ``push`` = local
+            forward push of the whole ``p_q`` (:func:`gta_verl.retrieval.ppr.push.push_ppr`; cost
             independent of graph size only with a sparse personalization, ``passage_seed_top`` >
             0); ``cg`` / ``power`` = scipy/torch batched solvers (``batched_ppr``; torch for a GPU
-            ``device``).
+            ``device``). Where the configured solver cannot run, the one that does is picked by
+            :func:`gta_verl.retrieval.ppr.choice.choose_solver`, which logs why.
         ppr_push_eps: Residual threshold of ``push`` per unit of weighted degree (score
             error ≤ eps × degree; 3e-8 reproduced the exact ordered top-10 on every bundled MuSiQue
             question, 1e-7 the top-10 sets; see docs/benchmarks.md).
@@ -110,7 +113,7 @@ class RetrieverConfig:
     triple_scan: Literal["auto", "float32", "bfloat16"] = "auto"
     max_query_chars: int = 2000
     max_query_words: int = 256
-    ppr_method: Literal["push", "cg", "power", "fused", "linear"] = "linear"
+    ppr_method: Method = "linear"
     ppr_push_eps: float = 3e-8
     ppr_linear_eps: float = 1e-6
     passage_seed_top: int = 0
@@ -124,7 +127,7 @@ class RetrieverConfig:
     @property
     def uses_passage_basis(self) -> bool:
         """``ppr_method="linear"`` applies: every document seeded (the basis is linear in them), on CPU."""
-        return self.ppr_method == "linear" and self.passage_seed_top == 0 and self.device == "cpu"
+        return pick_solver(self.ppr_method, self.passage_seed_top, self.device).uses_passage_basis
 
     def __post_init__(self) -> None:
         def bad(name: str, msg: str) -> ValueError:
@@ -140,8 +143,8 @@ class RetrieverConfig:
             raise bad("triple_scan", "must be 'auto', 'float32' or 'bfloat16'")
         if self.triple_score_norm not in ("minmax", "raw"):
             raise bad("triple_score_norm", "must be 'minmax' or 'raw'")
-        if self.ppr_method not in ("push", "cg", "power", "fused", "linear"):
-            raise bad("ppr_method", "must be 'push', 'cg', 'power', 'fused' or 'linear'")
+        if self.ppr_method not in PPR_METHODS:
+            raise bad("ppr_method", f"must be one of {PPR_METHODS}")
         if not 0.0 < self.ppr_linear_eps < 1.0:
             raise bad("ppr_linear_eps", "must be in (0, 1)")
         if not 0.0 < self.ppr_push_eps < 1.0:

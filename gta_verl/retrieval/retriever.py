@@ -26,13 +26,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from gta_verl.data.types import RetrievalHit, RetrievalResult
-from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval import gemm
+from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.fusion import fuse
 from gta_verl.retrieval.index import VectorIndex
-from gta_verl.retrieval.linear_ppr import PassageBasis, build_passage_basis, linear_ppr_docs
-from gta_verl.retrieval.ppr import Transition, batched_ppr, build_transition
-from gta_verl.retrieval.push import push_ppr
+from gta_verl.retrieval.ppr.choice import Solver, choose_solver
+from gta_verl.retrieval.ppr.linear import PassageBasis, build_passage_basis
+from gta_verl.retrieval.ppr.solve import minmax_rows, passage_part, ppr_top_docs, topk_stable
+from gta_verl.retrieval.ppr.transition import Transition, build_transition
+
+__all__ = ["FLAG_NO_ENTITIES", "FLAG_TRUNCATED", "GraphRetriever", "entity_doc_frequency", "seed_entities",
+           "topk_stable"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,37 +88,6 @@ def seed_entities(
     if doc_frequency_norm:
         weights = weights / np.maximum(np.asarray(doc_freq)[ids], 1)
     return ids, weights.astype(np.float64)
-
-
-def _top_docs(scores: np.ndarray, n: int) -> np.ndarray:
-    """Indices of the ``n`` best scores (all when ``n`` is 0 or ≥ len), any order."""
-    if n <= 0 or n >= len(scores):
-        return np.arange(len(scores))
-    return np.argpartition(-scores, n - 1)[:n]
-
-
-def topk_stable(x: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` largest of ``x`` [n], best first, ties by index.
-
-    Equals ``np.argsort(-x, kind="stable")[:k]`` in O(n + k log k).
-
-    >>> topk_stable(np.array([0.1, 0.5, 0.5, 0.2]), 2).tolist()
-    [1, 2]
-    """
-    n = len(x)
-    k = min(k, n)
-    if k <= 0:
-        return np.zeros(0, np.int64)
-    if k >= n // 4:
-        return np.argsort(-x, kind="stable")[:k]
-    kth = np.partition(x, n - k)[n - k]
-    cand = np.flatnonzero(x >= kth)  # ascending index; ties at the k-th value all kept
-    return cand[np.argsort(-x[cand], kind="stable")[:k]]
-
-
-def _minmax(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    span = hi - lo
-    return np.where(span[:, None] > 0, (x - lo[:, None]) / np.where(span > 0, span, 1)[:, None], 1.0)
 
 
 def entity_doc_frequency(kb: Any) -> np.ndarray:
@@ -292,7 +265,7 @@ class GraphRetriever:
         c, kb = self.config, self.kb
         n_b = len(triple_scores)
         seeded = np.zeros(n_b, dtype=bool)
-        norm = _minmax(triple_scores, min_scores, triple_scores[:, 0]) if c.triple_score_norm == "minmax" \
+        norm = minmax_rows(triple_scores, min_scores, triple_scores[:, 0]) if c.triple_score_norm == "minmax" \
             else triple_scores
         rows, cols, vals = [], [], []
         for b in range(n_b):
@@ -334,14 +307,8 @@ class GraphRetriever:
         seeds, seeded = self.entity_seeds(triple_scores, triple_ids, min_scores)
         if c.passage_node_weight <= 0 or not seeded.any():
             return seeds, seeded
-        dense_norm = _minmax(dense, dense.min(axis=1), dense.max(axis=1))
-        rows, cols = [], []
-        for b in np.flatnonzero(seeded):
-            docs = _top_docs(dense[b], c.passage_seed_top)
-            rows.append(np.full(len(docs), b, dtype=np.int64))
-            cols.append(docs)
-        r, k = np.concatenate(rows), np.concatenate(cols)
-        docs_part = sp.csr_matrix((c.passage_node_weight * dense_norm[r, k], (r, k)), shape=seeds.shape)
+        docs_part = passage_part(dense, np.flatnonzero(seeded), c.passage_node_weight, c.passage_seed_top,
+                                 seeds.shape)
         pers = (seeds + docs_part).tocsr()
         pers.sum_duplicates()
         return pers, seeded
@@ -377,22 +344,22 @@ class GraphRetriever:
         else:
             t_scores, t_ids = self._fact_index.search(q, c.top_n_triples)
             mins = t_scores[:, -1]
-        if self.uses_passage_basis:
-            seeds, seeded = self.entity_seeds(t_scores, t_ids, mins)
-            if seeded.any():
-                ids, scores, _ = self._linear_top(seeds[seeded], q[seeded], dense[seeded], k)
-                g_ids[seeded], g_scores[seeded] = ids, scores
-            return dense, (g_ids, g_scores), seeded
-        pers, seeded = self.personalization(t_scores, t_ids, mins, dense)
+        seeds, seeded = self.entity_seeds(t_scores, t_ids, mins)
         if seeded.any():
-            ids, scores = self._ppr_top(pers[seeded], k)
+            ids, scores, _ = self.ppr_top(seeds[seeded], q[seeded], dense[seeded], k)
             g_ids[seeded], g_scores[seeded] = ids, scores
         return dense, (g_ids, g_scores), seeded
 
     @property
+    def solver(self) -> Solver:
+        """The PPR solver this config runs (:func:`~gta_verl.retrieval.ppr.choice.choose_solver`)."""
+        c = self.config
+        return choose_solver(c.ppr_method, c.passage_seed_top, c.device)
+
+    @property
     def uses_passage_basis(self) -> bool:
-        """See :attr:`RetrieverConfig.uses_passage_basis`."""
-        return self.config.uses_passage_basis
+        """The ``linear`` solver runs (see :attr:`RetrieverConfig.uses_passage_basis`)."""
+        return self.solver.uses_passage_basis
 
     @property
     def passage_basis(self) -> PassageBasis:
@@ -401,54 +368,21 @@ class GraphRetriever:
             self._basis = build_passage_basis(self.transition, self._passage_emb, self.config.alpha)
         return self._basis
 
-    def _linear_top(self, seeds: sp.csr_matrix, q: np.ndarray, dense: np.ndarray,
-                    k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Top-``k`` PPR documents by :func:`~gta_verl.retrieval.linear_ppr.linear_ppr_docs`.
+    def ppr_top(self, seeds: sp.csr_matrix, q: np.ndarray, dense: np.ndarray,
+                k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Top-``k`` PPR documents of seeded queries by :func:`~gta_verl.retrieval.ppr.solve.ppr_top_docs`.
 
-        The dense part ``w_p (E q − min)/(max − min)`` is affine in ``E q``: ``a E q + c 1``.
+        Args:
+            seeds: ``csr [b, N]`` entity seeds (:meth:`entity_seeds`), every row seeded.
+            q: ``float32 [b, dim]`` the queries' embeddings.
+            dense: ``float32 [b, n_docs]`` their passage cosines.
+            k: Documents kept per query.
 
         Returns:
-            ``(ids int64 [B, k], scores float64 [B, k], nodes the push touched int64 [B])``.
+            ``(ids int64 [b, k], scores float64 [b, k], nodes the push touched int64 [b] or None)``.
         """
-        c = self.config
-        lo, hi = dense.min(axis=1).astype(np.float64), dense.max(axis=1).astype(np.float64)
-        span = hi - lo
-        safe = np.where(span > 0, span, 1.0)
-        w = c.passage_node_weight
-        a = np.where(span > 0, w / safe, 0.0)
-        offset = np.where(span > 0, -w * lo / safe, w)  # a flat row is normalized to 1 everywhere
-        scores, touched = linear_ppr_docs(self.transition, self.passage_basis, seeds, q, a, offset,
-                                          eps=c.ppr_linear_eps)
-        ids = np.stack([topk_stable(row, k) for row in scores])
-        return ids, np.take_along_axis(scores, ids, axis=1), touched
-
-    def _ppr_top(self, pers: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` documents of PPR (eq 7) for personalization rows ``pers`` [b, N]."""
-        c = self.config
-        if c.ppr_method == "push":
-            n_docs = self.kb.n_docs
-            res = push_ppr(self.transition, pers, k=k, alpha=c.alpha, eps=c.ppr_push_eps, targets=n_docs)
-            return res.ids, res.scores
-        full = batched_ppr(
-            self.transition,
-            pers.toarray(),
-            alpha=c.alpha,
-            tol=c.ppr_tol,
-            max_iter=c.ppr_max_iter,
-            block_size=c.ppr_block_size,
-            method=self._global_method(),
-            device=c.device,
-            dtype=np.float32 if c.ppr_dtype == "float32" else np.float64,
-        )[:, : self.kb.n_docs]
-        ids = np.stack([topk_stable(row, k) for row in full])
-        return ids, np.take_along_axis(full, ids, axis=1)
-
-    def _global_method(self) -> str:
-        """The ``batched_ppr`` solver: ``linear`` without its preconditions (top-n seeding, a GPU) is
-        the fused power iteration; the fused kernel is CPU-only (conjugate gradients on torch elsewhere)."""
-        c = self.config
-        method = "fused" if c.ppr_method == "linear" else c.ppr_method
-        return "cg" if method == "fused" and c.device != "cpu" else method
+        return ppr_top_docs(self.solver, self.transition, seeds, dense, q, k, self.config,
+                            lambda: self.passage_basis)
 
     # ------------------------------------------------------------------ results
     def _hit(self, doc: int, source: str, score: float) -> RetrievalHit:

@@ -10,7 +10,7 @@ import pytest
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.evaluate import evaluate_retrieval
 from gta_verl.retrieval.retriever import GraphRetriever, topk_stable
-from tests.retrieval.rankings import assert_same_rankings, exact_config
+from tests.retrieval.ppr.rankings import assert_same_rankings, exact_config
 
 
 def test_topk_stable_equals_full_stable_sort() -> None:

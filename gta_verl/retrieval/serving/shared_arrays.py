@@ -35,8 +35,8 @@ CACHE_FORMAT = 1
 _EMB = ("passage_emb", "entity_emb", "triple_emb")
 _BASIS = ("doc_response", "ones_response", "emb_mass", "node_mass")
 #: Modules whose code derives the cached arrays: a change to any of them invalidates the cache.
-_CODE = ("gta_verl.retrieval.retriever", "gta_verl.retrieval.ppr", "gta_verl.retrieval.index", __name__,
-         "gta_verl.retrieval.linear_ppr", "gta_verl.retrieval.fused")
+_CODE = ("gta_verl.retrieval.retriever", "gta_verl.retrieval.ppr.transition", "gta_verl.retrieval.index", __name__,
+         "gta_verl.retrieval.ppr.linear", "gta_verl.retrieval.ppr.fused_power")
 
 
 def shared_cache_key(manifest: dict[str, Any], config: Any) -> str:
@@ -68,7 +68,7 @@ def _save_transition(tr: Any, d: Path) -> dict[str, Any]:
 def _load_transition(d: Path, meta: dict[str, Any]) -> Any:
     import scipy.sparse as sp
 
-    from gta_verl.retrieval.ppr import Transition
+    from gta_verl.retrieval.ppr.transition import Transition
 
     def csr(tag: str) -> Any:
         parts = [np.load(d / f"{tag}_{p}.npy", mmap_mode="r") for p in ("data", "indices", "indptr")]
@@ -154,7 +154,7 @@ def attach_shared_arrays(retriever: Any, cache_dir: Path) -> Any:
                                                np.load(cache_dir / "fact_bf16.npy", mmap_mode="r"),
                                                meta["bf16"]["max_norm"])
     if meta.get("basis"):
-        from gta_verl.retrieval.linear_ppr import PassageBasis
+        from gta_verl.retrieval.ppr.linear import PassageBasis
 
         retriever._basis = PassageBasis(**{n: np.load(cache_dir / f"basis_{n}.npy", mmap_mode="r") for n in _BASIS},
                                         **meta["basis"])

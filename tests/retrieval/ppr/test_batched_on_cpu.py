@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gta_verl.retrieval.ppr import batched_ppr, build_transition, transition_from_edges
+from gta_verl.retrieval.ppr.batched import batched_ppr
+from gta_verl.retrieval.ppr.transition import build_transition, transition_from_edges
 from gta_verl.testing.synthetic_graphs import GraphSpec, make_seed_personalization, make_synthetic_graph
 
 SOLVERS = [("cg", "scipy"), ("cg", "torch"), ("power", "scipy"), ("power", "torch"), ("fused", "auto")]

@@ -23,7 +23,7 @@ Two solvers, both batched as sparse-matrix × dense-block products:
   ~0.27 digits per product where the power iteration gains 0.5 → ~2.5× fewer products.
 * ``power``: plain power iteration on ``M``; used for any column-stochastic matrix.
 * ``fused``: the same power iteration as one multithreaded numba pass per iteration
-  (:mod:`gta_verl.retrieval.fused`), CPU only; the fastest CPU solver for blocks of queries.
+  (:mod:`gta_verl.retrieval.ppr.fused_power`), CPU only; the fastest CPU solver for blocks of queries.
 
 Columns of the batch are processed in blocks of ``block_size`` so that a block's
 dense iterate stays cache-resident while the sparse matrix streams through; each
@@ -33,129 +33,15 @@ block stops as soon as all its columns have converged.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
 
+from gta_verl.retrieval.ppr.transition import Transition, as_transition
+
 Method = Literal["auto", "cg", "power", "fused"]
 Backend = Literal["auto", "scipy", "torch"]
-RCM_MAX_NODES = 2_000_000  # larger graphs keep their node order (see transition_from_edges)
-
-
-@dataclass(frozen=True, eq=False)
-class Transition:
-    """A graph prepared for :func:`batched_ppr` (build it once per KB with :func:`build_transition`).
-
-    Attributes:
-        matrix: ``csr [N, N]`` column-stochastic ``M = A D^{-1}`` (columns of dangling
-            nodes are zero), in internal node order.
-        sym: ``csr [N, N]`` symmetric ``S = D^{-1/2} A D^{-1/2}`` when the graph is
-            undirected, else ``None`` (then only the power iteration applies).
-        strength: ``float64 [N]`` weighted degree ``s`` in internal order.
-        perm: ``int64 [N]`` internal index → original node id (a bandwidth-reducing
-            reordering for cache locality), or ``None`` for the identity.
-    """
-
-    matrix: sp.csr_matrix
-    sym: sp.csr_matrix | None
-    strength: np.ndarray
-    perm: np.ndarray | None = None
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def n_nodes(self) -> int:
-        return self.matrix.shape[0]
-
-    @property
-    def dangling(self) -> np.ndarray:
-        """``bool [N]`` nodes without outgoing weight (internal order)."""
-        return self.strength <= 0.0
-
-
-def transition_from_edges(
-    n_nodes: int, edges: np.ndarray, weights: np.ndarray | None = None, reorder: bool = True
-) -> Transition:
-    """Build a :class:`Transition` of an undirected weighted graph from an edge list.
-
-    A self-loop ``(u, u, w)`` adds ``2w`` to ``A[u, u]`` (igraph counts a loop twice in
-    an undirected vertex's strength), so results agree with igraph's PRPACK.
-
-    Args:
-        n_nodes: N.
-        edges: ``int [E, 2]`` node pairs.
-        weights: ``float [E]`` non-negative weights; ``None`` → all 1.
-        reorder: Renumber nodes by reverse Cuthill–McKee so neighbours sit close in
-            memory (fewer cache misses in the sparse product); invisible to callers. Skipped
-            above ``RCM_MAX_NODES``: scipy's RCM ran > 15 min on a 1M-document graph (8 M nodes,
-            73 M edges) and the fused kernel was not faster with it (``benchmarks/fused_kernel.py``).
-
-    Returns:
-        The prepared transition.
-
-    Raises:
-        ValueError: On out-of-range node ids, shape mismatch or negative/non-finite weights.
-    """
-    edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    w = np.ones(len(edges)) if weights is None else np.asarray(weights, dtype=np.float64)
-    if w.shape != (len(edges),):
-        raise ValueError(f"weights has shape {w.shape}, expected ({len(edges)},)")
-    if len(edges) and (edges.min() < 0 or edges.max() >= n_nodes):
-        raise ValueError(f"edge endpoints must lie in [0, {n_nodes}); got {edges.min()}..{edges.max()}")
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("edge weights must be finite and non-negative")
-    rows = np.concatenate([edges[:, 0], edges[:, 1]])
-    cols = np.concatenate([edges[:, 1], edges[:, 0]])
-    adj = sp.csr_matrix((np.concatenate([w, w]), (rows, cols)), shape=(n_nodes, n_nodes))
-    adj.sum_duplicates()
-    perm = None
-    if reorder and 1 < n_nodes <= RCM_MAX_NODES:
-        from scipy.sparse.csgraph import reverse_cuthill_mckee
-
-        perm = np.asarray(reverse_cuthill_mckee(adj, symmetric_mode=True), dtype=np.int64)
-        adj = adj[perm][:, perm].tocsr()
-    strength = np.asarray(adj.sum(axis=0)).ravel()
-    inv = np.divide(1.0, strength, out=np.zeros_like(strength), where=strength > 0)
-    inv_sqrt = np.sqrt(inv)
-    matrix = (adj @ sp.diags(inv)).tocsr()
-    sym = (sp.diags(inv_sqrt) @ adj @ sp.diags(inv_sqrt)).tocsr()
-    for m in (matrix, sym):
-        m.sort_indices()
-    return Transition(matrix=matrix, sym=sym, strength=strength, perm=perm)
-
-
-def build_transition(graph: Any, weight_attr: str | None = "weight", reorder: bool = True) -> Transition:
-    """Build the transition of an undirected ``igraph.Graph`` (the KB graph).
-
-    Args:
-        graph: Undirected igraph graph; ``graph.es[weight_attr]`` holds edge weights.
-        weight_attr: Edge attribute with weights, or ``None`` for unweighted.
-        reorder: See :func:`transition_from_edges`.
-
-    Raises:
-        ValueError: If the graph is directed (use :func:`batched_ppr` with a raw
-            column-stochastic matrix and ``method="power"`` instead).
-    """
-    if graph.is_directed():
-        raise ValueError("build_transition expects an undirected graph (the KB graph is undirected)")
-    edges = np.asarray(graph.get_edgelist(), dtype=np.int64).reshape(-1, 2)
-    has_w = weight_attr is not None and weight_attr in graph.es.attributes()
-    weights = np.asarray(graph.es[weight_attr], dtype=np.float64) if has_w else None
-    return transition_from_edges(graph.vcount(), edges, weights, reorder=reorder)
-
-
-def _as_transition(transition: Transition | sp.spmatrix) -> Transition:
-    if isinstance(transition, Transition):
-        return transition
-    m = sp.csr_matrix(transition, dtype=np.float64)
-    if m.shape[0] != m.shape[1]:
-        raise ValueError(f"transition must be square, got {m.shape}")
-    col = np.asarray(m.sum(axis=0)).ravel()
-    if np.any(np.abs(col[col > 0] - 1.0) > 1e-6):
-        raise ValueError("a raw transition matrix must be column-stochastic (M = Pᵀ); columns sum to 1 or 0")
-    m.sort_indices()
-    return Transition(matrix=m, sym=None, strength=col, perm=None)
 
 
 class _Ops:
@@ -306,9 +192,8 @@ def batched_ppr(
     """Personalized PageRank for a batch of personalization vectors (eq 7).
 
     Solves ``r = α p + (1 − α)(M r + (dᵀ r) p)`` per row. With ``x = (I − (1−α) M)^{-1} p``
-    (dangling columns of ``M`` zero), ``r = (α + (1−α) dᵀr) x``, and since ``r`` sums
-    to 1, ``r = x / Σx``: the dangling term is a rescaling, which is how both solvers
-    handle it exactly.
+    (dangling columns of ``M`` zero), ``r = (α + (1−α) dᵀr) x``, and since ``r`` sums to 1,
+    ``r = x / Σx``: the dangling term is a rescaling, which is how the solvers handle it exactly.
 
     Args:
         transition: A :class:`Transition` (from :func:`build_transition`), or a raw
@@ -335,7 +220,7 @@ def batched_ppr(
         raise ValueError(f"alpha (restart probability) must be in (0, 1), got {alpha}")
     if tol <= 0 or max_iter < 1 or block_size < 1:
         raise ValueError(f"need tol > 0, max_iter >= 1, block_size >= 1; got {tol}, {max_iter}, {block_size}")
-    tr = _as_transition(transition)
+    tr = as_transition(transition)
     pers = _check_personalization(personalization, tr.n_nodes)
     if tr.perm is not None:
         pers = pers[:, tr.perm]
@@ -343,12 +228,19 @@ def batched_ppr(
         method = "cg" if tr.sym is not None else "power"
     if method == "cg" and tr.sym is None:
         raise ValueError("method='cg' needs an undirected graph's Transition (from build_transition)")
+    if method == "fused" and device != "cpu":
+        raise ValueError("method='fused' runs on CPU only; use 'cg' or 'power' with backend='torch'")
     if method == "fused":
-        if device != "cpu":
-            raise ValueError("method='fused' runs on CPU only; use 'cg' or 'power' with backend='torch'")
         out, iters = _fused_blocks(tr, pers, alpha, tol, max_iter, block_size, dtype)
-        return (out, iters) if return_iterations else out
-    ops = _Ops(tr, _resolve_backend(backend, device), device, dtype, use_sym=method == "cg")
+    else:
+        ops = _Ops(tr, _resolve_backend(backend, device), device, dtype, use_sym=method == "cg")
+        out, iters = _ops_blocks(ops, tr, pers, method, alpha, tol, max_iter, block_size)
+    return (out, iters) if return_iterations else out
+
+
+def _ops_blocks(ops: _Ops, tr: Transition, pers: np.ndarray, method: str, alpha: float, tol: float,
+                max_iter: int, block_size: int) -> tuple[np.ndarray, list[int]]:
+    """``method="cg"`` / ``"power"`` per block over ``ops``; rows of ``pers`` in internal order."""
     out = np.empty_like(pers)
     iters: list[int] = []
     sqrt_s = np.sqrt(tr.strength)
@@ -365,7 +257,7 @@ def batched_ppr(
             x = ops.back(xb).astype(np.float64)
         out[start : start + block_size] = _distribution_rows(x)
         iters.append(it)
-    return (_unpermute(tr, out), iters) if return_iterations else _unpermute(tr, out)
+    return _unpermute(tr, out), iters
 
 
 def _distribution_rows(x: np.ndarray) -> np.ndarray:
@@ -386,7 +278,7 @@ def _fused_blocks(
     tr: Transition, pers: np.ndarray, alpha: float, tol: float, max_iter: int, block_size: int, dtype: Any
 ) -> tuple[np.ndarray, list[int]]:
     """``method="fused"``: :func:`fused_power_block` per block; rows of ``pers`` in internal order."""
-    from gta_verl.retrieval.fused import fused_power_block
+    from gta_verl.retrieval.ppr.fused_power import fused_power_block
 
     key = f"fused:{np.dtype(dtype).name}"
     if key not in tr._cache:  # built once per Transition: the matrix in the iterate's dtype, dangling ids

@@ -1,6 +1,6 @@
 """Power-iteration PPR with one fused, multithreaded numba pass per iteration.
 
-Same equation as :func:`gta_verl.retrieval.ppr.batched_ppr` (GTA-RAG eq 7, igraph PRPACK
+Same equation as :func:`gta_verl.retrieval.ppr.batched.batched_ppr` (GTA-RAG eq 7, igraph PRPACK
 semantics), for a block of ``b`` queries at once:
 
     x ← α p + (1 − α) (M x + (dᵀ x) p)

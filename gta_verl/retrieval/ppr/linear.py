@@ -8,7 +8,7 @@ entity seeds, and a *dense* part, ``w_p`` × min–max-normalized dense score on
 (``E`` ``[n_docs, dim]`` the passage embeddings, ``q`` the query embedding, max/min of ``E q``;
 a flat ``E q`` gives ``a = 0, c = w_p``). PPR with igraph's PRPACK semantics is
 ``r = y / 1ᵀy`` with ``y = G p`` and ``G = (I − (1 − α) M)^{-1}`` (the dangling term only
-rescales; see :func:`gta_verl.retrieval.ppr.batched_ppr`). ``G`` is linear, so on the documents
+rescales; see :func:`gta_verl.retrieval.ppr.batched.batched_ppr`). ``G`` is linear, so on the documents
 
     y_D = (G p_E)_D + a · Z q + c · g,       Z = (G E)_D  [n_docs, dim],  g = (G 1_D)_D  [n_docs]
     1ᵀy = mᵀ p_E + a · (1ᵀ G E) q + c · 1ᵀ G 1_D,   m = Gᵀ 1  [N]
@@ -16,7 +16,7 @@ rescales; see :func:`gta_verl.retrieval.ppr.batched_ppr`). ``G`` is linear, so o
 ``Z``, ``g``, ``1ᵀ G E``, ``1ᵀ G 1_D`` and ``m`` depend only on the graph and the passage
 embeddings: they are solved once per KB (``dim + 2`` right-hand sides, :func:`build_passage_basis`).
 Per query, the dense part is one GEMV against ``Z`` (the same size as the dense passage scores)
-and the sparse part is a forward push from ≤ 5 seeds (:mod:`gta_verl.retrieval.push`), which is
+and the sparse part is a forward push from ≤ 5 seeds (:mod:`gta_verl.retrieval.ppr.push`), which is
 local: its work does not grow with the graph. The normalizer ``1ᵀy`` is exact (from ``m``), so
 the push's only error is its leftover residual, which carries the sparse part's share of the mass
 (≈ 1 % on the bundled KB, where the dense part holds the rest).
@@ -31,9 +31,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from gta_verl.retrieval import gemm
-from gta_verl.retrieval.fused import fused_power_block
-from gta_verl.retrieval.ppr import Transition
-from gta_verl.retrieval.push import _push_graph, _push_one, push_scratch, push_threshold
+from gta_verl.retrieval.ppr.fused_power import fused_power_block
+from gta_verl.retrieval.ppr.transition import Transition
+from gta_verl.retrieval.ppr.push import _push_graph, _push_one, push_scratch, push_threshold
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,6 +1,6 @@
 """Local personalized PageRank by forward push (residual threshold), batched with numba.
 
-Same equation as :mod:`gta_verl.retrieval.ppr` (GTA-RAG eq 7, igraph PRPACK semantics):
+Same equation as :mod:`gta_verl.retrieval.ppr.batched` (GTA-RAG eq 7, igraph PRPACK semantics):
 ``r = x / Σx`` with ``x = (I − (1−α) M)^{-1} p`` and ``M = A D^{-1}``. Forward push
 (Andersen, Chung & Lang 2006) keeps an estimate ``e`` and a residual ``q`` (``q = p``
 at the start) with the invariant
@@ -35,7 +35,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from gta_verl.retrieval.ppr import Transition
+from gta_verl.retrieval.ppr.transition import Transition
 
 _JIT = {"cache": True, "nogil": True, "fastmath": False}
 
@@ -250,7 +250,7 @@ def push_ppr(
     """Top-``k`` personalized PageRank nodes per query by forward push (eq 7).
 
     Args:
-        transition: From :func:`gta_verl.retrieval.ppr.build_transition` (undirected).
+        transition: From :func:`gta_verl.retrieval.ppr.transition.build_transition` (undirected).
         personalization: ``[B, N]`` non-negative (dense or scipy sparse; a sparse matrix
             is what keeps the cost independent of N); rows are normalized to sum 1.
         k: Nodes returned per query (``N`` = a full ranking of the touched nodes).
