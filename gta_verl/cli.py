@@ -3,8 +3,10 @@
 Each stage owns its arguments in ``gta_verl/<stage>/cli.py`` through a function
 ``add_parser(subparsers) -> None`` that registers one or more subcommands and
 sets ``func`` (a callable taking the parsed ``argparse.Namespace`` and returning
-an exit code). Stages are imported lazily so a broken optional backend cannot
-take down unrelated subcommands.
+an exit code). A stage module imports only what its arguments need; its heavy
+dependencies (an optional backend, verl, Ray) are imported when its command runs, so a
+missing optional backend cannot take down unrelated subcommands, while a missing stage
+module (a packaging bug) fails every command at once instead of hiding a subcommand.
 """
 
 from __future__ import annotations
@@ -36,13 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in STAGE_CLI_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # stage not implemented in this build
-                continue
-            raise
-        module.add_parser(sub)
+        importlib.import_module(name).add_parser(sub)
     return parser
 
 

@@ -149,7 +149,6 @@ def _retry_plugin_registration() -> None:
     so retry those modules (modules absent from the build are skipped).
     """
     import importlib
-    import importlib.util
     import logging
     import sys
 
@@ -157,14 +156,15 @@ def _retry_plugin_registration() -> None:
     if plugins is None:
         return
     for name, ok in list(getattr(plugins, "LOADED", {}).items()):
-        if ok or importlib.util.find_spec(name) is None:
+        if ok:
             continue
         try:
             importlib.import_module(name)
             plugins.LOADED[name] = True
-        except Exception as exc:  # noqa: BLE001 - log like verl_plugins does
-            logging.getLogger("gta_verl.verl_plugins").warning(
-                "gta-verl plugin module %s failed to import: %r", name, exc
+        except Exception:  # noqa: BLE001 - log like verl_plugins does
+            logging.getLogger("gta_verl.verl_plugins").error(
+                "gta-verl plugin module %s failed to import: the names it registers are missing", name,
+                exc_info=True,
             )
 
 

@@ -8,21 +8,21 @@ section; the agent loop reads it from the trainer config with
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from gta_verl.strict_config import StrictConfig, node_at
 
 RetrieverTransport = Literal["auto", "ray", "inprocess", "http"]
 RETRIEVER_TRANSPORTS = ("auto", "ray", "inprocess", "http")
 
 
 @dataclass(frozen=True)
-class AgentConfig:
+class AgentConfig(StrictConfig):
     """Algorithm 1 knobs (``gta.agent``) and how the agent loop reaches the retriever.
 
     The retriever service itself (KB dir, Ray actor name, call timeout, K's) is
-    ``gta.retriever`` (:class:`gta_verl.config.RetrieverSection`); this section only
+    ``gta.retriever`` (:class:`gta_verl.retrieval.section.RetrieverSection`); this section only
     says which transport the rollout uses to reach it.
 
     Attributes:
@@ -44,6 +44,8 @@ class AgentConfig:
             or force ``ray`` / ``inprocess`` / ``http``.
         retriever_url: Base URL of a retriever server (``http`` transport only).
     """
+
+    WHERE = "gta.agent"
 
     max_actions: int = 5
     max_obs_tokens: int = 512
@@ -72,33 +74,7 @@ class AgentConfig:
         if self.retriever_transport == "http" and not self.retriever_url:
             raise ValueError("gta.agent.retriever_transport=http needs gta.agent.retriever_url")
 
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None) -> AgentConfig:
-        """Build from a plain mapping (or OmegaConf node), rejecting unknown keys."""
-        if values is None:
-            return cls()
-        if type(values).__name__ in ("DictConfig", "ListConfig"):
-            from omegaconf import OmegaConf
-
-            values = OmegaConf.to_container(values, resolve=True)  # type: ignore[assignment]
-        if not isinstance(values, Mapping):
-            raise TypeError(f"gta.agent must be a mapping, got {type(values).__name__}")
-        values = dict(values)  # type: ignore[arg-type]
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown gta.agent keys {unknown}; known keys: {sorted(known)}")
-        return cls(**values)
-
-
-def _get(node: Any, key: str) -> Any:
-    if node is None:
-        return None
-    if isinstance(node, Mapping):
-        return node.get(key)
-    return getattr(node, "get", lambda *_: None)(key)
-
 
 def agent_config_from_trainer_config(trainer_config: Any) -> AgentConfig:
     """Return the ``gta.agent`` section of a full trainer config (defaults if absent)."""
-    return AgentConfig.from_mapping(_get(_get(trainer_config, "gta"), "agent"))
+    return AgentConfig.from_mapping(node_at(trainer_config, "gta", "agent"))

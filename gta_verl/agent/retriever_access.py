@@ -24,8 +24,10 @@ import logging
 import threading
 from typing import Any
 
-from gta_verl.agent.config import AgentConfig
+from gta_verl.agent.config import AgentConfig, agent_config_from_trainer_config
 from gta_verl.retrieval.base import AsyncRetriever
+from gta_verl.retrieval.section import RetrieverSection
+from gta_verl.strict_config import node_at
 
 logger = logging.getLogger(__name__)
 
@@ -49,21 +51,9 @@ def clear_retriever_cache() -> None:
         _CLIENTS.clear()
 
 
-def retriever_section(trainer_config: Any) -> Any:
-    """``gta.retriever`` of the trainer config as :class:`gta_verl.config.RetrieverSection`."""
-    from gta_verl.config import GTAConfig
-
-    gta = trainer_config.get("gta") if hasattr(trainer_config, "get") else None
-    node = gta.get("retriever") if gta is not None and hasattr(gta, "get") else None
-    return GTAConfig.from_dict({"retriever": _plain(node)}).retriever
-
-
-def _plain(node: Any) -> Any:
-    if type(node).__name__ in ("DictConfig", "ListConfig"):
-        from omegaconf import OmegaConf
-
-        return OmegaConf.to_container(node, resolve=True)
-    return node
+def retriever_section(trainer_config: Any) -> RetrieverSection:
+    """``gta.retriever`` of the trainer config as :class:`~gta_verl.retrieval.section.RetrieverSection`."""
+    return RetrieverSection.from_mapping(node_at(trainer_config, "gta", "retriever"))
 
 
 def get_retriever_client(trainer_config: Any, agent: AgentConfig) -> AsyncRetriever:
@@ -80,7 +70,7 @@ def get_retriever_client(trainer_config: Any, agent: AgentConfig) -> AsyncRetrie
         section.kb_dir,
         section.actor_name,
         agent.retriever_url,
-        repr(sorted(section.knobs.items())),
+        section.retrieval,
     )
     with _LOCK:  # held while creating: concurrent trajectories wait for one client
         if key not in _CLIENTS:
@@ -97,7 +87,7 @@ def _ray_initialized() -> bool:
     return bool(ray.is_initialized())
 
 
-def _require_kb_dir(section: Any, transport: str) -> str:
+def _require_kb_dir(section: RetrieverSection, transport: str) -> str:
     if not section.kb_dir:
         raise ValueError(
             f"gta.retriever.kb_dir is not set, but the agent loop needs it for the {transport} retriever; "
@@ -106,7 +96,7 @@ def _require_kb_dir(section: Any, transport: str) -> str:
     return str(section.kb_dir)
 
 
-def _make_client(transport: str, section: Any, agent: AgentConfig) -> AsyncRetriever:
+def _make_client(transport: str, section: RetrieverSection, agent: AgentConfig) -> AsyncRetriever:
     from gta_verl.retrieval.serving import clients as rclient
 
     if transport == "http":
@@ -116,7 +106,7 @@ def _make_client(transport: str, section: Any, agent: AgentConfig) -> AsyncRetri
 
         try:  # normally the trainer created it before the first rollout
             handle, recreate = ray.get_actor(section.actor_name), None
-            if section.kb_dir:  # allowed to recreate a service killed for good (issue 14)
+            if section.kb_dir:  # the client may recreate a service killed for good
                 recreate = _spec(section).create
         except ValueError:
             spec = _spec(section, _require_kb_dir(section, transport))
@@ -125,16 +115,16 @@ def _make_client(transport: str, section: Any, agent: AgentConfig) -> AsyncRetri
                                           name=section.actor_name)
     from gta_verl.retrieval.retriever import GraphRetriever
 
-    retriever = GraphRetriever.from_kb_dir(_require_kb_dir(section, transport), section.retriever_config())
+    retriever = GraphRetriever.from_kb_dir(_require_kb_dir(section, transport), section.retrieval)
     return rclient.InProcessRetrieverClient(retriever)
 
 
-def _spec(section: Any, kb_dir: str | None = None) -> Any:
+def _spec(section: RetrieverSection, kb_dir: str | None = None) -> Any:
     """The creation spec of the job's retriever service from ``gta.retriever``."""
     from gta_verl.retrieval.serving.service import RetrieverSpec
 
-    return RetrieverSpec(kb_dir=str(kb_dir or section.kb_dir), config=section.retriever_config().to_dict(),
-                         serving=section.serving_config().to_dict(), name=section.actor_name)
+    return RetrieverSpec(kb_dir=str(kb_dir or section.kb_dir), config=section.retrieval.to_dict(),
+                         serving=section.serving.to_dict(), name=section.actor_name)
 
 
 def in_process_client(retriever: Any) -> AsyncRetriever:
@@ -161,8 +151,6 @@ def start_job_retriever(trainer_config: Any) -> Any | None:
         FileNotFoundError: ``kb_dir`` is not a KB directory (raised by
             :func:`gta_verl.retrieval.serving.service.get_or_create_retriever_actor`).
     """
-    from gta_verl.agent.config import agent_config_from_trainer_config
-
     transport = agent_config_from_trainer_config(trainer_config).retriever_transport
     if transport not in ("auto", "ray") or not _ray_initialized():
         return None
@@ -170,10 +158,8 @@ def start_job_retriever(trainer_config: Any) -> Any | None:
 
     section = retriever_section(trainer_config)
     kb_dir = _require_kb_dir(section, "ray")
-    serving = {"serving": section.serving_config()} if hasattr(section, "serving_config") else {}
-    return get_or_create_retriever_actor(
-        kb_dir, section.retriever_config(), name=section.actor_name, num_cpus=section.num_cpus, **serving
-    )
+    return get_or_create_retriever_actor(kb_dir, section.retrieval, name=section.actor_name,
+                                         serving=section.serving)
 
 
 def wait_retriever_ready(handle: Any, kb_dir: Any, timeout_s: float = READY_TIMEOUT_S) -> Any:

@@ -241,12 +241,12 @@ def build_policy(settings: EvalSettings) -> tuple[Any, Any]:
 
 def build_retriever_client(kb_dir: Path | str, knobs: Mapping[str, Any]) -> Any:
     """The in-process client over the training retriever (``gta.retriever`` knobs)."""
-    from gta_verl.config import RetrieverSection
+    from gta_verl.retrieval.section import RetrieverSection
     from gta_verl.retrieval.serving.clients import InProcessRetrieverClient
     from gta_verl.retrieval.retriever import GraphRetriever
 
-    section = RetrieverSection.from_dict({**dict(knobs), "kb_dir": str(kb_dir)})
-    return InProcessRetrieverClient(GraphRetriever.from_kb_dir(str(kb_dir), section.retriever_config()))
+    section = RetrieverSection.from_mapping({**dict(knobs), "kb_dir": str(kb_dir)})
+    return InProcessRetrieverClient(GraphRetriever.from_kb_dir(str(kb_dir), section.retrieval))
 
 
 # ------------------------------------------------------------------ conversion

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal, get_args
 
 from gta_verl.retrieval.ppr.choice import PPR_METHODS, Method, pick_solver
+from gta_verl.strict_config import StrictConfig
 
 Mode = Literal["hybrid", "dense", "graph"]
 IndexKind = Literal["flat", "ivf", "hnsw"]
 Fusion = Literal["dense_head", "interleave", "rrf", "graph_first", "dense_first", "score"]
 
-MODES = ("hybrid", "dense", "graph")
-INDEX_KINDS = ("flat", "ivf", "hnsw")
-FUSIONS = ("dense_head", "interleave", "rrf", "graph_first", "dense_first", "score")
+#: The one list of each: the values the type names, in its order.
+MODES: tuple[str, ...] = get_args(Mode)
+INDEX_KINDS: tuple[str, ...] = get_args(IndexKind)
+FUSIONS: tuple[str, ...] = get_args(Fusion)
 
 
 @dataclass(frozen=True)
-class RetrieverConfig:
+class RetrieverConfig(StrictConfig):
     """Every knob of :class:`gta_verl.retrieval.retriever.GraphRetriever`.
 
     Defaults follow GTA-RAG / HippoRAG 2 (see ``docs/retrieval.md`` for the why).
@@ -92,6 +94,8 @@ class RetrieverConfig:
             needs ``batch_size × n_nodes × 8`` bytes of personalization).
         device: ``cpu`` or a torch device for the PPR products.
     """
+
+    WHERE = "RetrieverConfig"
 
     mode: Mode = "hybrid"
     k_graph: int = 3
@@ -175,17 +179,3 @@ class RetrieverConfig:
             raise bad("rrf_k", "must be > 0")
         if not 0.0 <= self.fusion_weight <= 1.0:
             raise bad("fusion_weight", "the dense weight of fusion='score' must be in [0, 1]")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> RetrieverConfig:
-        """Build from a (YAML) mapping, naming unknown keys instead of a TypeError."""
-        d = dict(d or {})
-        unknown = sorted(set(d) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(
-                f"unknown RetrieverConfig keys {unknown}; valid: {sorted(cls.__dataclass_fields__)}"
-            )
-        return cls(**d)

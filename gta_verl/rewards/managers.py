@@ -25,9 +25,9 @@ import logging
 import math
 from typing import Any
 
-from gta_verl.config import reward_config_from_trainer
 from gta_verl.rewards.scoring import (
     ScoringRequest,
+    reward_config_from_trainer,
     score_exact_match,
     score_trajectory_guided,
     scoring_request_from_data,

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from enum import IntEnum
 from typing import Any
 
 from gta_verl.data.schema import RI_DISTILL_SELECT
 from gta_verl.rewards.qa import exact_match, f1, normalize_answer
+from gta_verl.strict_config import StrictConfig, node_at
 
 __all__ = [
     "KL_SCHEDULES",
@@ -73,7 +74,7 @@ ROUTE_NAMES = ("C+P+", "C+P-", "C-P+", "C-P-")
 
 
 @dataclass(frozen=True)
-class PathRouterKLConfig:
+class PathRouterKLConfig(StrictConfig):
     """Selective gold-evidence teacher KL (§3.3) settings.
 
     Attributes:
@@ -95,6 +96,8 @@ class PathRouterKLConfig:
             first ~20 steps (paper Fig. 5), after which the KL set is meaningful.
     """
 
+    WHERE = "gta.path_router.kl"
+
     enabled: bool = True
     selective: bool = True
     topk: int = 32
@@ -114,7 +117,7 @@ class PathRouterKLConfig:
 
 
 @dataclass(frozen=True)
-class PathRouterConfig:
+class PathRouterConfig(StrictConfig):
     """PathRouter settings (the ``gta.path_router`` node of the recipe YAML).
 
     Attributes:
@@ -156,6 +159,8 @@ class PathRouterConfig:
             route weights and KL selection are the same either way.
         kl: :class:`PathRouterKLConfig`.
     """
+
+    WHERE = "gta.path_router"
 
     theta_c: float = 0.5
     theta_p: float = 0.4
@@ -199,23 +204,12 @@ class PathRouterConfig:
             raise ValueError(f"gta.path_router.redundancy_max_count={self.redundancy_max_count} must be >= 0")
 
     @classmethod
-    def from_mapping(cls, node: Mapping[str, Any] | None) -> PathRouterConfig:
-        """Build from a plain dict / OmegaConf node; unknown keys raise with the valid ones listed."""
-        if node is None:
-            return cls()
-        data = {k: (list(v) if k == "route_weights" else v) for k, v in dict(node).items()}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown gta.path_router keys {unknown}; valid keys: {sorted(known)}")
-        if "kl" in data and data["kl"] is not None:
-            kl = dict(data["kl"])
-            kl_known = {f.name for f in fields(PathRouterKLConfig)}
-            bad = sorted(set(kl) - kl_known)
-            if bad:
-                raise ValueError(f"unknown gta.path_router.kl keys {bad}; valid keys: {sorted(kl_known)}")
-            data["kl"] = PathRouterKLConfig(**kl)
-        return cls(**data)
+    def _from_checked(cls, values: dict[str, Any], where: str) -> PathRouterConfig:
+        if values.get("route_weights") is not None:
+            values["route_weights"] = list(values["route_weights"])
+        if values.get("kl") is not None:
+            values["kl"] = PathRouterKLConfig.from_mapping(values["kl"], where=f"{where}.kl")
+        return cls(**values)
 
     @property
     def effective_weights(self) -> tuple[float, float, float, float]:
@@ -228,13 +222,7 @@ def path_router_config_from_trainer(config: Any) -> PathRouterConfig:
 
     Accepts an OmegaConf ``DictConfig`` or plain dicts; a missing node gives the defaults.
     """
-    gta = config.get("gta", None) if config is not None else None
-    node = gta.get("path_router", None) if gta is not None else None
-    if node is not None and type(node).__module__.startswith("omegaconf"):
-        from omegaconf import OmegaConf  # ships with hydra; only needed for DictConfig nodes
-
-        node = OmegaConf.to_container(node, resolve=True)
-    return PathRouterConfig.from_mapping(node)
+    return PathRouterConfig.from_mapping(node_at(config, "gta", "path_router"))
 
 
 def correctness(prediction: str | None, golds: Iterable[str] | str, theta_c: float = 0.5) -> int:

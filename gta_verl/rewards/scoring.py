@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gta_verl.data.schema import (
@@ -36,11 +36,13 @@ from gta_verl.rewards.trajectory import (
     em_reward,
     trajectory_reward,
 )
+from gta_verl.strict_config import node_at, to_plain
 
 __all__ = [
     "ScoringRequest",
     "decode_response",
     "extra_info_from",
+    "reward_config_from_trainer",
     "score_exact_match",
     "score_trajectory_guided",
     "scoring_request_from_data",
@@ -226,3 +228,17 @@ def score_exact_match(
     result = _trajectory(request, config)
     reward = em_reward(request.prediction, request.answers)
     return reward, extra_info_from(result, request, [0.0] * result.num_searches, reward)
+
+
+def reward_config_from_trainer(cfg: Any) -> TrajectoryRewardConfig:
+    """Reward values for the reward managers: ``gta.reward``, overridden by any
+    ``reward.reward_kwargs`` key that names a :class:`TrajectoryRewardConfig` field.
+
+    ``reward.reward_kwargs`` is verl's free-form manager-settings node, so keys meant for
+    other managers are ignored rather than rejected there.
+    """
+    base = TrajectoryRewardConfig.from_mapping(node_at(cfg, "gta", "reward"))
+    kwargs = to_plain(node_at(cfg, "reward", "reward_kwargs")) or {}
+    names = {f.name for f in fields(TrajectoryRewardConfig)}
+    overrides = {k: v for k, v in dict(kwargs).items() if k in names}
+    return replace(base, **overrides) if overrides else base

@@ -28,18 +28,21 @@ filter such samples.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from gta_verl.rewards.qa import exact_match, f1
+from gta_verl.strict_config import StrictConfig
 
 __all__ = ["TrajectoryReward", "TrajectoryRewardConfig", "em_reward", "trajectory_reward"]
 
 
 @dataclass(frozen=True)
-class TrajectoryRewardConfig:
+class TrajectoryRewardConfig(StrictConfig):
     """Reward values of eqs 16–17 (paper defaults)."""
+
+    WHERE = "gta.reward"
 
     hit_per_doc: float = 0.25
     """Reward per newly retrieved target document in a search turn (eq 16)."""
@@ -61,19 +64,6 @@ class TrajectoryRewardConfig:
                     f"set gta.reward.{f.name} to a float such as {f.default}"
                 )
             object.__setattr__(self, f.name, float(value))
-
-    @classmethod
-    def from_mapping(
-        cls, values: Mapping[str, Any] | None, where: str = "gta.reward"
-    ) -> TrajectoryRewardConfig:
-        """Build from a mapping, rejecting unknown keys (``where`` names the config node)."""
-        values = dict(values or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown key(s) {unknown} under {where}; valid keys: {sorted(known)}")
-        return cls(**values)
-
 
 @dataclass(frozen=True)
 class TrajectoryReward:

@@ -28,12 +28,12 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 logger = logging.getLogger(__name__)
 
 Method = Literal["push", "cg", "power", "fused", "linear"]
-PPR_METHODS: tuple[str, ...] = ("push", "cg", "power", "fused", "linear")
+PPR_METHODS: tuple[str, ...] = get_args(Method)
 
 
 @dataclass(frozen=True)

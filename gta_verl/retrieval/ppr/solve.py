@@ -11,7 +11,7 @@ top-``k`` documents whichever solver runs: ``linear`` keeps the dense part in it
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,8 +22,20 @@ from gta_verl.retrieval.ppr.linear import PassageBasis, linear_ppr_docs
 from gta_verl.retrieval.ppr.push import push_ppr
 from gta_verl.retrieval.ppr.transition import Transition
 
-if TYPE_CHECKING:
-    from gta_verl.retrieval.config import RetrieverConfig
+
+class SolverKnobs(Protocol):
+    """The knobs the solvers read: ``RetrieverConfig`` has them (its docstring says what each does)."""
+
+    alpha: float
+    passage_node_weight: float
+    passage_seed_top: int
+    ppr_push_eps: float
+    ppr_linear_eps: float
+    ppr_tol: float
+    ppr_max_iter: int
+    ppr_block_size: int
+    ppr_dtype: str
+    device: str
 
 
 def topk_stable(x: np.ndarray, k: int) -> np.ndarray:
@@ -83,7 +95,7 @@ def passage_part(dense: np.ndarray, rows: np.ndarray, weight: float, top: int,
 
 
 def ppr_top_docs(solver: Solver, transition: Transition, seeds: sp.csr_matrix, dense: np.ndarray,
-                 query_emb: np.ndarray, k: int, config: RetrieverConfig,
+                 query_emb: np.ndarray, k: int, config: SolverKnobs,
                  basis: Callable[[], PassageBasis]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Top-``k`` PPR documents (eq 7) of every row's hybrid personalization.
 
@@ -94,7 +106,7 @@ def ppr_top_docs(solver: Solver, transition: Transition, seeds: sp.csr_matrix, d
         dense: ``float32 [B, n_docs]`` passage cosines of the same queries.
         query_emb: ``float32 [B, dim]`` their embeddings (the ``linear`` solver's GEMV).
         k: Documents kept per query.
-        config: The retriever config (its ``alpha``, ``passage_*`` and ``ppr_*`` knobs, ``device``).
+        config: The solver knobs (a ``RetrieverConfig``).
         basis: Returns the KB's passage basis (called only by the ``linear`` solver).
 
     Returns:
@@ -122,7 +134,7 @@ def ppr_top_docs(solver: Solver, transition: Transition, seeds: sp.csr_matrix, d
 
 
 def _linear_top(transition: Transition, basis: PassageBasis, seeds: sp.csr_matrix, q: np.ndarray,
-                dense: np.ndarray, k: int, config: RetrieverConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                dense: np.ndarray, k: int, config: SolverKnobs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-``k`` documents by :func:`~gta_verl.retrieval.ppr.linear.linear_ppr_docs`.
 
     The dense part ``w_p (E q − min)/(max − min)`` is affine in ``E q``: ``a E q + c 1``.

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+
+from gta_verl.strict_config import StrictConfig
+
+#: The name of the job's retriever service (``gta.retriever.actor_name``), unique in its namespace.
+DEFAULT_ACTOR_NAME = "gta_verl_graph_retriever"
 
 PLACEMENTS = ("cpu_nodes", "any", "resource")
 
 
 @dataclass(frozen=True)
-class ServingConfig:
+class ServingConfig(StrictConfig):
     """How the retriever is served on a Ray cluster (mirrors ``gta.retriever`` service keys).
 
     Attributes:
@@ -36,6 +40,8 @@ class ServingConfig:
             cache so replicas on one node share one read-only copy.
         monitor_interval_s: How often the controller checks replicas (liveness, load).
     """
+
+    WHERE = "ServingConfig"
 
     num_replicas: int = 1
     min_replicas: int | None = None
@@ -77,14 +83,3 @@ class ServingConfig:
     @property
     def autoscaling(self) -> bool:
         return self.min_replicas is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> ServingConfig:
-        d = dict(d or {})
-        unknown = sorted(set(d) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"unknown ServingConfig keys {unknown}; valid: {sorted(cls.__dataclass_fields__)}")
-        return cls(**d)

@@ -105,7 +105,7 @@ class RetrieverReplica:
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
         self.threads = limit_threads(replica_threads(cpus))  # no more threads than reserved CPUs
         enc = _import_factory(embedder)() if embedder else None
-        cfg = RetrieverConfig.from_dict(config)
+        cfg = RetrieverConfig.from_mapping(config)
         if share_arrays:
             self.retriever = load_shared_retriever(kb_dir, cfg, enc)
         else:

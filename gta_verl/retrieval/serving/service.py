@@ -29,7 +29,7 @@ from typing import Any
 from gta_verl.data.types import RetrievalResult
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.serving.batching import error_results
-from gta_verl.retrieval.serving.config import ServingConfig
+from gta_verl.retrieval.serving.config import DEFAULT_ACTOR_NAME, ServingConfig
 from gta_verl.retrieval.serving.replica import RetrieverReplica, check_kb_dir
 from gta_verl.retrieval.serving.routing import (
     _first_line,
@@ -43,8 +43,6 @@ from gta_verl.retrieval.serving.routing import (
 )
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_ACTOR_NAME = "gta_verl_graph_retriever"
 
 # ---------------------------------------------------------------------- the service
 @dataclass
@@ -72,7 +70,7 @@ class RetrieverService:
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
-        self.serving = ServingConfig.from_dict(spec.get("serving"))
+        self.serving = ServingConfig.from_mapping(spec.get("serving"))
         self.slots: list[_Slot] = []
         self.version = 0
         self.replaced = 0

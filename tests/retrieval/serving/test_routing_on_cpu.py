@@ -82,7 +82,7 @@ def test_serving_config_rejects(bad: dict, match: str) -> None:
 
 
 def test_gta_retriever_section_keys() -> None:
-    from gta_verl.config import RetrieverSection
+    from gta_verl.retrieval.section import RetrieverSection
 
     sec = RetrieverSection.from_dict({"kb_dir": "/kb", "num_replicas": 4, "min_replicas": 2, "max_replicas": 8,
                                       "placement": "resource", "resource": "retriever", "num_cpus": 2})
