@@ -285,7 +285,7 @@ class BatchedHFServerManager:
     """A ``transformers`` causal LM behind the server-manager call, concurrent turns batched.
 
     The evaluation's free-generation backend: the rollouts in flight queue their turns at one
-    :class:`gta_verl.cpu.batch_generate.GenerationBatcher` (the ``hf_cpu`` training server's
+    :class:`gta_verl.llm.hf_batch_generate.GenerationBatcher` (the ``hf_cpu`` training server's
     batcher), so a greedy evaluation equals the one-by-one result in a fraction of the time.
     Guided rollouts and seeded requests use :class:`HFServerManager`.
 
@@ -313,7 +313,7 @@ class BatchedHFServerManager:
         **kw: Any,
     ) -> TokenOutput:
         """Queue this turn with the other rollouts' and return its :class:`TokenOutput`."""
-        from gta_verl.cpu.batch_generate import GenerationBatcher
+        from gta_verl.llm.hf_batch_generate import GenerationBatcher
 
         loop = id(asyncio.get_running_loop())
         if loop not in self._batchers:

@@ -36,7 +36,7 @@ class HFRolloutServer:
         seed: Sampling seed (``rollout.seed``): runs are reproducible.
         trust_remote_code: Passed to ``from_pretrained``.
         max_batch: Most queued requests generated in one batched call
-            (:func:`gta_verl.cpu.batch_generate.hf_generate_batch`); 1 serves them one by one.
+            (:func:`gta_verl.llm.hf_batch_generate.hf_generate_batch`); 1 serves them one by one.
     """
 
     def __init__(self, model_path: str, response_length: int, seed: int = 0, trust_remote_code: bool = False,
@@ -53,7 +53,7 @@ class HFRolloutServer:
         self.global_steps = 0  # an int before the first sync: verl builds an int array from it
         self.weight_updates = 0
         self._lock = asyncio.Lock()  # one model call at a time: the model is not re-entrant
-        from gta_verl.cpu.batch_generate import GenerationBatcher
+        from gta_verl.llm.hf_batch_generate import GenerationBatcher
 
         self.max_batch = int(max_batch)
         self._batcher = GenerationBatcher(self.model, self.tokenizer, self.response_length, self.max_batch, self._lock)
@@ -67,7 +67,7 @@ class HFRolloutServer:
         video_data: Any = None,
         **kwargs: Any,
     ) -> TokenOutput:
-        """Generate for one request; see :func:`gta_verl.cpu.generate.hf_generate`."""
+        """Generate for one request; see :func:`gta_verl.llm.hf_generate.hf_generate`."""
         if image_data is not None or video_data is not None:
             raise ValueError("hf_cpu rollout serves text-only models")
         out = await self._batcher.generate(list(prompt_ids), dict(sampling_params))

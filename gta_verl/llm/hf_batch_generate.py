@@ -1,4 +1,4 @@
-"""Batched ``generate()`` for the ``hf_cpu`` server: concurrent agent-loop turns in one forward pass.
+"""Batched ``generate()`` for the ``hf_cpu`` server and the evaluation: concurrent turns in one forward pass.
 
 verl's agent loop runs every rollout of a step concurrently, so while one turn generates, the other
 rollouts' next turns queue at the server. Generating them one by one spends most of a CPU step in
@@ -8,7 +8,7 @@ requests that share sampling parameters as one left-padded ``model.generate`` ca
 row where that request alone would have stopped:
 
 * EOS, a stop string in the row's *generated* text (vLLM semantics, as
-  :class:`gta_verl.cpu.generate._StopOnGeneratedText`), or the row's own ``max_tokens``;
+  :class:`gta_verl.llm.hf_generate._StopOnGeneratedText`), or the row's own ``max_tokens``;
 * log-probs ``log_softmax(z_t / T)[y_t]`` from the row's own logits, as in the single path.
 
 Left padding is exact for causal attention with an attention mask (HF derives position ids from it),
@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from gta_verl.cpu.generate import _KNOWN, Generation, _generate_kwargs, _stop_strings, token_log_probs
+from gta_verl.llm.hf_generate import _KNOWN, Generation, _generate_kwargs, _stop_strings, token_log_probs
 
 #: Sampling parameters that must agree for two requests to share a ``generate`` call.
 _SHARED = ("temperature", "top_p", "top_k", "repetition_penalty", "stop", "logprobs")
@@ -200,7 +200,7 @@ class GenerationBatcher:
     async def generate(self, prompt_ids: list[int], params: dict[str, Any]) -> Generation:
         """Queue one request and await its result; a request :func:`batch_key` keeps alone is served alone."""
         if self.max_batch <= 1 or batch_key(params) is None:
-            from gta_verl.cpu.generate import hf_generate
+            from gta_verl.llm.hf_generate import hf_generate
 
             async with self.lock:
                 return await asyncio.to_thread(hf_generate, self.model, self.tokenizer, list(prompt_ids),

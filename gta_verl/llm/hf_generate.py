@@ -1,6 +1,7 @@
 """Token-in/token-out generation with HF ``generate()``, in vLLM's sampling-parameter dialect.
 
-The pure half of the ``hf_cpu`` rollout server (:mod:`gta_verl.cpu.server`): no Ray, no verl.
+The pure half of the ``hf_cpu`` rollout server (:mod:`gta_verl.cpu.server`) and of the evaluation's
+HF backends (:mod:`gta_verl.agent.backends`): no Ray, no verl.
 verl's agent loops send vLLM-style ``sampling_params`` (``temperature``, ``top_p``, ``top_k`` with
 −1 = off, ``repetition_penalty``, ``logprobs``, ``max_tokens``, ``stop``,
 ``include_stop_str_in_output``; the teacher sends ``prompt_logprobs``); this module maps them onto

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gta_verl.cpu.generate import hf_generate, prompt_logprob_rows, token_log_probs
+from gta_verl.llm.hf_generate import hf_generate, prompt_logprob_rows, token_log_probs
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_prompt_logprob_rows_layout(tiny, prompt):
     assert actual["prompt_logprobs"][4][0] == pytest.approx(logp[4, seq[5]].item(), abs=1e-5)
 
 
-# --- batched generation (gta_verl.cpu.batch_generate) -------------------------------------------
+# --- batched generation (gta_verl.llm.hf_batch_generate) -------------------------------------------
 
 
 def _prompts(tok):
@@ -136,7 +136,7 @@ def _prompts(tok):
 
 def test_batched_greedy_rows_equal_single_requests(tiny):
     """Left padding changes nothing: each greedy row is the single-request result, log-probs included."""
-    from gta_verl.cpu.batch_generate import hf_generate_batch
+    from gta_verl.llm.hf_batch_generate import hf_generate_batch
 
     model, tok = tiny
     prompts = _prompts(tok)
@@ -154,7 +154,7 @@ def test_batched_greedy_rows_equal_single_requests(tiny):
 
 def test_batched_row_stops_on_its_own_stop_string(tiny):
     """A stop string ends only the row whose generated text contains it; the row keeps the string."""
-    from gta_verl.cpu.batch_generate import hf_generate_batch
+    from gta_verl.llm.hf_batch_generate import hf_generate_batch
 
     model, tok = tiny
     prompts = _prompts(tok)
@@ -168,7 +168,7 @@ def test_batched_row_stops_on_its_own_stop_string(tiny):
 
 
 def test_zero_budget_row_and_batch_keys(tiny):
-    from gta_verl.cpu.batch_generate import batch_key, hf_generate_batch
+    from gta_verl.llm.hf_batch_generate import batch_key, hf_generate_batch
 
     model, tok = tiny
     prompts = _prompts(tok)[:2]
@@ -189,7 +189,7 @@ def test_chunked_batcher_equals_single_requests(tiny):
     """Rows cut into 3-token chunks and re-queued (continuous batching) give the one-call result."""
     import asyncio
 
-    from gta_verl.cpu.batch_generate import GenerationBatcher
+    from gta_verl.llm.hf_batch_generate import GenerationBatcher
 
     model, tok = tiny
     prompts = _prompts(tok)
