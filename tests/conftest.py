@@ -1,4 +1,4 @@
-"""Session-wide fixtures on the bundled real data (assets/musique).
+"""Session-wide fixtures on the bundled real data (gta_verl/assets/musique, paths from gta_verl.bundled).
 
 ``musique_kb_dir`` is built exactly like ``gta-verl kb build`` (same function,
 default ``KBConfig``) from the bundled corpus and GPT-3.5 OpenIE file. The build
@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_OPENIE, MUSIQUE_QA
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
+#: The repository's other datasets (not shipped in the wheel).
 ASSETS = REPO / "assets"
-MUSIQUE_CORPUS = ASSETS / "musique" / "musique_train_corpus.json"
-MUSIQUE_QA = ASSETS / "musique" / "musique_train.json"
-MUSIQUE_OPENIE = ASSETS / "musique" / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 MUSIQUE_OPENIE_SPEC = f"precomputed:{MUSIQUE_OPENIE}"
 
 # Code that determines the built KB (cli, the Ray build and other backends do not).

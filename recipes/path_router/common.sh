@@ -73,7 +73,7 @@ case "$ABLATION" in
 esac
 
 # The YAML ships inside the installed package (gta_verl/config/path_router.yaml).
-GTA_CONFIG_DIR=${GTA_CONFIG_DIR:-$("$PYTHON" -c 'import gta_verl, os; print(os.path.join(os.path.dirname(gta_verl.__file__), "config"))')}
+GTA_CONFIG_DIR=${GTA_CONFIG_DIR:-$("$PYTHON" -c 'from gta_verl.bundled import CONFIG_DIR; print(CONFIG_DIR)')}
 
 LAUNCH=("$PYTHON" -m verl.trainer.main_ppo --config-path "$GTA_CONFIG_DIR" --config-name "$CONFIG_NAME")
 
