@@ -1,6 +1,7 @@
 """MuSiQue (HippoRAG format) → corpus parquet + verl QA parquet.
 
-    python data_prep/musique.py [--corpus CORPUS_JSON] [--input QUESTIONS_JSON] [--out data/musique] [--split train]
+    python data_prep/musique.py [--corpus CORPUS_JSON] [--input QUESTIONS_JSON] [--out data/musique]
+        [--split train]
 
 Defaults: the subset bundled in the package (gta_verl/assets/musique/).
 """

@@ -53,6 +53,8 @@ CONFIG_DIR = _ROOT / "config"
 def require(path: Path, what: str) -> Path:
     """``path`` if it exists, else one line naming the file and what ships it."""
     if not path.exists():
-        raise FileNotFoundError(f"{what} not found at {path}: this gta_verl install lacks its package data "
-                                "(reinstall it with pip)")
+        raise FileNotFoundError(
+            f"{what} not found at {path}: this gta_verl install lacks its package data "
+            "(reinstall it with pip)"
+        )
     return path

@@ -1,4 +1,4 @@
-"""``gta_verl.bundled``: every bundled path lies inside the package, exists, and a missing one fails in one line."""
+"""``gta_verl.bundled``: every bundled path is a package file, and a missing one fails in one line."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ PACKAGE = Path(gta_verl.__file__).resolve().parent
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name", ["MUSIQUE_CORPUS", "MUSIQUE_QA", "MUSIQUE_OPENIE", "SOURCES_MD", "CPU_RUN_SH",
-                                  "CONFIG_DIR"])
+BUNDLED = ("MUSIQUE_CORPUS", "MUSIQUE_QA", "MUSIQUE_OPENIE", "SOURCES_MD", "CPU_RUN_SH", "CONFIG_DIR")
+
+
+@pytest.mark.parametrize("name", BUNDLED)
 def test_bundled_paths_are_package_files(name):
     path = getattr(bundled, name)
     assert path.exists() and path.resolve().is_relative_to(PACKAGE), path

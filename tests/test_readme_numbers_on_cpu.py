@@ -26,8 +26,9 @@ def test_readme_numbers_match_the_main_jobs_summary(tmp_path, musique_kb_dir, mu
     from gta_verl.kb.stats import kb_stats
 
     args = _defaults(str(tmp_path))
-    ctx = quickstart.QuickstartContext(out=tmp_path, n_synth=args.n_synth, eval_questions=args.eval_questions,
-                                       seed=args.seed)
+    ctx = quickstart.QuickstartContext(
+        out=tmp_path, n_synth=args.n_synth, eval_questions=args.eval_questions, seed=args.seed
+    )
     ctx.paths["kb"] = musique_kb_dir
     quickstart.run_quickstart(ctx, ("prep", "retrieval", "synth"))
     summary = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))

@@ -36,7 +36,8 @@ pytestmark = pytest.mark.slow
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> str:
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    assert proc.returncode == 0, f"{cmd} exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    tail = f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"{cmd} exited {proc.returncode}\n{tail}"
     return proc.stdout
 
 
@@ -50,8 +51,22 @@ def _build_wheel(tmp: Path) -> Path:
         else:
             shutil.copy2(path, src / name)
     dist = tmp / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-          "-w", str(dist), str(src)], cwd=tmp)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(dist),
+            str(src),
+        ],
+        cwd=tmp,
+    )
     (wheel,) = dist.glob("gta_verl-*.whl")
     return wheel
 
@@ -61,11 +76,25 @@ def _venv_with_wheel(tmp: Path, wheel: Path) -> tuple[Path, Path]:
     venv = tmp / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp)
     python = venv / "bin" / "python"
-    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp).strip())
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(_run([str(python), "-c", purelib], tmp).strip())
     deps = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
     (site / "_gta_verl_test_deps.pth").write_text("".join(f"{p}\n" for p in deps))
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
-          str(wheel)], cwd=tmp)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            str(wheel),
+        ],
+        cwd=tmp,
+    )
     return venv, site
 
 
@@ -75,9 +104,9 @@ import json
 from importlib.metadata import distribution, entry_points
 import gta_verl, gta_verl.bundled as b
 (plugin,) = entry_points(group="verl.plugins", name="gta_verl")
+files = [b.MUSIQUE_QA, b.MUSIQUE_OPENIE, b.CPU_RUN_SH, b.CONFIG_DIR / "gta_grpo.yaml", b.SOURCES_MD]
 print(json.dumps({"init": gta_verl.__file__, "dist": str(distribution("gta-verl").locate_file("")),
-                  "plugin": plugin.value, "files": [str(b.MUSIQUE_QA), str(b.MUSIQUE_OPENIE), str(b.CPU_RUN_SH),
-                                                    str(b.CONFIG_DIR / "gta_grpo.yaml"), str(b.SOURCES_MD)]}))
+                  "plugin": plugin.value, "files": [str(f) for f in files]}))
 """
 
 
@@ -95,8 +124,12 @@ def test_wheel_runs_the_main_jobs_fast_stages_outside_the_checkout(tmp_path: Pat
         assert Path(name).is_file() and Path(name).is_relative_to(site), name
 
     out = elsewhere / "qs"
-    log = _run([str(venv / "bin" / "gta-verl"), "quickstart", "--out", str(out), "--stages", FAST_STAGES],
-               elsewhere, env, timeout=600)
+    log = _run(
+        [str(venv / "bin" / "gta-verl"), "quickstart", "--out", str(out), "--stages", FAST_STAGES],
+        elsewhere,
+        env,
+        timeout=600,
+    )
     assert f"Done. Summary: {out / 'summary.md'}" in log
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert len(summary) == 4, list(summary)

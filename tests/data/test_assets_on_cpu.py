@@ -1,4 +1,4 @@
-"""The bundled data files are byte-identical to the upstream copies listed in the two SOURCES.md files.
+"""The bundled data files are byte-identical to the upstream copies listed in both SOURCES.md files.
 
 ``assets/`` (repository only) and ``gta_verl/assets/`` (shipped in the wheel) each list their files'
 sha256; every file under either folder is listed exactly once.
@@ -20,7 +20,9 @@ ROOTS = {"assets": (REPO_ASSETS, 7), "gta_verl/assets": (SOURCES_MD.parent, 3)}
 
 def _listed(root: Path) -> dict[str, str]:
     text = (root / "SOURCES.md").read_text()
-    return {m.group(2): m.group(1) for m in re.finditer(r"^([0-9a-f]{64})\s+(\S+)$", text, flags=re.MULTILINE)}
+    return {
+        m.group(2): m.group(1) for m in re.finditer(r"^([0-9a-f]{64})\s+(\S+)$", text, flags=re.MULTILINE)
+    }
 
 
 @pytest.mark.parametrize("name", sorted(ROOTS))

@@ -1,4 +1,4 @@
-"""The numbers the README's "What the main job prints" section quotes, against the main job's ``summary.json``.
+"""The numbers the README's "What the main job prints" section quotes, against the main job's summary.json.
 
 The README says every number in that section is recomputed by ``gta-verl quickstart``; the run writes
 them to ``<out>/summary.json`` (one entry per stage, keyed by the stage's title). :func:`mismatches`
@@ -63,11 +63,22 @@ def readme_recall() -> dict[str, dict[str, str]]:
 def readme_synth() -> dict[str, int]:
     """The synthesis funnel sentence: sampled → phrased → rule checks → executable; written per hop."""
     text = " ".join(_section().split("**Trajectory synthesis**", 1)[1].split())
-    m = re.search(r"(\d+) paths sampled → (\d+) phrased → (\d+) pass the rule checks → (\d+) executable by the "
-                  r"retriever; (\d+) written \((\d+) 2-hop, (\d+) 3-hop, (\d+) 4-hop\)", text)
+    m = re.search(
+        r"(\d+) paths sampled → (\d+) phrased → (\d+) pass the rule checks → (\d+) executable by "
+        r"the retriever; (\d+) written \((\d+) 2-hop, (\d+) 3-hop, (\d+) 4-hop\)",
+        text,
+    )
     assert m, f"README synthesis sentence not found in: {text[:300]}"
-    keys = ("sampled", "generated", "rules_passed", "validated", "validated_trajectories",
-            "2_hop_trajectories", "3_hop_trajectories", "4_hop_trajectories")
+    keys = (
+        "sampled",
+        "generated",
+        "rules_passed",
+        "validated",
+        "validated_trajectories",
+        "2_hop_trajectories",
+        "3_hop_trajectories",
+        "4_hop_trajectories",
+    )
     return dict(zip(keys, map(int, m.groups()), strict=True))
 
 
