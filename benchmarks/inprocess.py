@@ -1,7 +1,7 @@
 """Per-query latency of the in-process retriever and of concurrent rollouts sharing it (issue 12).
 
 Usage:
-    python benchmarks/inprocess.py [--kb DIR] [--single 60] [--callers 1,8,32] [--calls 96] [--rounds 2]
+    python -m benchmarks.inprocess [--kb DIR] [--single 60] [--callers 1,8,32] [--calls 96] [--rounds 2]
 
 The bundled MuSiQue KB (the test suite's cached build unless ``--kb``), the real MiniLM
 encoder and the retriever's default config; queries are the 100 bundled MuSiQue questions.
@@ -26,14 +26,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 class LockedClient:

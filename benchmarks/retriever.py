@@ -1,7 +1,7 @@
 """Whole retriever, corpus-size sweep, query encoding and Ray actor throughput (issues 12 and 13).
 
 Usage:
-    python benchmarks/retriever.py [--sections whole,sweep,encode,actors,approx] [--n-triples 1300000]
+    python -m benchmarks.retriever [--sections whole,sweep,encode,actors,approx] [--n-triples 1300000]
         [--batches 32] [--faiss-batches 32,256] [--n-ref 32]
         [--sweep-docs 10000,100000,1000000] [--sweep-batch 4]
         [--sweep-triples-per-doc 1] [--plot docs/benchmarks/retriever_scaling.png]
@@ -36,16 +36,13 @@ import gc
 import json
 import os
 import resource
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from gta_verl.retrieval.synthetic import (  # noqa: E402
+from gta_verl.retrieval.synthetic import (
     HOTPOTQA_10K,
     SyntheticGraph,
     make_scaled_graph,

@@ -2,7 +2,7 @@
 
 Usage (Ray Serve's extra packages live outside the project's venv; ``ray[serve]`` is not a dependency):
     pip install --target /tmp/serve_extra "ray[serve]==<ray version of .venv>"   # only what is missing
-    PYTHONPATH=/tmp/serve_extra python benchmarks/serve_vs_actors.py [--replicas 1,2] [--calls 512]
+    PYTHONPATH=/tmp/serve_extra python -m benchmarks.serve_vs_actors [--replicas 1,2] [--calls 512]
         [--callers 256] [--num-cpus 2] [--kb DIR]
 
 Issue 13 accepts Serve deployments "if they measure at least as well as actors plus
@@ -32,18 +32,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from replicas import (  # noqa: E402
-    NS, _drive, bench_actors, bench_reference, memory_mib, musique_kb_dir, questions)
+from benchmarks.replicas import (
+    NS,
+    _drive,
+    bench_actors,
+    bench_reference,
+    memory_mib,
+    musique_kb_dir,
+    questions,
+)
 
 APP = "bench_serve_vs_actors"
 REPLICA_CPUS = 0.01  # what bench_actors reserves per replica: 1 thread each after limit_threads

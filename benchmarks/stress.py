@@ -19,7 +19,7 @@ Prints markdown tables (recorded in docs/reliability.md). Sections (``--sections
   tokenizer, toy retriever) and the three registered reward managers: exceptions, and masks
   checked against the loop's own turn spans.
 
-Run: ``nice -n 10 .venv/bin/python benchmarks/stress.py`` (every section, < 10 minutes on the
+Run: ``nice -n 10 .venv/bin/python -m benchmarks.stress`` (every section, < 10 minutes on the
 2-core development machine); ``--sections hostile,actor`` for some; ``--fuzz 10000`` for the
 issue's full fuzz count.
 """
@@ -39,10 +39,7 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests.* helpers (the KB cache, the corruption cases)
-
-from benchmarks.stress_serving import (  # noqa: E402 - after the sys.path entry
+from benchmarks.stress_serving import (
     musique_kb_dir,
     section_actor,
     section_hostile,
@@ -71,10 +68,10 @@ def fuzz_turn(rng: random.Random) -> str:
 
 
 def section_fuzz(n: int, seed: int) -> None:
-    import gta_verl.rewards.managers  # noqa: F401 - registers trajectory_guided, exact_match
-    import gta_verl.rewards.path_router_manager  # noqa: F401 - registers path_router
     from omegaconf import OmegaConf
 
+    import gta_verl.rewards.managers  # noqa: F401 - registers trajectory_guided, exact_match
+    import gta_verl.rewards.path_router_manager  # noqa: F401 - registers path_router
     from gta_verl.agent.backends import ScriptedServerManager
     from gta_verl.agent.retriever_access import in_process_client
     from gta_verl.agent.runner import make_trainer_config, rollout_data_proto, run_agent_rollouts
@@ -148,9 +145,8 @@ def section_fuzz(n: int, seed: int) -> None:
 
 # ------------------------------------------------------------------------------------------ KB matrix
 def section_kb() -> None:
-    from tests.kb.test_store_hardening_on_cpu import CASES, _load_bounded
-
     from gta_verl.kb.store import KBLoadError
+    from tests.kb.test_store_hardening_on_cpu import CASES, _load_bounded
 
     src = musique_kb_dir()
     print("\n### Corrupted-KB matrix (copies of the MuSiQue KB)\n")

@@ -14,7 +14,6 @@ import select
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 import threading
 import time
@@ -23,9 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests.* helpers (the KB cache, the corruption cases)
 
 TIMEOUT_S = 30.0  # the agent loop's default gta.retriever.timeout_s: what a caller waits
 
@@ -42,10 +38,9 @@ def _pct(xs: list[float], q: float) -> float:
 
 def musique_kb_dir() -> Path:
     """The cached MuSiQue KB of the test suite (built once if absent, behind the suite's lock)."""
-    from tests.conftest import _build, musique_kb_key
-
     from gta_verl.kb.embed import cache_root
     from gta_verl.kb.store import KBLoadError, verify_kb
+    from tests.conftest import _build, musique_kb_key
 
     root = cache_root() / "kb"
     root.mkdir(parents=True, exist_ok=True)
