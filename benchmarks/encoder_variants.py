@@ -1,4 +1,4 @@
-"""What a faster encoder would cost in fidelity: fp32 eager vs TorchScript-frozen vs bf16 matmuls (issue 12).
+"""What a faster encoder would cost in fidelity: fp32 eager vs TorchScript-frozen vs bf16 matmuls.
 
 Usage:
     python -m benchmarks.encoder_variants [--step 24] [--queries 40]

@@ -1,4 +1,4 @@
-"""Where the fused PPR kernel's time goes (issue 12): one iteration's rate, and RCM reordering on/off.
+"""Where the fused PPR kernel's time goes: one iteration's rate, and RCM reordering on/off.
 
 Usage:
     python -m benchmarks.fused_kernel [--graph 2wiki|hotpotqa] [--widths 8,16,32,64] [--reps 3]

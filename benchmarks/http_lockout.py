@@ -1,10 +1,10 @@
-"""Idle-socket lock-out of the HTTP retriever under ``ulimit -n 1024`` (reliability finding 5).
+"""Idle-socket lock-out of the HTTP retriever under ``ulimit -n 1024``.
 
 Starts the server (toy KB, HashEmbedder) in a child under ``bash -c 'ulimit -n 1024; exec ...'``,
 opens ``--idle`` sockets that never send a byte, then times how long a normal client (one
 ``POST /retrieve``, fresh connection, 2 s timeout per try) is locked out, and how many bytes
-the server logs. ``old`` serves as ``serve()`` did before ``http_limits`` (plain
-``uvicorn.run``); ``limited`` serves through ``serve_app`` (what ``serve()`` runs now).
+the server logs. ``old`` is the reference without connection limits (plain ``uvicorn.run``);
+``limited`` serves through ``serve_app``, with ``http_limits`` (what ``serve()`` runs).
 Prints a markdown table. Loopback only; about 40 s per mode.
 
     .venv/bin/python -m benchmarks.http_lockout [--modes old,limited] [--idle 1100] [--nofile 1024]
@@ -34,7 +34,7 @@ def _free_port() -> int:
 
 
 def run_server(mode: str, port: int, header_timeout: float) -> None:
-    """The child: serve the toy KB the old way or the limited way (blocking)."""
+    """The child: serve the toy KB without limits (``old``) or through ``serve_app`` (``limited``); blocks."""
     from gta_verl.retrieval.http import KEEP_ALIVE_S, Limits, create_app, serve_app
     from gta_verl.retrieval.retriever import GraphRetriever
     from gta_verl.retrieval.testing import HashEmbedder, make_toy_kb

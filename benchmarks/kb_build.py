@@ -4,9 +4,9 @@
         [--cold-sample 1000] [--builds new,old] [--only-builds]
 
 Cold build (first table): the whole ``build_kb_from_files`` on the bundled MuSiQue subset, each in a
-fresh interpreter with an empty embedding cache, once with today's encoder (``new``: de-duplicated,
-tokenized once, sorted by token count, token-budget batches, threads = CPUs) and once with the
-encoder it replaced (``old``, :func:`legacy_encode`: per-batch tokenizer padding of 64 texts sorted
+fresh interpreter with an empty embedding cache, once with the package's encoder (``new``: de-duplicated,
+tokenized once, sorted by token count, token-budget batches, threads = CPUs) and once with the plain
+reference encoder (``old``, :func:`legacy_encode`: per-batch tokenizer padding of 64 texts sorted
 by characters), per stage, with the per-row cosine between the two builds' vectors.
 
 Then the stages, on the bundled MuSiQue subset (precomputed GPT-3.5 triples):
@@ -51,7 +51,7 @@ def timed(fn, *a, **k):
 
 
 def legacy_encode(self, texts, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-    """Reference: ``HFEmbedder.encode`` before issue 12 (commit 12e057c), verbatim.
+    """Reference: the plain encoder path, verbatim from ``HFEmbedder.encode`` at commit 12e057c.
 
     Batches of ``batch_size`` texts sorted by character count, each tokenized with padding.
     """

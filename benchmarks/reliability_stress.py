@@ -1,4 +1,4 @@
-"""Reliability stress table, round 3 (issue 20): kills during a KB write, two builds at once, malformed batches.
+"""Reliability stress table: kills during a KB write, two builds at once, malformed batches.
 
 Every case is repeated ``--trials`` times (fresh directories, fresh processes) and reported as passed / N with the
 wall time per trial (median, max), next to the reference behaviour it is checked against. Prints a markdown table.

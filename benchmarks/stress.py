@@ -1,10 +1,10 @@
-"""Reliability suite (issue 14): hostile input, stall, load, actor kills, fuzzed generations, bad KBs/corpora.
+"""Reliability suite: hostile input, stall, load, actor kills, fuzzed generations, bad KBs/corpora.
 
 Prints markdown tables (recorded in docs/reliability.md). Sections (``--sections``, comma-separated):
 
 * ``corpus``: malformed-corpus matrix (MuSiQue records, JSON and JSONL): in = loaded + rejected.
 * ``kb``: corrupted-KB matrix on copies of the MuSiQue KB: each case a KBLoadError naming the file.
-* ``hostile``: HTTP on 127.0.0.1 with the MuSiQue KB: every hostile case of issue 14 items 1-3
+* ``hostile``: HTTP on 127.0.0.1 with the MuSiQue KB: every hostile request case
   (chunked oversize body, lying Content-Length, lone surrogates, strict ``topk``, empty/NUL queries).
 * ``stall``: one caller sends 400 queries of 2,300 characters (as the largest requests the
   character cap admits, all at once) while agents keep sending single queries with the agent

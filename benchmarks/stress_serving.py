@@ -1,4 +1,4 @@
-"""Serving sections of the reliability suite (issue 14): hostile HTTP input, stall, load, actor kills.
+"""Serving sections of the reliability suite: hostile HTTP input, stall, load, actor kills.
 
 Imported by ``benchmarks/stress.py`` (run that); each ``section_*`` prints markdown tables.
 Everything listens on 127.0.0.1 only.
@@ -161,7 +161,7 @@ def _post(url: str, content: bytes) -> Any:
 
 
 def hostile_rows(srv: Server) -> list[tuple[str, str, str]]:
-    """(case, expected, got) for issue 14 items 1 and 3."""
+    """(case, expected, got) for the hostile HTTP requests and the strict request schema."""
     import httpx
 
     rows = []

@@ -58,7 +58,7 @@ case "$MODEL" in
   *)  MODEL_PATH=${MODEL_PATH:-$MODEL}; TP=${TP:-1}; MICRO=${MICRO:-4}; TEACHER_TP=${TEACHER_TP:-1} ;;
 esac
 
-# The ablations of issue 6 / paper Tables 2-4, as gta.path_router overrides.
+# The ablations of the paper's Tables 2-4, as gta.path_router overrides.
 case "$ABLATION" in
   full)             ABLATION_ARGS=() ;;
   no_route_scaling) ABLATION_ARGS=(gta.path_router.route_scaling=false) ;;

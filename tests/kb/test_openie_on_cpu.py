@@ -109,7 +109,7 @@ def test_vllm_backend_import_guard():
 
 
 def test_spacy_parses_a_passage_longer_than_its_max_length_in_chunks(musique_passages, monkeypatch):
-    """Issue 20 item 9: one passage over nlp.max_length aborted `kb build --openie spacy` with E088."""
+    """One passage over nlp.max_length must not abort `kb build --openie spacy` (spaCy's E088)."""
     from dataclasses import replace
 
     from gta_verl.kb.openie import spacy_backend
