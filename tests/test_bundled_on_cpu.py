@@ -32,3 +32,17 @@ def test_missing_bundled_file_is_one_clear_line(tmp_path):
         bundled.require(tmp_path / "run.sh", "the CPU recipe script")
     message = str(exc.value)
     assert "\n" not in message and "the CPU recipe script not found at" in message and "reinstall" in message
+
+
+def test_cpu_run_subcommand_runs_the_bundled_script(monkeypatch, capfd):
+    """``gta-verl cpu run RECIPE OVERRIDES`` is ``bash <bundled run.sh> RECIPE OVERRIDES`` (dry run here)."""
+    import sys
+
+    from gta_verl.cli import main
+
+    monkeypatch.setenv("DRY_RUN", "1")
+    monkeypatch.setenv("PYTHON", sys.executable)
+    assert main(["cpu", "run", "gta_stage2", "trainer.total_epochs=7"]) == 0
+    (argv,) = [block.strip().split("\n") for block in capfd.readouterr().out.split("----") if block.strip()]
+    assert argv[:3] == [sys.executable, "-m", "verl.trainer.main_ppo"]
+    assert argv[4] == str(bundled.CONFIG_DIR) and argv[-1] == "trainer.total_epochs=7"
