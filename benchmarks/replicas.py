@@ -46,8 +46,8 @@ def musique_kb_dir() -> Path:
 
 
 def questions() -> list[str]:
+    from gta_verl.bundled import MUSIQUE_QA
     from gta_verl.data.loaders import read_musique_qa
-    from tests.conftest import MUSIQUE_QA
 
     return [r.question for r in read_musique_qa(MUSIQUE_QA, strict=False).records]
 

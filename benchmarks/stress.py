@@ -208,8 +208,8 @@ def _write(fmt: str, path: Path, recs: list[Any], patch: list[bytes]) -> None:
 
 
 def section_corpus(n: int) -> None:
+    from gta_verl.bundled import MUSIQUE_CORPUS
     from gta_verl.data.loaders import read_corpus, reason_counts
-    from tests.conftest import MUSIQUE_CORPUS
 
     base = json.loads(MUSIQUE_CORPUS.read_text())[:n]
     print(f"\n### Malformed-corpus matrix ({n} MuSiQue records; JSONL variants add one invalid JSON line)\n")

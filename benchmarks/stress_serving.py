@@ -58,7 +58,7 @@ def musique_kb_dir() -> Path:
 
 def musique_questions() -> list[str]:
     """Bundled MuSiQue questions, then distinct passage titles (short, realistic queries)."""
-    from tests.conftest import MUSIQUE_CORPUS, MUSIQUE_QA
+    from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_QA
 
     qs = [q["question"] for q in json.loads(MUSIQUE_QA.read_text())]
     return qs + list(dict.fromkeys(p["title"] for p in json.loads(MUSIQUE_CORPUS.read_text())))
@@ -66,7 +66,7 @@ def musique_questions() -> list[str]:
 
 def long_queries(n: int, chars: int) -> list[str]:
     """``n`` distinct slices of ``chars`` characters of MuSiQue passage text (entity-dense)."""
-    from tests.conftest import MUSIQUE_CORPUS
+    from gta_verl.bundled import MUSIQUE_CORPUS
 
     text = " ".join(p["text"] for p in json.loads(MUSIQUE_CORPUS.read_text()))
     return [text[i * chars : (i + 1) * chars] for i in range(n)]
