@@ -42,6 +42,10 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: 
 
 
 def _build_wheel(tmp: Path) -> Path:
+    from importlib.metadata import version
+
+    setuptools = version("setuptools")
+    assert int(setuptools.split(".")[0]) >= 77, f"setuptools {setuptools}: pyproject.toml's build needs >= 77"
     src = tmp / "src"
     src.mkdir()
     for name in BUILD_INPUTS:
