@@ -1,7 +1,7 @@
-"""What a faster encoder would cost in fidelity: fp32 eager vs TorchScript-frozen vs bf16 matmuls (issue 12).
+"""What a faster encoder would cost in fidelity: fp32 eager vs TorchScript-frozen vs bf16 matmuls.
 
 Usage:
-    python benchmarks/encoder_variants.py [--step 24] [--queries 40]
+    python -m benchmarks.encoder_variants [--step 24] [--queries 40]
 
 Query encoding is the floor of a single retrieval call (≈ 2/3 of it on the bundled KB) and
 ≈ 95 % of a cold KB build, so both unmet issue-12 rows (quickstart evaluation p50 ≤ 20 ms,
@@ -24,15 +24,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 class FrozenBert:

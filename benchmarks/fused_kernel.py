@@ -1,7 +1,7 @@
-"""Where the fused PPR kernel's time goes (issue 12): one iteration's rate, and RCM reordering on/off.
+"""Where the fused PPR kernel's time goes: one iteration's rate, and RCM reordering on/off.
 
 Usage:
-    python benchmarks/fused_kernel.py [--graph 2wiki|hotpotqa] [--widths 8,16,32,64] [--reps 3]
+    python -m benchmarks.fused_kernel [--graph 2wiki|hotpotqa] [--widths 8,16,32,64] [--reps 3]
 
 Prints two markdown tables on a synthetic Table-5 graph (``make_synthetic_graph``, seed 0):
 
@@ -15,18 +15,14 @@ Prints two markdown tables on a synthetic Table-5 graph (``make_synthetic_graph`
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from gta_verl.retrieval.ppr.fused_power import _CHUNK_ROWS, _step  # noqa: E402
-from gta_verl.retrieval.ppr.batched import batched_ppr  # noqa: E402
-from gta_verl.retrieval.ppr.transition import transition_from_edges  # noqa: E402
-from gta_verl.testing.synthetic_graphs import (  # noqa: E402
+from gta_verl.retrieval.ppr.batched import batched_ppr
+from gta_verl.retrieval.ppr.fused_power import _CHUNK_ROWS, _step
+from gta_verl.retrieval.ppr.transition import transition_from_edges
+from gta_verl.testing.synthetic_graphs import (
     HOTPOTQA_10K,
     TWOWIKI,
     make_seed_personalization,

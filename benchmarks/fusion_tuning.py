@@ -1,7 +1,7 @@
 """Choose the hybrid order on one half of each dataset's questions, report recall on the other half.
 
-    python benchmarks/fusion_tuning.py \\
-        --dataset musique=KB_DIR:assets/musique/musique_train.json \\
+    python -m benchmarks.fusion_tuning \\
+        --dataset musique=KB_DIR:gta_verl/assets/musique/musique_train.json \\
         --dataset hotpotqa=KB_DIR2:assets/hotpotqa_train/hotpotqa_train.json \\
         [--split-seeds 0,1,2] [--seed-tops 0] [--k 1,2,5,10]
 
@@ -20,14 +20,10 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def _datasets(specs: list[str]) -> list:

@@ -1,6 +1,6 @@
 """Why graph retrieval trails: triple coverage, entity linking and seeding, per KB.
 
-    python benchmarks/graph_recall.py --dataset NAME=KB_DIR:QA_PATH [--dataset ...] [--k 1,2,5,10]
+    python -m benchmarks.graph_recall --dataset NAME=KB_DIR:QA_PATH [--dataset ...] [--k 1,2,5,10]
         [--variants default,no_dense_seeds,...]
 
 Per dataset (KB + questions with gold passages), printed as markdown:
@@ -22,14 +22,11 @@ import argparse
 import dataclasses
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 VARIANTS: dict[str, dict] = {
     "default": {},

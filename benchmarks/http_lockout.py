@@ -1,13 +1,13 @@
-"""Idle-socket lock-out of the HTTP retriever under ``ulimit -n 1024`` (reliability finding 5).
+"""Idle-socket lock-out of the HTTP retriever under ``ulimit -n 1024``.
 
 Starts the server (toy KB, HashEmbedder) in a child under ``bash -c 'ulimit -n 1024; exec ...'``,
 opens ``--idle`` sockets that never send a byte, then times how long a normal client (one
 ``POST /retrieve``, fresh connection, 2 s timeout per try) is locked out, and how many bytes
-the server logs. ``old`` serves as ``serve()`` did before ``http_limits`` (plain
-``uvicorn.run``); ``limited`` serves through ``serve_app`` (what ``serve()`` runs now).
+the server logs. ``old`` is the reference without connection limits (plain ``uvicorn.run``);
+``limited`` serves through ``serve_app``, with ``http_limits`` (what ``serve()`` runs).
 Prints a markdown table. Loopback only; about 40 s per mode.
 
-    .venv/bin/python benchmarks/http_lockout.py [--modes old,limited] [--idle 1100] [--nofile 1024]
+    .venv/bin/python -m benchmarks.http_lockout [--modes old,limited] [--idle 1100] [--nofile 1024]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _free_port() -> int:
 
 
 def run_server(mode: str, port: int, header_timeout: float) -> None:
-    """The child: serve the toy KB the old way or the limited way (blocking)."""
+    """The child: serve the toy KB without limits (``old``) or through ``serve_app`` (``limited``); blocks."""
     from gta_verl.retrieval.serving.http import KEEP_ALIVE_S, Limits, create_app, serve_app
     from gta_verl.retrieval.retriever import GraphRetriever
     from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
@@ -80,7 +80,7 @@ def measure(mode: str, args: argparse.Namespace, log_path: Path) -> dict:
     """One mode: start the child, open the idle sockets, probe, return the row."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    child = (f"ulimit -n {args.nofile} && exec {sys.executable} {Path(__file__).resolve()} --server {mode} "
+    child = (f"ulimit -n {args.nofile} && exec {sys.executable} -m benchmarks.http_lockout --server {mode} "
              f"--port {port} --header-timeout {args.header_timeout}")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(["bash", "-c", child], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
@@ -151,7 +151,6 @@ def main() -> int:
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.server:
-        sys.path.insert(0, str(REPO))
         run_server(args.server, args.port, args.header_timeout)
         return 0
     rows = []

@@ -1,21 +1,22 @@
-"""Per-query latency of the in-process retriever and of concurrent rollouts sharing it (issue 12).
+"""Per-query latency of the in-process retriever and of concurrent rollouts sharing it.
 
 Usage:
-    python benchmarks/inprocess.py [--kb DIR] [--single 60] [--callers 1,8,32] [--calls 96] [--rounds 2]
+    python -m benchmarks.inprocess [--kb DIR] [--single 60] [--callers 1,8,32] [--calls 96] [--rounds 2]
 
 The bundled MuSiQue KB (the test suite's cached build unless ``--kb``), the real MiniLM
 encoder and the retriever's default config; queries are the 100 bundled MuSiQue questions.
-Two tables, each with the pre-change path as the reference **in the same run**:
+Two tables, each with a reference path **in the same run** (the query path without a shared thread pool
+or micro-batching):
 
 * **single query**: ``retrieve([q])`` p50 / p95, with the query path's dense products on
-  numpy's OpenBLAS (before) vs on torch's pool (now, ``gta_verl.retrieval.gemm``), the
+  numpy's OpenBLAS (reference) vs on torch's pool (``gta_verl.retrieval.gemm``), the
   runs interleaved in ``--rounds`` rounds so drift hits both; the encoder alone on the same
   questions is the floor.
 * **concurrent callers**: ``--callers`` coroutines each sending one query per call, back
   to back (no think time: a rollout whose policy answers instantly, as the quickstart's
-  reference replay does), ``--calls`` calls in all, through (a) the pre-change client —
+  reference replay does), ``--calls`` calls in all, through (a) the reference client —
   one ``retrieve`` per call under a lock, numpy products, one encoder forward per
-  length group — and (b) ``InProcessRetrieverClient`` now (micro-batched ``aretrieve``,
+  length group — and (b) ``InProcessRetrieverClient`` (micro-batched ``aretrieve``,
   torch products, a few queries in one forward). Latency is per call, end to end
   (queueing included), as the evaluation report measures it; every answer is compared
   with a plain ``retrieve`` of the same query.
@@ -26,14 +27,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 class LockedClient:
@@ -94,13 +92,13 @@ def single_table(r, qs: list[str], n: int, rounds: int) -> list[str]:  # noqa: A
             times["encode"].append((time.perf_counter() - t0) * 1e3)
     pre50 = pct(times["pre"], 50)
     rows = [
-        ("pre-change: numpy (OpenBLAS) products", "pre"),
+        ("reference: numpy (OpenBLAS) products", "pre"),
         (f"now: torch products (`gemm` backend {gemm.backend()!r})", "now"),
         ("encoder alone (MiniLM, one query)", "encode"),
     ]
     lines = [f"\n### One query per `retrieve` call, bundled MuSiQue KB ({len(times['now'])} calls per path, "
              f"{rounds} interleaved rounds)\n",
-             "| path | p50 ms | p95 ms | p50 speed-up vs pre-change |", "|---|---:|---:|---:|"]
+             "| path | p50 ms | p95 ms | p50 speed-up vs reference |", "|---|---:|---:|---:|"]
     for label, key in rows:
         lines.append(f"| {label} | {pct(times[key], 50):.1f} | {pct(times[key], 95):.1f} | "
                      f"{pre50 / pct(times[key], 50):.2f}× |")
@@ -132,11 +130,11 @@ def concurrent_table(r, qs: list[str], callers: list[int], calls: int) -> list[s
     truth = {q: res.doc_ids for q, res in zip(qs, r.retrieve(qs))}
     lines = [f"\n### Concurrent callers, one query per call, back to back ({calls} calls per row, bundled "
              "MuSiQue KB)\n",
-             "| client | callers | p50 ms | p95 ms | queries/s | p50 vs pre-change | answers = `retrieve` |",
+             "| client | callers | p50 ms | p95 ms | queries/s | p50 vs reference | answers = `retrieve` |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for c in callers:
         ref50 = None
-        for label in ("pre-change: lock per call, numpy products", "now: `InProcessRetrieverClient`"):
+        for label in ("reference: lock per call, numpy products", "`InProcessRetrieverClient`"):
             pre = label.startswith("pre")
             with PrePath() if pre else contextlib.nullcontext():
                 client = LockedClient(r) if pre else InProcessRetrieverClient(r)

@@ -1,12 +1,12 @@
 """Benchmark KB construction: stage times and peak memory, with in-run references.
 
-    python benchmarks/kb_build.py [--spacy-corpus /path/2wikimultihopqa_corpus.json] [--spacy-sample 500]
+    python -m benchmarks.kb_build [--spacy-corpus /path/2wikimultihopqa_corpus.json] [--spacy-sample 500]
         [--cold-sample 1000] [--builds new,old] [--only-builds]
 
 Cold build (first table): the whole ``build_kb_from_files`` on the bundled MuSiQue subset, each in a
-fresh interpreter with an empty embedding cache, once with today's encoder (``new``: de-duplicated,
-tokenized once, sorted by token count, token-budget batches, threads = CPUs) and once with the
-encoder it replaced (``old``, :func:`legacy_encode`: per-batch tokenizer padding of 64 texts sorted
+fresh interpreter with an empty embedding cache, once with the package's encoder (``new``: de-duplicated,
+tokenized once, sorted by token count, token-budget batches, threads = CPUs) and once with the plain
+reference encoder (``old``, :func:`legacy_encode`: per-batch tokenizer padding of 64 texts sorted
 by characters), per stage, with the per-row cosine between the two builds' vectors.
 
 Then the stages, on the bundled MuSiQue subset (precomputed GPT-3.5 triples):
@@ -32,11 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
+from gta_verl.bundled import MUSIQUE_DIR, MUSIQUE_OPENIE
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-REPO = Path(__file__).resolve().parents[1]
-MUSIQUE = REPO / "assets" / "musique"
-OPENIE = MUSIQUE / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
+MUSIQUE = MUSIQUE_DIR
+OPENIE = MUSIQUE_OPENIE
 
 
 def peak_mb() -> float:
@@ -50,7 +51,7 @@ def timed(fn, *a, **k):
 
 
 def legacy_encode(self, texts, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-    """Reference: ``HFEmbedder.encode`` before issue 12 (commit 12e057c), verbatim.
+    """Reference: the plain encoder path, verbatim from ``HFEmbedder.encode`` at commit 12e057c.
 
     Batches of ``batch_size`` texts sorted by character count, each tokenized with padding.
     """
@@ -126,8 +127,9 @@ def bench_cold_builds(modes: list[str], threads: int = 0) -> tuple[list[str], di
                 env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
             out = Path(tmp) / f"kb-{mode}"
             t = time.perf_counter()
-            cmd = [sys.executable, __file__, "--_one-build", mode, "--_out", str(out)]
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            cmd = [sys.executable, "-m", "benchmarks.kb_build", "--_one-build", mode, "--_out", str(out)]
+            proc = subprocess.run(cmd, env=env, cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                                  text=True, check=False)
             wall = time.perf_counter() - t
             if proc.returncode:
                 raise RuntimeError(f"{mode} build failed:\n{proc.stderr[-3000:]}")

@@ -1,7 +1,7 @@
 """How the linear PPR's push threshold trades work for agreement with the exact solver (bundled MuSiQue).
 
 Usage:
-    python benchmarks/linear_eps.py [--eps 1e-4,3e-5,1e-5,3e-6,1e-6,1e-7] [--questions 100]
+    python -m benchmarks.linear_eps [--eps 1e-4,3e-5,1e-5,3e-6,1e-6,1e-7] [--questions 100]
 
 For each ``ppr_linear_eps``: the graph-mode top-10 of every bundled MuSiQue question against float64
 conjugate gradients to a 1e-10 relative residual (the reference, same run): share of questions with the
@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _compare(got: list, ref: list) -> tuple[float, float]:

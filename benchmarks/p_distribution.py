@@ -1,7 +1,7 @@
 """PathRouter's P on real retrieval outputs of the bundled MuSiQue KB: gold found vs missed.
 
 Usage:
-    python benchmarks/p_distribution.py [--kb-dir DIR] [--max-obs-tokens 512]
+    python -m benchmarks.p_distribution [--kb-dir DIR] [--max-obs-tokens 512]
 
 For each of the 100 bundled MuSiQue questions, deterministic rollouts are run through the
 real graph retriever (PPR + dense, default K_g = K_d = 3) and the agent loop's observation
@@ -31,11 +31,11 @@ import numpy as np
 
 from gta_verl.agent.observation import fit_observation
 from gta_verl.agent.tokenizer import load_qwen_tokenizer
+from gta_verl.bundled import MUSIQUE_DIR
 from gta_verl.data.loaders import read_hipporag_corpus, read_musique_qa
 from gta_verl.rewards.path_router import path_overlap
 
-REPO = Path(__file__).resolve().parents[1]
-ASSETS = REPO / "assets" / "musique"
+ASSETS = MUSIQUE_DIR
 THETAS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 LABELS = ("all gold shown", "some gold shown", "no gold shown")
 

@@ -1,4 +1,4 @@
-"""Reliability stress table, round 3 (issue 20): kills during a KB write, two builds at once, malformed batches.
+"""Reliability stress table: kills during a KB write, two builds at once, malformed batches.
 
 Every case is repeated ``--trials`` times (fresh directories, fresh processes) and reported as passed / N with the
 wall time per trial (median, max), next to the reference behaviour it is checked against. Prints a markdown table.
@@ -17,7 +17,7 @@ wall time per trial (median, max), next to the reference behaviour it is checked
   ``asyncio.gather`` without ``return_exceptions`` as verl's agent loop does; k rows replaced by malformed
   variants (cycling through the kinds below, at random positions) and compared with the clean batch.
 
-    nice -n 10 .venv/bin/python benchmarks/reliability_stress.py [--trials 20] [--cases kill,builds,batch]
+    nice -n 10 .venv/bin/python -m benchmarks.reliability_stress [--trials 20] [--cases kill,builds,batch]
         [--build-s 0.5] [--cli-trials 3] [--malformed 1,8,32] [--seed 0]
 """
 
@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests.rewards helpers (make_data, make_manager, CASES)
 
 # ----------------------------------------------------------------------------- child scripts
 _PRELUDE = """
@@ -352,9 +351,9 @@ class BatchCase:
     """Clean 64-row batch scored once per manager; each trial swaps k random rows for malformed ones."""
 
     def __init__(self, rows: int) -> None:
-        import gta_verl.verl_compat  # noqa: F401 - verl first, as the tests import it
         import gta_verl.rewards.managers  # noqa: F401 - registers trajectory_guided, exact_match
         import gta_verl.rewards.path_router_manager  # noqa: F401 - registers path_router
+        import gta_verl.verl_compat  # noqa: F401 - verl first, as the tests import it
         from gta_verl.agent.tokenizer import load_qwen_tokenizer
         from gta_verl.protocol import build_messages
         from tests.rewards.cases import CASES

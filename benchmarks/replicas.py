@@ -1,7 +1,7 @@
 """Replicated retriever on Ray: queries/s and memory per replica, actors vs Ray Serve.
 
 Usage:
-    python benchmarks/replicas.py [--replicas 1,2,4] [--calls 512] [--callers 64] [--serve]
+    python -m benchmarks.replicas [--replicas 1,2,4] [--calls 512] [--callers 64] [--serve]
         [--num-cpus 2] [--kb DIR]
 
 On the bundled MuSiQue KB (real all-MiniLM-L6-v2 query encoder), ``--callers``
@@ -21,14 +21,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 NS, NAME = "gta_verl_bench", "bench_retriever"
 
@@ -49,8 +46,7 @@ def musique_kb_dir() -> Path:
 
 
 def questions() -> list[str]:
-    from tests.conftest import MUSIQUE_QA
-
+    from gta_verl.bundled import MUSIQUE_QA
     from gta_verl.data.loaders import read_musique_qa
 
     return [r.question for r in read_musique_qa(MUSIQUE_QA, strict=False).records]

@@ -1,7 +1,7 @@
-"""Whole retriever, corpus-size sweep, query encoding and Ray actor throughput (issues 12 and 13).
+"""Whole retriever, corpus-size sweep, query encoding and Ray actor throughput.
 
 Usage:
-    python benchmarks/retriever.py [--sections whole,sweep,encode,actors,approx] [--n-triples 1300000]
+    python -m benchmarks.retriever [--sections whole,sweep,encode,actors,approx] [--n-triples 1300000]
         [--batches 32] [--faiss-batches 32,256] [--n-ref 32]
         [--sweep-docs 10000,100000,1000000] [--sweep-batch 4]
         [--sweep-triples-per-doc 1] [--plot docs/benchmarks/retriever_scaling.png]
@@ -12,7 +12,7 @@ Sections (each prints markdown tables):
 * ``whole``: the deployed :class:`GraphRetriever` on a HotpotQA-10K-scale synthetic KB
   (``make_synthetic_graph(HOTPOTQA_10K)``: 145,842 nodes, 1.34 M edges, plus
   ``--n-triples`` random unit triple vectors of dim 384), queries given as precomputed
-  vectors (encoding excluded). Reference in the same run: the pre-issue path — two
+  vectors (encoding excluded). Reference in the same run: the plain path — two
   exact faiss searches (top-n, then ``−q`` for the min–max minimum) with faiss's default
   BLAS threshold, the same personalization, and igraph PRPACK per query (HippoRAG's
   call). Also faiss flat search with the default vs the lowered
@@ -36,16 +36,13 @@ import gc
 import json
 import os
 import resource
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from gta_verl.testing.synthetic_graphs import (  # noqa: E402
+from gta_verl.testing.synthetic_graphs import (
     HOTPOTQA_10K,
     SyntheticGraph,
     make_scaled_graph,
@@ -156,7 +153,7 @@ def time_retrieve(r: Any, b: int, reps: int = 1) -> float:
 
 
 def reference_path(r: Any, q: np.ndarray, k: int) -> tuple[np.ndarray, float, float]:
-    """The pre-issue path: two faiss searches (default BLAS threshold) + igraph PRPACK per query.
+    """The plain reference path: two faiss searches (default BLAS threshold) + igraph PRPACK per query.
 
     Returns:
         ``(top-k doc ids int64 [B, k] (−1 rows: unseeded), ms/query of search+scoring, ms/query of igraph)``.
@@ -197,7 +194,7 @@ def bench_faiss(r: Any, q: np.ndarray, batches: list[int]) -> list[str]:
     bf16 = idx._bf16 or Bf16Scan(np.ascontiguousarray(r._fact_emb, dtype=np.float32))
     lines = [f"\n#### Exact flat triple search ({idx.n:,} × {idx.dim}, top-{n}), ms/query\n",
              f"| batch | faiss search, threshold {FAISS_DEFAULT_BLAS} (default) | faiss search, threshold "
-             f"{BLAS_THRESHOLD} (BLAS) | speed-up | two searches (pre-issue, BLAS) | one-pass float32 scan + min | "
+             f"{BLAS_THRESHOLD} (BLAS) | speed-up | two searches (reference, BLAS) | one-pass float32 scan + min | "
              "bf16 pre-scan + float32 rescoring + min | rows certified | same ids (all four) |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for b in batches:
@@ -298,7 +295,7 @@ def _ours_rows(r: Any, batches: list[int], ref_ms: float, ref_ids: np.ndarray, v
 
 
 def bench_whole(args: argparse.Namespace) -> list[str]:
-    """Section (a): the whole retriever at HotpotQA-10K scale vs the pre-issue path."""
+    """Section (a): the whole retriever at HotpotQA-10K scale vs the plain reference path."""
     from gta_verl.retrieval.retriever import GraphRetriever
 
     t0 = time.perf_counter()

@@ -2,11 +2,11 @@
 
 Usage (Ray Serve's extra packages live outside the project's venv; ``ray[serve]`` is not a dependency):
     pip install --target /tmp/serve_extra "ray[serve]==<ray version of .venv>"   # only what is missing
-    PYTHONPATH=/tmp/serve_extra python benchmarks/serve_vs_actors.py [--replicas 1,2] [--calls 512]
+    PYTHONPATH=/tmp/serve_extra python -m benchmarks.serve_vs_actors [--replicas 1,2] [--calls 512]
         [--callers 256] [--num-cpus 2] [--kb DIR]
 
-Issue 13 accepts Serve deployments "if they measure at least as well as actors plus
-the current micro-batcher". Both servers wrap the same ``GraphRetriever`` on the
+Serve deployments would replace the actors only if they measure at least as well as actors plus
+the micro-batcher. Both servers wrap the same ``GraphRetriever`` on the
 bundled MuSiQue KB (real all-MiniLM-L6-v2 query encoder) with the same batching
 (``ServingConfig`` defaults: at most ``max_batch`` queries, ``max_wait_ms`` for company),
 the same KB loading (``load_shared_retriever``: memory-mapped shared arrays), the same
@@ -32,18 +32,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from replicas import (  # noqa: E402
-    NS, _drive, bench_actors, bench_reference, memory_mib, musique_kb_dir, questions)
+from benchmarks.replicas import (
+    NS,
+    _drive,
+    bench_actors,
+    bench_reference,
+    memory_mib,
+    musique_kb_dir,
+    questions,
+)
 
 APP = "bench_serve_vs_actors"
 REPLICA_CPUS = 0.01  # what bench_actors reserves per replica: 1 thread each after limit_threads
@@ -207,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     qs = questions()
     load0 = os.getloadavg()
     ref_qps, expected = bench_reference(kb_dir, qs, args.calls)
-    # address="local": a private instance even when another session has a `ray start` cluster running
+    # address="local": a private instance even when another `ray start` cluster runs on this node
     ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False,
              namespace=NS)
     rows = []

@@ -1,6 +1,6 @@
 """Write the offline spaCy OpenIE of a corpus as a HippoRAG OpenIE file, optionally filtered.
 
-    python benchmarks/spacy_triple_filter.py --corpus CORPUS.json --out OPENIE.json [--filter ner]
+    python -m benchmarks.spacy_triple_filter --corpus CORPUS.json --out OPENIE.json [--filter ner]
 
 ``--filter ner`` keeps a triple only if its subject or object is (after
 ``normalize_entity``) one of the passage's named entities or its title, which is what
@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def keep_triple(triple: tuple[str, str, str], anchors: set[str]) -> bool:

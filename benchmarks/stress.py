@@ -1,10 +1,10 @@
-"""Reliability suite (issue 14): hostile input, stall, load, actor kills, fuzzed generations, bad KBs/corpora.
+"""Reliability suite: hostile input, stall, load, actor kills, fuzzed generations, bad KBs/corpora.
 
 Prints markdown tables (recorded in docs/reliability.md). Sections (``--sections``, comma-separated):
 
 * ``corpus``: malformed-corpus matrix (MuSiQue records, JSON and JSONL): in = loaded + rejected.
 * ``kb``: corrupted-KB matrix on copies of the MuSiQue KB: each case a KBLoadError naming the file.
-* ``hostile``: HTTP on 127.0.0.1 with the MuSiQue KB: every hostile case of issue 14 items 1-3
+* ``hostile``: HTTP on 127.0.0.1 with the MuSiQue KB: every hostile request case
   (chunked oversize body, lying Content-Length, lone surrogates, strict ``topk``, empty/NUL queries).
 * ``stall``: one caller sends 400 queries of 2,300 characters (as the largest requests the
   character cap admits, all at once) while agents keep sending single queries with the agent
@@ -19,7 +19,7 @@ Prints markdown tables (recorded in docs/reliability.md). Sections (``--sections
   tokenizer, toy retriever) and the three registered reward managers: exceptions, and masks
   checked against the loop's own turn spans.
 
-Run: ``nice -n 10 .venv/bin/python benchmarks/stress.py`` (every section, < 10 minutes on the
+Run: ``nice -n 10 .venv/bin/python -m benchmarks.stress`` (every section, < 10 minutes on the
 2-core development machine); ``--sections hostile,actor`` for some; ``--fuzz 10000`` for the
 issue's full fuzz count.
 """
@@ -39,10 +39,7 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests.* helpers (the KB cache, the corruption cases)
-
-from benchmarks.stress_serving import (  # noqa: E402 - after the sys.path entry
+from benchmarks.stress_serving import (
     musique_kb_dir,
     section_actor,
     section_hostile,
@@ -71,10 +68,10 @@ def fuzz_turn(rng: random.Random) -> str:
 
 
 def section_fuzz(n: int, seed: int) -> None:
-    import gta_verl.rewards.managers  # noqa: F401 - registers trajectory_guided, exact_match
-    import gta_verl.rewards.path_router_manager  # noqa: F401 - registers path_router
     from omegaconf import OmegaConf
 
+    import gta_verl.rewards.managers  # noqa: F401 - registers trajectory_guided, exact_match
+    import gta_verl.rewards.path_router_manager  # noqa: F401 - registers path_router
     from gta_verl.agent.backends import ScriptedServerManager
     from gta_verl.agent.retriever_access import in_process_client
     from gta_verl.agent.runner import make_trainer_config, rollout_data_proto, run_agent_rollouts
@@ -148,9 +145,8 @@ def section_fuzz(n: int, seed: int) -> None:
 
 # ------------------------------------------------------------------------------------------ KB matrix
 def section_kb() -> None:
-    from tests.kb.test_store_hardening_on_cpu import CASES, _load_bounded
-
     from gta_verl.kb.store import KBLoadError
+    from tests.kb.test_store_hardening_on_cpu import CASES, _load_bounded
 
     src = musique_kb_dir()
     print("\n### Corrupted-KB matrix (copies of the MuSiQue KB)\n")
@@ -212,8 +208,8 @@ def _write(fmt: str, path: Path, recs: list[Any], patch: list[bytes]) -> None:
 
 
 def section_corpus(n: int) -> None:
+    from gta_verl.bundled import MUSIQUE_CORPUS
     from gta_verl.data.loaders import read_corpus, reason_counts
-    from tests.conftest import MUSIQUE_CORPUS
 
     base = json.loads(MUSIQUE_CORPUS.read_text())[:n]
     print(f"\n### Malformed-corpus matrix ({n} MuSiQue records; JSONL variants add one invalid JSON line)\n")

@@ -1,4 +1,4 @@
-"""Serving sections of the reliability suite (issue 14): hostile HTTP input, stall, load, actor kills.
+"""Serving sections of the reliability suite: hostile HTTP input, stall, load, actor kills.
 
 Imported by ``benchmarks/stress.py`` (run that); each ``section_*`` prints markdown tables.
 Everything listens on 127.0.0.1 only.
@@ -14,7 +14,6 @@ import select
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 import threading
 import time
@@ -23,9 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests.* helpers (the KB cache, the corruption cases)
 
 TIMEOUT_S = 30.0  # the agent loop's default gta.retriever.timeout_s: what a caller waits
 
@@ -42,10 +38,9 @@ def _pct(xs: list[float], q: float) -> float:
 
 def musique_kb_dir() -> Path:
     """The cached MuSiQue KB of the test suite (built once if absent, behind the suite's lock)."""
-    from tests.conftest import _build, musique_kb_key
-
     from gta_verl.kb.embed import cache_root
     from gta_verl.kb.store import KBLoadError, verify_kb
+    from tests.conftest import _build, musique_kb_key
 
     root = cache_root() / "kb"
     root.mkdir(parents=True, exist_ok=True)
@@ -63,7 +58,7 @@ def musique_kb_dir() -> Path:
 
 def musique_questions() -> list[str]:
     """Bundled MuSiQue questions, then distinct passage titles (short, realistic queries)."""
-    from tests.conftest import MUSIQUE_CORPUS, MUSIQUE_QA
+    from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_QA
 
     qs = [q["question"] for q in json.loads(MUSIQUE_QA.read_text())]
     return qs + list(dict.fromkeys(p["title"] for p in json.loads(MUSIQUE_CORPUS.read_text())))
@@ -71,7 +66,7 @@ def musique_questions() -> list[str]:
 
 def long_queries(n: int, chars: int) -> list[str]:
     """``n`` distinct slices of ``chars`` characters of MuSiQue passage text (entity-dense)."""
-    from tests.conftest import MUSIQUE_CORPUS
+    from gta_verl.bundled import MUSIQUE_CORPUS
 
     text = " ".join(p["text"] for p in json.loads(MUSIQUE_CORPUS.read_text()))
     return [text[i * chars : (i + 1) * chars] for i in range(n)]
@@ -166,7 +161,7 @@ def _post(url: str, content: bytes) -> Any:
 
 
 def hostile_rows(srv: Server) -> list[tuple[str, str, str]]:
-    """(case, expected, got) for issue 14 items 1 and 3."""
+    """(case, expected, got) for the hostile HTTP requests and the strict request schema."""
     import httpx
 
     rows = []

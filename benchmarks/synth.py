@@ -1,6 +1,6 @@
 """Benchmark trajectory augmentation on the bundled MuSiQue KB, with in-run references.
 
-    python benchmarks/synth.py [--kb DIR] [--n 200] [--seed 0] [--out docs/benchmarks/synth.md]
+    python -m benchmarks.synth [--kb DIR] [--n 200] [--seed 0] [--out docs/benchmarks/synth.md]
 
 Measures (one process, same KB, same seed):
     * path sampling paths/s: our adjacency-split sampler vs a reference walk that
@@ -11,7 +11,7 @@ Measures (one process, same KB, same seed):
       queries (validation overhead ratio);
     * validation pass rate per hop with the deployed hybrid retriever vs dense-only
       (the "w/o graph retrieval" retriever) on the same trajectories.
-Without ``--kb`` it builds the KB from ``assets/musique`` into a temp dir (~1–2 min).
+Without ``--kb`` it builds the KB from the bundled MuSiQue subset into a temp dir (~1–2 min).
 """
 
 from __future__ import annotations
@@ -26,10 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
+from gta_verl.bundled import MUSIQUE_DIR
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
-MUSIQUE = REPO / "assets" / "musique"
+MUSIQUE = MUSIQUE_DIR
 
 
 def reference_walk(
@@ -173,7 +175,7 @@ def render(m: dict, title: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kb", default=None, help="KB directory (default: build from assets/musique)")
+    ap.add_argument("--kb", default=None, help="KB directory (default: build from the bundled MuSiQue subset)")
     ap.add_argument("--n", type=int, default=200, help="trajectories validated (4n paths are sampled)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "synth.md"))

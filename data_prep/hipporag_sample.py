@@ -7,7 +7,10 @@
 import argparse
 from pathlib import Path
 
-from gta_verl.data.prep import REPO_ASSETS, prepare_hipporag_style
+from gta_verl.data.prep import prepare_hipporag_style
+
+#: The repository's datasets (a checkout's assets/; they do not ship in the wheel).
+REPO_ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -29,14 +29,13 @@ from pathlib import Path
 from gta_verl.data.hotpot_context import head_report, sample_report
 from gta_verl.data.prep import (
     QA_READERS,
-    REPO_ASSETS,
     prepare_hotpot_context,
     prepare_qa,
     prepare_supporting_facts,
 )
 
-#: Kept under its old name; the logic lives in gta_verl.data.hotpot_context (shared with --context).
-sample_records = sample_report
+#: The repository's datasets (a checkout's assets/; they do not ship in the wheel).
+REPO_ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 
 def main() -> None:

@@ -4,8 +4,12 @@
 """
 
 import argparse
+from pathlib import Path
 
-from gta_verl.data.prep import REPO_ASSETS, prepare_answers_only
+from gta_verl.data.prep import prepare_answers_only
+
+#: The repository's datasets (a checkout's assets/; they do not ship in the wheel).
+REPO_ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

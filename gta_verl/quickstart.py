@@ -32,13 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from gta_verl.data.io import write_text_atomic
-from gta_verl.data.prep import MUSIQUE_CORPUS, MUSIQUE_OPENIE, MUSIQUE_QA, REPO_ASSETS  # noqa: F401 - re-exported
+from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_OPENIE
 
 logger = logging.getLogger(__name__)
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-ASSETS = REPO_ASSETS
-MUSIQUE = ASSETS / "musique"
 
 
 @dataclass

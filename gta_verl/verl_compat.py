@@ -40,7 +40,7 @@ from verl.trainer.ppo.core_algos import (
     register_adv_est,
 )
 from verl.workers.rollout.replica import TokenOutput
-# PathRouter (issue 6): V1 trainer, TransferQueue, teacher worker, loss helpers
+# PathRouter: V1 trainer, TransferQueue, teacher worker, loss helpers
 import transfer_queue as tq  # noqa: E402  (verl's TransferQueue client: kv_batch_get / kv_batch_put)
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ  # noqa: E402
 from verl.trainer.ppo.v1.trainer_base import get_trainer_cls, register_trainer  # noqa: E402
@@ -53,7 +53,7 @@ from verl.workers.utils.padding import (  # noqa: E402
     response_to_nested,
 )
 
-# --- CPU backend (issue 10; gta_verl/cpu/rollout.py) ------------------------------------------
+# --- CPU backend (gta_verl/cpu/rollout.py) ----------------------------------------------------
 # The HF-generate rollout registers through verl's public RolloutReplicaRegistry; the in-worker
 # adapter table _ROLLOUT_REGISTRY has no register function in 0.9.1, so its entry is added to the
 # dict itself (upstream fix: a `register_rollout(name, mode, fqdn)` helper). The CPU *platform*

@@ -25,7 +25,7 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "gta_verl.algos.advantages",  # advantage estimator: gta_turn_grpo
     "gta_verl.algos.distill_loss",  # distillation loss: gta_selective_topk_kl
     "gta_verl.algos.trainer",  # V1 trainer: gta_path_router_sync
-    "gta_verl.cpu.rollout",  # rollout backend: hf_cpu (HF generate on CPU, issue 10)
+    "gta_verl.cpu.rollout",  # rollout backend: hf_cpu (HF generate on CPU)
 )
 
 #: registry kind → names that must resolve after ``import verl``.

@@ -11,3 +11,6 @@ fi
 python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[test]"
+
+# Every installed distribution's requirements are met (verl 0.9.1's pins included; checked on the CPU .venv).
+python -m pip check

@@ -24,7 +24,7 @@ def test_protocol_imports_no_gta_module():
 
 
 def test_schema_and_qa_do_not_load_the_agent_package():
-    # data/schema.py and rewards/qa.py used to import agent/prompt.py (layering backwards).
+    # data/ and rewards/qa.py sit below agent/: importing them must not pull the agent package in.
     code = (
         "import sys, gta_verl.data.schema, gta_verl.rewards.qa;"
         "print(sorted(m for m in sys.modules if m.startswith('gta_verl.agent')))"

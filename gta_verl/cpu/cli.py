@@ -1,4 +1,4 @@
-"""``gta-verl cpu …``: inputs of the CPU backend (``recipes/cpu/run.sh`` runs the trainer)."""
+"""``gta-verl cpu …``: inputs of the CPU backend and the CPU recipes through verl ``main_ppo``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 
 def add_parser(subparsers: Any) -> None:
-    """Register ``cpu tiny-model`` and ``cpu prepare``."""
-    p = subparsers.add_parser("cpu", help="CPU backend for verl main_ppo: tiny model, recipe inputs")
+    """Register ``cpu tiny-model``, ``cpu prepare`` and ``cpu run``."""
+    p = subparsers.add_parser("cpu", help="CPU backend for verl main_ppo: tiny model, recipe inputs, recipes")
     sub = p.add_subparsers(dest="cpu_command", metavar="CPU_COMMAND")
 
     t = sub.add_parser(
@@ -29,6 +29,14 @@ def add_parser(subparsers: Any) -> None:
     r.add_argument("--kb", type=Path, default=None, help="use this KB instead of building root/kb_musique")
     r.add_argument("--seed", type=int, default=0)
     r.set_defaults(func=_prepare)
+
+    run = sub.add_parser(
+        "run",
+        help="run a CPU recipe through verl main_ppo (the bundled recipes/cpu/run.sh; knobs as environment)",
+    )
+    run.add_argument("recipe", help="gta_stage1 | gta_stage2 | path_router | gta_path_router | turn_grpo")
+    run.add_argument("overrides", nargs=argparse.REMAINDER, help="Hydra overrides passed to main_ppo")
+    run.set_defaults(func=_run)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -44,3 +52,15 @@ def _prepare(args: argparse.Namespace) -> int:
 
     print(prepare_cpu_inputs(args.root, args.kb, args.seed).shell())
     return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    import os
+    import subprocess
+    import sys
+
+    from gta_verl.bundled import CPU_RUN_SH, require
+
+    env = {**os.environ, "PYTHON": os.environ.get("PYTHON", sys.executable)}
+    return subprocess.call(["bash", str(require(CPU_RUN_SH, "the CPU recipe script")), args.recipe,
+                            *args.overrides], env=env)

@@ -15,8 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RUN_SH = REPO_ROOT / "recipes" / "cpu" / "run.sh"
+from gta_verl.bundled import CPU_RUN_SH, require
 
 #: verl step metrics shown in the quickstart table (name, column title).
 TABLE_METRICS = (
@@ -89,8 +88,7 @@ def run_cpu_recipe(recipe: str, out_dir: Path, env: dict[str, str] | None = None
         overrides: Extra Hydra overrides.
         timeout_s: Kill the run after this long.
     """
-    if not RUN_SH.is_file():
-        raise FileNotFoundError(f"{RUN_SH} not found: the CPU recipes ship with the repository checkout")
+    run_sh = require(CPU_RUN_SH, "the CPU recipe script")
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics = out_dir / "metrics.jsonl"
     metrics.unlink(missing_ok=True)
@@ -100,6 +98,6 @@ def run_cpu_recipe(recipe: str, out_dir: Path, env: dict[str, str] | None = None
     log = out_dir / "run.log"
     t0 = time.perf_counter()
     with open(log, "w", encoding="utf-8") as fh:
-        proc = subprocess.run(["bash", str(RUN_SH), recipe, *overrides], env=full_env, cwd=out_dir,
+        proc = subprocess.run(["bash", str(run_sh), recipe, *overrides], env=full_env, cwd=out_dir,
                               stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
     return RecipeRun(recipe, proc.returncode, time.perf_counter() - t0, read_step_metrics(metrics), log)

@@ -28,11 +28,6 @@ from gta_verl.data.loaders import (
 from gta_verl.data.schema import DEFAULT_AGENT_NAME, make_verl_row
 from gta_verl.data.types import Passage, QAExample
 
-REPO_ASSETS = Path(__file__).resolve().parents[2] / "assets"
-#: The bundled MuSiQue subset (corpus, questions, GPT-3.5 OpenIE) the main job and the CPU recipes build on.
-MUSIQUE_CORPUS = REPO_ASSETS / "musique" / "musique_train_corpus.json"
-MUSIQUE_QA = REPO_ASSETS / "musique" / "musique_train.json"
-MUSIQUE_OPENIE = REPO_ASSETS / "musique" / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
 
 
 @dataclass
@@ -109,8 +104,16 @@ def prepare_hipporag_style(corpus_in: str | Path, qa_in: str | Path, out_dir: st
 
 def prepare_musique(out_dir: str | Path, assets_dir: str | Path | None = None,
                     verbose: bool = True) -> dict[str, Path]:
-    """The bundled MuSiQue subset → ``musique_corpus.parquet`` (1,890) + ``musique_train.parquet`` (100)."""
-    a = Path(assets_dir or REPO_ASSETS) / "musique"
+    """The bundled MuSiQue subset → ``musique_corpus.parquet`` (1,890) + ``musique_train.parquet`` (100).
+
+    Args:
+        out_dir: Output directory.
+        assets_dir: A directory holding ``musique/`` with the same two files, instead of the bundled copy.
+        verbose: Print each step's counts.
+    """
+    from gta_verl.bundled import MUSIQUE_DIR
+
+    a = Path(assets_dir) / "musique" if assets_dir else MUSIQUE_DIR
     return prepare_hipporag_style(a / "musique_train_corpus.json", a / "musique_train.json", out_dir,
                                   "musique", "train", verbose=verbose)
 

@@ -53,7 +53,9 @@ def training_budget(config_name: str = TRAINING_CONFIG) -> tuple[int, int]:
     """
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "config" / config_name)
+    from gta_verl.bundled import CONFIG_DIR
+
+    cfg = OmegaConf.load(CONFIG_DIR / config_name)
     return int(cfg.data.max_prompt_length), int(cfg.data.max_response_length)
 
 

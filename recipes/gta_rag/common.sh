@@ -57,7 +57,7 @@ STAGE1_HF=${STAGE1_HF:-$CKPT_DIR/$RUN_NAME/stage1/global_step_${STAGE1_STEPS}/ac
 STAGE2_INIT=${STAGE2_INIT:-$STAGE1_HF}
 
 # The YAML ships inside the installed package (gta_verl/config/gta_grpo.yaml).
-GTA_CONFIG_DIR=${GTA_CONFIG_DIR:-$("$PYTHON" -c 'import gta_verl, os; print(os.path.join(os.path.dirname(gta_verl.__file__), "config"))')}
+GTA_CONFIG_DIR=${GTA_CONFIG_DIR:-$("$PYTHON" -c 'from gta_verl.bundled import CONFIG_DIR; print(CONFIG_DIR)')}
 
 LAUNCH=("$PYTHON" -m verl.trainer.main_ppo --config-path "$GTA_CONFIG_DIR" --config-name gta_grpo)
 

@@ -5,14 +5,12 @@
 # steps ran; it says nothing about learning.
 #
 # Prerequisites: one CUDA GPU, gta-verl installed with `pip install -e ".[gpu]"` (vLLM), run from
-# the repository root (the bundled assets/ are read). No network access is needed.
+# anywhere (it reads the MuSiQue subset bundled in the package). No network access is needed.
 #
 # Exact command:
 #   bash recipes/gta_rag/gpu_smoke.sh
 # Knobs: WORK (scratch dir), N_TRAJ (synthesized questions), extra Hydra overrides after the name.
 set -euo pipefail
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO_ROOT=$(cd "$HERE/../.." && pwd)
 PYTHON=${PYTHON:-python3}
 WORK=${WORK:-/tmp/gta_verl_gpu_smoke}
 N_TRAJ=${N_TRAJ:-32}
@@ -32,7 +30,7 @@ PY
 fi
 
 # 2. KB from the bundled MuSiQue subset with its precomputed OpenIE triples.
-MUSIQUE="$REPO_ROOT/assets/musique"
+MUSIQUE=$("$PYTHON" -c 'from gta_verl.bundled import MUSIQUE_DIR; print(MUSIQUE_DIR)')
 if [[ "$DRY_RUN" != 1 && ! -f "$WORK/kb/manifest.json" ]]; then
   gta-verl kb build --corpus "$MUSIQUE/musique_train_corpus.json" --format hipporag \
     --openie "precomputed:$MUSIQUE/openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json" \
@@ -44,7 +42,7 @@ if [[ "$DRY_RUN" != 1 && ! -f "$WORK/stage1.parquet" ]]; then
   gta-verl synth --kb "$WORK/kb" --out "$WORK/stage1.parquet" --generator template --n "$N_TRAJ" --seed 0 --no-progress
 fi
 
-GTA_CONFIG_DIR=${GTA_CONFIG_DIR:-$("$PYTHON" -c 'import gta_verl, os; print(os.path.join(os.path.dirname(gta_verl.__file__), "config"))')}
+GTA_CONFIG_DIR=${GTA_CONFIG_DIR:-$("$PYTHON" -c 'from gta_verl.bundled import CONFIG_DIR; print(CONFIG_DIR)')}
 SMOKE_ARGS=(
   actor_rollout_ref.model.path="$WORK/tiny_qwen2"
   data.train_files="$WORK/stage1.parquet"

@@ -58,7 +58,7 @@ case "$MODEL" in
   *)  MODEL_PATH=${MODEL_PATH:-$MODEL}; TP=${TP:-1}; MICRO=${MICRO:-4}; TEACHER_TP=${TEACHER_TP:-1} ;;
 esac
 
-# The ablations of issue 6 / paper Tables 2-4, as gta.path_router overrides.
+# The ablations of the paper's Tables 2-4, as gta.path_router overrides.
 case "$ABLATION" in
   full)             ABLATION_ARGS=() ;;
   no_route_scaling) ABLATION_ARGS=(gta.path_router.route_scaling=false) ;;
@@ -73,7 +73,7 @@ case "$ABLATION" in
 esac
 
 # The YAML ships inside the installed package (gta_verl/config/path_router.yaml).
-GTA_CONFIG_DIR=${GTA_CONFIG_DIR:-$("$PYTHON" -c 'import gta_verl, os; print(os.path.join(os.path.dirname(gta_verl.__file__), "config"))')}
+GTA_CONFIG_DIR=${GTA_CONFIG_DIR:-$("$PYTHON" -c 'from gta_verl.bundled import CONFIG_DIR; print(CONFIG_DIR)')}
 
 LAUNCH=("$PYTHON" -m verl.trainer.main_ppo --config-path "$GTA_CONFIG_DIR" --config-name "$CONFIG_NAME")
 

@@ -6,8 +6,8 @@ Qwen2.5 tokenizer, tests/agent's in-process ``FakeRetriever``): 1 on the text th
 through verl 0.9.1's registered ``vanilla`` policy loss (``compute_policy_loss_vanilla``, which aggregates
 with ``agg_loss``) with advantages from verl's registered ``grpo`` estimator, called as verl's actor calls
 them (``verl/workers/utils/losses.py::ppo_loss``: a bool ``response_mask``, ``config.global_batch_info``
-filled with the batch's ``dp_size`` / ``batch_num_tokens`` / ``global_batch_size``). This is the check the
-hand-rolled CPU RL smoke (removed; the main job's RL stage is stock ``main_ppo``) used to make at run time.
+filled with the batch's ``dp_size`` / ``batch_num_tokens`` / ``global_batch_size``). The main job's RL stage
+is stock ``main_ppo``, so this unit test is where the masking of our agent loop's tokens is checked.
 
 Hand-derived gradients at ratio 1 (``log_prob == old_log_prob``), read off ``compute_policy_loss_vanilla``:
 ``pg_losses1 = -A·ratio`` and ``pg_losses2 = -A·clamp(ratio, 1-ε, 1+ε)`` tie at ratio 1 (inside the clip

@@ -1,4 +1,4 @@
-"""SFT rows are the agent loop's own rollouts of τ*: generated turns trained, observations masked (issue 19)."""
+"""SFT rows are the agent loop's own rollouts of τ*: generated turns trained, observations masked."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Ground truth that would be mis-scored is refused, naming the field (issue 20 item 13)."""
+"""Ground truth that would be mis-scored is refused, naming the field."""
 
 from __future__ import annotations
 

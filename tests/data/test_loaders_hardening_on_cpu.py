@@ -1,4 +1,4 @@
-"""Malformed corpora (issue 14 item 7): per-record rejection with file:line, counts that reconcile."""
+"""Malformed corpora: per-record rejection with file:line, counts that reconcile."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The evaluation's token budget defaults to the training config's (issue 22 item 2)."""
+"""The evaluation's token budget defaults to the training config's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ CONFIG = Path(__file__).resolve().parents[2] / "gta_verl" / "config" / "gta_grpo
 
 def test_default_budget_is_the_training_configs() -> None:
     # gta_grpo.yaml: data.max_prompt_length 1024, data.max_response_length 3072 — four 512-token observations
-    # (2,048) plus the policy's turns fit; the old 2,048 default cut such rollouts and scored them EM 0.
+    # (2,048) plus the policy's turns fit; a 2,048 budget would cut such rollouts and score them EM 0.
     s = EvalSettings(policy="tiny-random-qwen2")
     assert (s.prompt_length, s.response_length) == (1024, 3072)
     cfg = OmegaConf.load(CONFIG)

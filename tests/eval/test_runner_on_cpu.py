@@ -164,7 +164,6 @@ def test_tiny_random_qwen2_policy_runs(tmp_path, musique, data_parquet):
 
 def test_real_retriever_on_bundled_kb(tmp_path, musique, tokenizer, data_parquet, musique_kb_dir):
     """The default path: in-process GraphRetriever over the bundled MuSiQue KB, timed per search."""
-    pytest.importorskip("gta_verl.retrieval.serving.clients")
     from gta_verl.retrieval.retriever import GraphRetriever
 
     qa, corpus = musique
@@ -232,7 +231,6 @@ def test_verl_dump_of_real_rollouts_matches_agent_records(tmp_path, musique, tok
 
 
 def test_cli_policy_mode_on_bundled_kb(tmp_path, data_parquet, musique_kb_dir, capsys):
-    pytest.importorskip("gta_verl.retrieval.serving.clients")
     from gta_verl.cli import main
 
     out = tmp_path / "out"

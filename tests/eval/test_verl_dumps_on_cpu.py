@@ -116,7 +116,7 @@ def test_cut_off_passage_and_parenthesized_title_resolve_with_kb_index():
 
 
 def test_cli_dump_with_every_line_rejected_is_one_line_and_writes_nothing(tmp_path, capsys):
-    """Issue 20 item 11: used to crash with ``KeyError: 'em'`` and leave partial output."""
+    """Must not crash with ``KeyError: 'em'`` nor leave partial output."""
     from gta_verl.cli import main
 
     d = tmp_path / "val"

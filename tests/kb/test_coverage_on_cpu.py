@@ -1,4 +1,4 @@
-"""`gta-verl kb check-coverage`: a Stage-II KB must hold its questions' gold paragraphs (issue 22 item 1, part)."""
+"""`gta-verl kb check-coverage`: a Stage-II KB must hold its questions' gold paragraphs."""
 
 from __future__ import annotations
 

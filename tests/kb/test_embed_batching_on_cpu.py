@@ -1,4 +1,4 @@
-"""The length-sorted, de-duplicated, token-budget encoder path (issue 12, KB build speed).
+"""The length-sorted, de-duplicated, token-budget encoder path (KB build speed).
 
 The reference vectors are computed here by the plain Hugging Face forward — texts in input
 order, fixed batches of 16, the tokenizer's own padding, masked mean pooling — never by

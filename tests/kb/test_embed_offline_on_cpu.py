@@ -1,4 +1,4 @@
-"""Loading a KB never downloads (issue 14 item 6).
+"""Loading a KB never downloads.
 
 The check runs in a fresh interpreter whose Hugging Face endpoint is a loopback
 socket counting connections, with offline mode NOT set: any download attempt

@@ -1,4 +1,4 @@
-"""A KB write never destroys data (issue 20 items 1–4).
+"""A KB write never destroys data.
 
 Refuses to replace a non-KB directory, leaves a loadable KB at ``--out`` when killed at any point of the
 swap, fsyncs what it writes, lets one writer at a time in, and fails a full disk with one line.
@@ -244,7 +244,7 @@ def test_cli_add_takes_the_lock(tmp_path: Path, toy, capsys) -> None:
 
 
 def test_a_build_whose_openie_found_nothing_fails_unless_allowed(tmp_path: Path, capsys) -> None:
-    """Issue 20 item 11: a precomputed OpenIE file for another corpus gave an empty graph and exit 0."""
+    """A precomputed OpenIE file for another corpus must fail, not give an empty graph and exit 0."""
     from gta_verl.kb.build import check_not_empty
 
     corpus = REPO / "assets" / "hipporag_sample" / "sample_corpus.json"

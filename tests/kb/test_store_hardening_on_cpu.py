@@ -1,4 +1,4 @@
-"""A KB directory you can trust (issue 14 item 5): the manifest cannot switch off its own checks.
+"""A KB directory you can trust: the manifest cannot switch off its own checks.
 
 Every corruption gives a :class:`KBLoadError` naming the file, within a bounded time
 (the load runs in a thread; a hang is a failure, not a stuck test), and the CLI

@@ -113,7 +113,7 @@ def _check_common(recipe: str, proc, steps: dict) -> None:
     if "actor/kl_loss" in steps[2]:
         assert steps[2]["actor/kl_loss"] > 1e-4, steps[2]
     else:
-        # PathRouter's faithful config has no KL-to-reference term (issue 11); its frozen teacher holds
+        # PathRouter's loss has no KL-to-reference term (docs/path_router.md); its frozen teacher holds
         # the initial weights, so the selected teacher KL grows once the actor moved (measured
         # 6.4e-4 at step 1, 1.1e-2 at step 2).
         kl = "actor/distillation/gta_kl_selected"

@@ -29,6 +29,7 @@ from tests.support.dry_run import command_blocks
 from hydra import compose, initialize_config_dir
 
 import gta_verl
+from gta_verl.bundled import CPU_RUN_SH
 from gta_verl.config import GTAConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ PATH_ROUTER_SCRIPTS = ("run_qwen2_5_3b_fsdp.sh", "run_qwen2_5_7b_fsdp.sh")
 ABLATIONS = (
     "full", "no_route_scaling", "answer_only", "path_only", "no_kl", "uniform_kl", "constant_lambda", "bag_overlap"
 )
-CPU_RUN = REPO / "recipes" / "cpu" / "run.sh"
+CPU_RUN = CPU_RUN_SH  # the copy the wheel ships; recipes/cpu/run.sh in a checkout links to it
 CPU_RECIPES = ("gta_stage1", "gta_stage2", "path_router", "gta_path_router", "turn_grpo")
 
 #: Keys the environment must not leak into a dry run (they are recipe knobs).
@@ -156,8 +157,6 @@ def test_path_router_gpu_check_passes_main_ppo_checks(config_name, monkeypatch):
 
 @pytest.mark.parametrize("recipe", CPU_RECIPES)
 def test_cpu_recipes_pass_main_ppo_checks(recipe, monkeypatch):
-    if not CPU_RUN.exists():
-        pytest.skip("recipes/cpu/run.sh not present in this checkout")
     _check_script(CPU_RUN, monkeypatch, recipe)
 
 
@@ -172,8 +171,6 @@ def test_validate_config_catches_a_missing_micro_batch(monkeypatch):
 
 def test_cpu_val_only_passes_main_ppo_checks(monkeypatch):
     """``recipes/cpu/val_only.sh``: verl's validation-only run (dump for ``gta-verl eval``)."""
-    if not CPU_RUN.exists():
-        pytest.skip("recipes/cpu/run.sh not present in this checkout")
-    (cfg,) = _check_script(CPU_RUN.parent / "val_only.sh", monkeypatch, "gta_stage2")
+    (cfg,) = _check_script(REPO / "recipes" / "cpu" / "val_only.sh", monkeypatch, "gta_stage2")
     assert cfg.trainer.val_only and cfg.trainer.val_before_train and cfg.trainer.validation_data_dir
     assert cfg.actor_rollout_ref.rollout.val_kwargs.n == 1

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from gta_verl.rewards.path_router import (
@@ -19,7 +17,6 @@ from gta_verl.rewards.path_router import (
     shaping_reward,
 )
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
 CFG = PathRouterConfig()
 
 
@@ -225,9 +222,9 @@ def test_musique_gold_evidence_scores_above_distractors():
     retrieving the same number of distractor paragraphs (Stage-I style gold = doc texts)."""
     import json
 
+    from gta_verl.bundled import MUSIQUE_QA as path
     from gta_verl.data.loaders import read_musique_qa
 
-    path = ASSETS / "musique" / "musique_train.json"
     examples = {ex.qid: ex for ex in read_musique_qa(path).records}
     raw = json.loads(path.read_text(encoding="utf-8"))
     wins = total = 0

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Every recipe through stock `python -m verl.trainer.main_ppo` on a CPU-only machine: our config
+# (gta_verl/config/*.yaml) + the CPU backend + small sizes, 2 GRPO steps on the bundled MuSiQue KB
+# and a template-synthesized Stage-I set, the retriever served by our Ray actor. For debugging a
+# recipe on a laptop before renting GPUs; it says nothing about learning (random tiny policy).
+#
+# Usage (from anywhere; inputs are built on first use and cached under $GTA_VERL_CACHE/cpu_recipes):
+#   bash recipes/cpu/run.sh gta_stage1|gta_stage2|path_router|gta_path_router|turn_grpo [HYDRA_OVERRIDE...]
+# The script ships inside the package (gta_verl/recipes/cpu/run.sh; recipes/cpu/run.sh in a checkout
+# links to it), so it needs nothing else from the repository: `gta-verl cpu run RECIPE ...` runs it
+# from a plain `pip install`.
+# Knobs: STEPS (2), MODEL_PATH / KB_DIR / STAGE1_TRAIN / QA_FILES (default: `gta-verl cpu prepare`),
+#   RAY_ADDRESS (connect to a running `ray start --head --num-cpus=16 --num-gpus=1` cluster started
+#   with the CPU_ENV below, instead of starting one per run), OUT_DIR (checkpoints/dumps), DRY_RUN=1,
+#   METRICS_JSONL (also write verl's step metrics there, one JSON object per step: verl's file logger).
+#
+# The CPU backend (gta_verl/cpu/, docs in gta_verl/cpu/__init__.py):
+#   env  VERL_USE_EXTERNAL_MODULES=gta_verl.cpu.platform  registers verl platform `cpu` before verl
+#        freezes its platform; VERL_PLATFORM=cpu selects it; VERL_ENGINE_DEVICE=cuda picks verl's
+#        FSDP engine (registered for cuda/npu only; it runs on whatever the platform says: cpu).
+#   conf actor_rollout_ref.rollout.name=hf_cpu (HF generate() Ray actor), actor strategy fsdp2,
+#        attn sdpa, trainer.device=cpu, one logical Ray GPU standing for the training slot.
+set -euo pipefail
+PYTHON=${PYTHON:-python3}
+RECIPE=${1:-}
+[[ $# -gt 0 ]] && shift
+STEPS=${STEPS:-2}
+DRY_RUN=${DRY_RUN:-0}
+
+case "$RECIPE" in
+  gta_stage1|gta_stage2|path_router|gta_path_router|turn_grpo) ;;
+  *) echo "usage: $0 gta_stage1|gta_stage2|path_router|gta_path_router|turn_grpo [HYDRA_OVERRIDE...]" >&2
+     exit 2 ;;
+esac
+
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+CPU_ENV=(VERL_USE_EXTERNAL_MODULES=gta_verl.cpu.platform VERL_PLATFORM=cpu VERL_ENGINE_DEVICE=cuda)
+export "${CPU_ENV[@]}"
+
+# Inputs: tiny model, KB, Stage-I parquet, QA parquet (built if missing; env values win).
+if [[ -z "${MODEL_PATH:-}" || -z "${KB_DIR:-}" || -z "${STAGE1_TRAIN:-}" || -z "${QA_FILES:-}" ]]; then
+  if [[ "$DRY_RUN" == 1 ]]; then
+    MODEL_PATH=${MODEL_PATH:-MODEL_PATH} KB_DIR=${KB_DIR:-KB_DIR}
+    STAGE1_TRAIN=${STAGE1_TRAIN:-STAGE1_TRAIN} QA_FILES=${QA_FILES:-QA_FILES}
+  else
+    PREPARED=$("$PYTHON" -m gta_verl cpu prepare ${KB_DIR:+--kb "$KB_DIR"})
+    while IFS='=' read -r key value; do
+      [[ -z "${!key:-}" ]] && printf -v "$key" '%s' "$(eval "echo $value")"
+    done <<< "$PREPARED"
+  fi
+fi
+LOGGER='[console]'
+[[ -n "${METRICS_JSONL:-}" ]] && LOGGER='[console,file]'
+OUT_DIR=${OUT_DIR:-${TMPDIR:-/tmp}/gta_verl_cpu/$RECIPE}
+
+GTA_CONFIG_DIR=${GTA_CONFIG_DIR:-$("$PYTHON" -c 'from gta_verl.bundled import CONFIG_DIR; print(CONFIG_DIR)')}
+
+# The CPU backend and sizes (verl-cpu.md: obstacles 1-10 and "Overrides used").
+CPU_ARGS=(
+  actor_rollout_ref.rollout.name=hf_cpu
+  actor_rollout_ref.rollout.tensor_model_parallel_size=1
+  actor_rollout_ref.rollout.n=2
+  actor_rollout_ref.rollout.calculate_log_probs=true
+  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2
+  actor_rollout_ref.rollout.agent.num_workers=1
+  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2
+  actor_rollout_ref.actor.strategy=fsdp2
+  actor_rollout_ref.actor.use_torch_compile=false
+  actor_rollout_ref.actor.ppo_mini_batch_size=2
+  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2
+  +actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp32
+  +actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype=fp32
+  actor_rollout_ref.model.path="$MODEL_PATH"
+  actor_rollout_ref.model.use_remove_padding=false
+  actor_rollout_ref.model.enable_gradient_checkpointing=false
+  +actor_rollout_ref.model.override_config.attn_implementation=sdpa
+  data.train_batch_size=2
+  data.max_prompt_length=256
+  data.max_response_length=128
+  data.dataloader_num_workers=0
+  reward.num_workers=1
+  transfer_queue.backend.SimpleStorage.num_data_storage_units=1
+  trainer.device=cpu
+  trainer.nnodes=1
+  trainer.n_gpus_per_node=1
+  trainer.total_training_steps="$STEPS"
+  trainer.save_freq=-1
+  trainer.test_freq=-1
+  trainer.val_before_train=false
+  trainer.logger="$LOGGER"
+  trainer.experiment_name="cpu_$RECIPE"
+  trainer.default_local_dir="$OUT_DIR/ckpt"
+  gta.retriever.kb_dir="$KB_DIR"
+  gta.retriever.num_cpus=1
+)
+[[ -n "${METRICS_JSONL:-}" ]] && CPU_ENV+=("VERL_FILE_LOGGER_PATH=$METRICS_JSONL")
+for kv in "${CPU_ENV[@]}"; do
+  CPU_ARGS+=("+ray_kwargs.ray_init.runtime_env.env_vars.${kv%%=*}=${kv#*=}")
+done
+
+case "$RECIPE" in
+  gta_stage1) CONFIG=gta_grpo; RECIPE_ARGS=(data.train_files="$STAGE1_TRAIN" data.val_files="$STAGE1_TRAIN"
+              reward.reward_manager.name=trajectory_guided) ;;
+  gta_stage2) CONFIG=gta_grpo; RECIPE_ARGS=(data.train_files="$QA_FILES" data.val_files="$QA_FILES"
+              reward.reward_manager.name=exact_match) ;;
+  turn_grpo)  CONFIG=gta_grpo; RECIPE_ARGS=(data.train_files="$STAGE1_TRAIN" data.val_files="$STAGE1_TRAIN"
+              reward.reward_manager.name=trajectory_guided gta.agent.place_turn_rewards=true
+              algorithm.adv_estimator=gta_turn_grpo) ;;
+  path_router) CONFIG=path_router; RECIPE_ARGS=(data.train_files="$QA_FILES" data.val_files="$QA_FILES") ;;
+  gta_path_router) CONFIG=gta_path_router; RECIPE_ARGS=(data.train_files="$STAGE1_TRAIN"
+              data.val_files="$STAGE1_TRAIN") ;;
+esac
+if [[ "$CONFIG" != gta_grpo ]]; then
+  # The teacher (verl distillation pool) served by hf_cpu too, one logical GPU of its own.
+  RECIPE_ARGS+=(distillation.n_gpus_per_node=1 distillation.nnodes=1
+                distillation.teacher_models.teacher_model.inference.name=hf_cpu)
+fi
+
+if [[ -n "${RAY_ADDRESS:-}" ]]; then
+  CPU_ARGS+=("+ray_kwargs.ray_init.address=$RAY_ADDRESS")
+else
+  # Logical counts: one "GPU" = the training slot (+1 for the teacher pool); CPUs for bundles + actors.
+  NUM_GPUS=1
+  [[ "$CONFIG" != gta_grpo ]] && NUM_GPUS=2
+  # address=local: always start this run's own Ray. Without it ray.init() joins any cluster already
+  # running on the node (e.g. another job's `ray start`) and then rejects num_cpus/num_gpus.
+  CPU_ARGS+=(ray_kwargs.ray_init.num_cpus=16 "+ray_kwargs.ray_init.num_gpus=$NUM_GPUS"
+             "+ray_kwargs.ray_init.address=local")
+fi
+
+# recipes/lib.sh's `run`, repeated here because this script ships alone in the wheel: print the
+# command (one argument per line, then "----") when DRY_RUN=1, else run it.
+run() {
+  if [[ "$DRY_RUN" == 1 ]]; then
+    printf '%s\n' "$@"
+    echo "----"
+  else
+    "$@"
+  fi
+}
+run "$PYTHON" -m verl.trainer.main_ppo --config-path "$GTA_CONFIG_DIR" --config-name "$CONFIG" \
+  "${CPU_ARGS[@]}" "${RECIPE_ARGS[@]}" "$@"
