@@ -233,7 +233,8 @@ def parse_action(text: str, max_queries: int = 1) -> ParsedAction:
     if not queries:
         return ParsedAction("invalid", "", end, end, "empty search query")
     if len(queries) > max_queries:
-        return ParsedAction("invalid", "", end, end, f"{len(queries)} queries in one search; at most {max_queries}")
+        reason = f"{len(queries)} queries in one search; at most {max_queries}"
+        return ParsedAction("invalid", "", end, end, reason)
     return ParsedAction("search", content, open_pos, end, queries=queries)
 
 

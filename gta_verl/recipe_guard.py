@@ -59,11 +59,15 @@ def refusal(
         >>> cfg = {"trainer": {"use_v1": False, "v1": {"trainer_mode": "gta_sync"}}}
         >>> refusal(cfg, "gta_grpo", ["gta_sync"]).split(":")[0]
         'gta_verl: config gta_grpo needs verl'
-        >>> refusal({"trainer": {"use_v1": True, "v1": {"trainer_mode": "gta_sync"}}}, "gta_grpo", ["gta_sync"])
+        >>> v1 = {"trainer": {"use_v1": True, "v1": {"trainer_mode": "gta_sync"}}}
+        >>> refusal(v1, "gta_grpo", ["gta_sync"]) is None
+        True
     """
     modes = [str(m) for m in trainer_modes]
     if not modes:
-        raise ValueError(f"RecipeGuard of {recipe}: trainer_modes is empty; list the V1 trainer modes it supports")
+        raise ValueError(
+            f"RecipeGuard of {recipe}: trainer_modes is empty; list the V1 trainer modes it supports"
+        )
     default = modes[0]
     what = f"config {recipe}" + (f" ({provides})" if provides else "")
     classic = classic_trainer_refusal(config, what, default)

@@ -36,7 +36,13 @@ from gta_verl.agent.retriever_access import get_retriever_client
 from gta_verl.agent.spans import clip_spans, distill_mask_from_spans
 from gta_verl.data import schema
 from gta_verl.data.types import RetrievalHit, RetrievalResult
-from gta_verl.protocol import INVALID_ACTION_MESSAGE, QUERY_SEPARATOR, STOP_STRINGS, has_trailing, parse_action
+from gta_verl.protocol import (
+    INVALID_ACTION_MESSAGE,
+    QUERY_SEPARATOR,
+    STOP_STRINGS,
+    has_trailing,
+    parse_action,
+)
 from gta_verl.retrieval.base import AsyncRetriever
 from gta_verl.verl_compat import AgentLoopBase, AgentLoopOutput, register_agent_loop
 
@@ -292,7 +298,9 @@ class GTASearchAgentLoop(AgentLoopBase):
         shown = queries[0] if len(queries) == 1 else list(queries)
         try:
             client = await self._retriever()
-            results = await asyncio.wait_for(client.aretrieve(list(queries)), timeout=self.retrieval_timeout_s)
+            results = await asyncio.wait_for(
+                client.aretrieve(list(queries)), timeout=self.retrieval_timeout_s
+            )
             if len(results) != len(queries):
                 noun = "query" if len(queries) == 1 else "queries"
                 raise RuntimeError(f"retriever returned {len(results)} results for {len(queries)} {noun}")

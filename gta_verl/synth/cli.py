@@ -93,7 +93,8 @@ def add_parser(subparsers: Any) -> None:
         "--max-queries-per-turn",
         type=int,
         default=1,
-        help="K the rows train with (gta.agent.max_queries_per_turn); above 1 the prompts say how (default 1)",
+        help="K the rows train with (gta.agent.max_queries_per_turn); above 1 the prompts say how "
+        "(default 1)",
     )
     p.add_argument(
         "--comparison-share",
@@ -148,7 +149,9 @@ def _generator(args: argparse.Namespace) -> Any:
     if args.generator != "template":
         llm_kwargs = {"temperature": args.temperature, "max_tokens": args.max_tokens}
     if args.comparison_share and args.max_queries_per_turn < 2:
-        raise SystemExit("synth: --comparison-share needs --max-queries-per-turn >= 2 (both sub-questions in one search)")
+        raise SystemExit(
+            "synth: --comparison-share needs --max-queries-per-turn >= 2 (both sub-questions in one search)"
+        )
     return make_generator(
         args.generator,
         seed=args.seed,

@@ -107,7 +107,8 @@ def check_rules(
     if contains_phrase(traj.question, traj.answer):
         return "rule:answer_in_question"
     last = passages[traj.path_doc_ids[-1]].contents
-    if not _is_comparison(traj) and not any(contains_phrase(last, a) for a in (traj.answer, *traj.answer_aliases)):
+    in_last = any(contains_phrase(last, a) for a in (traj.answer, *traj.answer_aliases))
+    if not in_last and not _is_comparison(traj):
         return "rule:answer_not_in_last_doc"
     for d in traj.path_doc_ids:
         if longest_shared_ngram(traj.question, passages[d].text) >= config.paste_ngram:

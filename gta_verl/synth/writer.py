@@ -30,7 +30,9 @@ STATS_HOPS = (2, 3, 4)
 
 
 def _turn_dict(turn: TrajectoryTurn) -> dict[str, Any]:
-    out: dict[str, Any] = {"reasoning": turn.reasoning, "query": turn.query, "target_doc_id": turn.target_doc_id}
+    out: dict[str, Any] = {
+        "reasoning": turn.reasoning, "query": turn.query, "target_doc_id": turn.target_doc_id
+    }
     if turn.with_previous:  # only parallel turns carry the key: one-query rows stay as they were
         out["with_previous"] = True
     return out
@@ -81,7 +83,11 @@ def trajectory_to_row(
         "validated": bool(validated),
     }
     return make_verl_row(
-        example, index, agent_name=DEFAULT_AGENT_NAME, extra_info=extra, max_queries_per_turn=max_queries_per_turn
+        example,
+        index,
+        agent_name=DEFAULT_AGENT_NAME,
+        extra_info=extra,
+        max_queries_per_turn=max_queries_per_turn,
     )
 
 
