@@ -172,6 +172,15 @@ def test_refusal_rules():
         RecipeGuard(["gta_sync"], recipe="named_here").on_job_start(config=classic, task_function=None)
 
 
+def test_doctests():
+    import doctest
+
+    from gta_verl import recipe_guard
+
+    result = doctest.testmod(recipe_guard)
+    assert result.attempted > 0 and result.failed == 0
+
+
 def test_teacher_manager_refuses_the_classic_trainer():
     # Launches that bypass Hydra reach the agent-loop manager first: it says why instead of
     # failing inside verl at step 1.
