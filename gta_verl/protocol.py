@@ -26,6 +26,12 @@ it (verl #935), so anything after that closing tag is ignored and reported as ``
 A stray opener in reasoning ("I think <answer> might be Paris, let me check <search> x
 </search>") therefore never decides the action: the first *closer* does, and the content
 starts at the last opener before it.
+
+Several queries per search (opt-in, ``gta.agent.max_queries_per_turn`` = K > 1): one
+``<search> q1 ## q2 </search>`` action carries up to K queries separated by
+:data:`QUERY_SEPARATOR` (empty parts dropped, exact repeats kept once); more than K is an
+invalid action. The first closer still ends the turn, so the stop strings are unchanged.
+With K = 1 (the default) the content is the one query, whatever it contains.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ __all__ = [
     "INFO_OPEN",
     "INVALID_ACTION_MESSAGE",
     "PROMPT_VERSION",
+    "QUERY_SEPARATOR",
     "SEARCH_CLOSE",
     "SEARCH_FAILED_PREFIX",
     "SEARCH_OPEN",
@@ -55,6 +62,7 @@ __all__ = [
     "has_trailing",
     "parse_action",
     "parse_turns",
+    "split_queries",
 ]
 
 PROMPT_VERSION = "gta-search-v1"
@@ -65,6 +73,8 @@ INFO_OPEN, INFO_CLOSE = "<info>", "</info>"
 STOP_STRINGS = (SEARCH_CLOSE, ANSWER_CLOSE)
 INVALID_ACTION_MESSAGE = "\nMy action is invalid. Let me rethink.\n"
 SEARCH_FAILED_PREFIX = "Search failed:"
+#: Separates the queries of one search action when several are allowed per turn.
+QUERY_SEPARATOR = "##"
 
 SYSTEM_INSTRUCTIONS = (
     "Answer the given question. You must conduct reasoning inside <think> and </think> "
@@ -86,18 +96,33 @@ class Passage(Protocol):
     text: str
 
 
+def _multi_query_instructions(max_queries: int) -> str:
+    return (
+        f" To look up independent facts at once, put up to {max_queries} queries in one search, "
+        f"separated by {QUERY_SEPARATOR}: <search> query 1 {QUERY_SEPARATOR} query 2 </search>; "
+        "their results come back together."
+    )
+
+
 # --------------------------------------------------------------------------- prompt
-def build_user_prompt(question: str) -> str:
-    """Return the user message: instructions followed by the question."""
+def build_user_prompt(question: str, max_queries_per_turn: int = 1) -> str:
+    """Return the user message: instructions followed by the question.
+
+    Args:
+        question: The question.
+        max_queries_per_turn: K of ``gta.agent.max_queries_per_turn``; above 1 the
+            instructions also say how to put several queries in one search.
+    """
     q = question.strip()
     if q and not q.endswith("?"):
         q += "?"
-    return f"{SYSTEM_INSTRUCTIONS} Question: {q}\n"
+    extra = _multi_query_instructions(max_queries_per_turn) if max_queries_per_turn > 1 else ""
+    return f"{SYSTEM_INSTRUCTIONS}{extra} Question: {q}\n"
 
 
-def build_messages(question: str) -> list[dict[str, str]]:
+def build_messages(question: str, max_queries_per_turn: int = 1) -> list[dict[str, str]]:
     """Return the chat messages stored in the parquet ``prompt`` column."""
-    return [{"role": "user", "content": build_user_prompt(question)}]
+    return [{"role": "user", "content": build_user_prompt(question, max_queries_per_turn)}]
 
 
 def format_observation(hits: Sequence[Passage], error: str | None = None) -> str:
@@ -129,6 +154,7 @@ class ParsedAction:
             turn is reasoning).
         end: Offset just past the closing tag; text after it is not part of the turn.
         reason: Why an action is invalid ("" otherwise).
+        queries: A search's queries (``(content,)`` with one query per turn); () otherwise.
     """
 
     kind: ActionKind
@@ -136,6 +162,29 @@ class ParsedAction:
     action_start: int
     end: int
     reason: str = ""
+    queries: tuple[str, ...] = ()
+
+
+def split_queries(content: str, max_queries: int = 1) -> tuple[str, ...]:
+    """The queries of a search action's stripped content.
+
+    Args:
+        content: The text between ``<search>`` and ``</search>``, stripped.
+        max_queries: K; with 1 the whole content is the one query.
+
+    Returns:
+        The non-empty queries in order, exact repeats once (may exceed K: the caller
+        decides that such an action is invalid).
+
+    >>> split_queries("a ## b ##  ## a", 3)
+    ('a', 'b')
+    >>> split_queries("C# ## F#", 1)
+    ('C# ## F#',)
+    """
+    if max_queries <= 1:
+        return (content,) if content else ()
+    parts = (part.strip() for part in content.split(QUERY_SEPARATOR))
+    return tuple(dict.fromkeys(part for part in parts if part))
 
 
 def has_trailing(text: str, action: ParsedAction) -> bool:
@@ -143,11 +192,12 @@ def has_trailing(text: str, action: ParsedAction) -> bool:
     return bool(text[action.end :].strip())
 
 
-def parse_action(text: str) -> ParsedAction:
+def parse_action(text: str, max_queries: int = 1) -> ParsedAction:
     """Parse the text generated in one turn into one action (see module docstring).
 
     Args:
         text: Decoded tokens generated in this turn only.
+        max_queries: K, the most queries one search may carry (``gta.agent.max_queries_per_turn``).
 
     Returns:
         The :class:`ParsedAction`.
@@ -160,6 +210,10 @@ def parse_action(text: str) -> ParsedAction:
     'search'
     >>> parse_action("no tags at all").kind
     'invalid'
+    >>> parse_action("<search> X ## Y </search>", max_queries=2).queries
+    ('X', 'Y')
+    >>> parse_action("<search> X ## Y ## Z </search>", max_queries=2).reason
+    '3 queries in one search; at most 2'
     """
     s_close = text.find(SEARCH_CLOSE)
     a_close = text.find(ANSWER_CLOSE)
@@ -173,9 +227,15 @@ def parse_action(text: str) -> ParsedAction:
     if open_pos < 0:
         return ParsedAction("invalid", "", end, end, f"{closer} without {opener}")
     content = text[open_pos + len(opener) : close_pos].strip()
-    if kind == "search" and not content:
+    if kind == "answer":
+        return ParsedAction("answer", content, open_pos, end)
+    queries = split_queries(content, max_queries)
+    if not queries:
         return ParsedAction("invalid", "", end, end, "empty search query")
-    return ParsedAction(kind, content, open_pos, end)  # type: ignore[arg-type]
+    if len(queries) > max_queries:
+        reason = f"{len(queries)} queries in one search; at most {max_queries}"
+        return ParsedAction("invalid", "", end, end, reason)
+    return ParsedAction("search", content, open_pos, end, queries=queries)
 
 
 # --------------------------------------------------------------------------- whole response
@@ -222,7 +282,7 @@ def _skip_observation(text: str, pos: int) -> tuple[str | None, int]:
     return text[body_start:close], close + len(INFO_CLOSE)
 
 
-def parse_turns(response_text: str | None) -> list[ResponseTurn]:
+def parse_turns(response_text: str | None, max_queries: int = 1) -> list[ResponseTurn]:
     """Replay the agent loop's turn parsing over a whole decoded response.
 
     The loop parses each generated turn alone with :func:`parse_action`, then appends the
@@ -233,7 +293,8 @@ def parse_turns(response_text: str | None) -> list[ResponseTurn]:
     an action. Parsing stops after the first answer, like the loop.
 
     Pass the *response only* (never prompt + response: the prompt's instructions contain
-    an example ``<answer> Beijing </answer>``, Search-R1 issue #79).
+    an example ``<answer> Beijing </answer>``, Search-R1 issue #79). ``max_queries`` is
+    the loop's K (``gta.agent.max_queries_per_turn``).
 
     >>> text = "<search> a </search>\\n\\n<info>x</info>\\n\\n<answer> b </answer>"
     >>> [t.action.kind for t in parse_turns(text)]
@@ -244,7 +305,7 @@ def parse_turns(response_text: str | None) -> list[ResponseTurn]:
     pos = 0
     while pos < len(text) and text[pos:].strip():
         end = _turn_end(text, pos)
-        action = parse_action(text[pos:end])
+        action = parse_action(text[pos:end], max_queries)
         observation, nxt = (None, end)
         if action.kind == "search":
             observation, nxt = _skip_observation(text, end)

@@ -43,6 +43,13 @@ class AgentConfig(StrictConfig):
             (created with ``get_if_exists`` if missing), else an in-process retriever;
             or force ``ray`` / ``inprocess`` / ``http``.
         retriever_url: Base URL of a retriever server (``http`` transport only).
+        max_queries_per_turn: K, the most queries one ``<search>`` action may carry,
+            separated by ``##`` (:func:`gta_verl.protocol.split_queries`). Default 1 = one
+            query per search (the paper). Above 1 (opt-in, ParallelSearch-style) a turn's
+            queries go to the retriever in one batched call and the observation shows the
+            union of their passages; every reward counts that union as the turn's R(q_t).
+            Build the parquet prompts with the same K (``build_messages(q, K)``) so the
+            policy is told.
     """
 
     WHERE = "gta.agent"
@@ -52,8 +59,13 @@ class AgentConfig(StrictConfig):
     place_turn_rewards: bool = False
     retriever_transport: RetrieverTransport = "auto"
     retriever_url: str | None = None
+    max_queries_per_turn: int = 1
 
     def __post_init__(self) -> None:
+        if isinstance(self.max_queries_per_turn, bool) or int(self.max_queries_per_turn) < 1:
+            raise ValueError(
+                f"gta.agent.max_queries_per_turn must be an integer >= 1, got {self.max_queries_per_turn!r}"
+            )
         if int(self.max_actions) < 1:
             raise ValueError(
                 f"gta.agent.max_actions must be >= 1 (the action budget B), got {self.max_actions}"

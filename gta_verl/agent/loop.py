@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 from uuid import uuid4
 
@@ -34,8 +35,14 @@ from gta_verl.agent.parser import token_index_for_char
 from gta_verl.agent.retriever_access import get_retriever_client
 from gta_verl.agent.spans import clip_spans, distill_mask_from_spans
 from gta_verl.data import schema
-from gta_verl.data.types import RetrievalResult
-from gta_verl.protocol import INVALID_ACTION_MESSAGE, STOP_STRINGS, has_trailing, parse_action
+from gta_verl.data.types import RetrievalHit, RetrievalResult
+from gta_verl.protocol import (
+    INVALID_ACTION_MESSAGE,
+    QUERY_SEPARATOR,
+    STOP_STRINGS,
+    has_trailing,
+    parse_action,
+)
 from gta_verl.retrieval.base import AsyncRetriever
 from gta_verl.verl_compat import AgentLoopBase, AgentLoopOutput, register_agent_loop
 
@@ -78,6 +85,36 @@ def _retrieval_timeout(config: Any) -> float:
     node = gta.get("retriever") if gta is not None and hasattr(gta, "get") else None
     value = node.get("timeout_s") if node is not None and hasattr(node, "get") else None
     return float(value) if value is not None else 30.0
+
+
+def union_of_results(results: Sequence[RetrievalResult]) -> tuple[list[RetrievalHit], str | None, int]:
+    """One turn's observation from its queries' results: (hits, error, failed queries).
+
+    The hits are the union over the queries, each document once, in query order then rank
+    order. The observation is an error only when every query failed; a turn where some
+    queries failed shows the others' passages and counts the failures.
+
+    >>> a = RetrievalResult("a", hits=(RetrievalHit("d1", "T1", "x", 1.0, "graph"),))
+    >>> b = RetrievalResult("b", hits=(RetrievalHit("d1", "T1", "x", 0.9, "dense"),
+    ...                                RetrievalHit("d2", "T2", "y", 0.8, "dense")))
+    >>> hits, error, failed = union_of_results([a, b, RetrievalResult("c", error="timeout")])
+    >>> [h.doc_id for h in hits], error, failed
+    (['d1', 'd2'], None, 1)
+    """
+    failed = sum(1 for r in results if r.error is not None)
+    ok = [r for r in results if r.error is None]
+    if not ok:
+        return [], (results[0].error if results else "no query"), failed
+    if len(ok) == 1:  # one query: its ranking as returned
+        return list(ok[0].hits), None, failed
+    seen: set[str] = set()
+    hits = []
+    for result in ok:
+        for hit in result.hits:
+            if hit.doc_id not in seen:
+                seen.add(hit.doc_id)
+                hits.append(hit)
+    return hits, None, failed
 
 
 class GTAAgentLoopOutput(AgentLoopOutput):
@@ -210,7 +247,7 @@ class GTASearchAgentLoop(AgentLoopBase):
     async def _take_turn(self, state: _Rollout, gen_ids: list[int], logprobs: list[float] | None) -> bool:
         """Append one generated turn and its environment response; return True if truncated."""
         text = self._decode(gen_ids)
-        action = parse_action(text)
+        action = parse_action(text, self.agent_config.max_queries_per_turn)
         if has_trailing(text, action):  # backend ran past the stop string: drop the excess
             state.trailing += 1
             keep = token_index_for_char(gen_ids, action.end, self._decode)
@@ -225,7 +262,7 @@ class GTASearchAgentLoop(AgentLoopBase):
             state.answer = action.content
             return False
         if action.kind == "search":
-            obs_ids = await self._search(state, action.content)
+            obs_ids = await self._search(state, action.queries)
             kind = "observation"
         else:
             state.invalid += 1
@@ -236,42 +273,49 @@ class GTASearchAgentLoop(AgentLoopBase):
         # invalid message can overflow; an exact fill is caught by ``run``'s next iteration.
         return len(state.ids) > self.response_length
 
-    async def _search(self, state: _Rollout, query: str) -> list[int]:
-        """Call R(query); return the observation ids; record the passages it shows.
+    async def _search(self, state: _Rollout, queries: tuple[str, ...]) -> list[int]:
+        """Call R on the turn's queries (one batched call); return the observation ids.
 
+        Several queries (``gta.agent.max_queries_per_turn`` > 1) are one observation: the
+        union of their passages (:func:`union_of_results`), recorded as the turn's R(q_t).
         The observation is fitted to ``min(max_obs_tokens, remaining response budget)`` by
         shortening every passage (:func:`gta_verl.agent.observation.fit_observation`), and
         only the passages shown, with their text as shown, are recorded: rewards and
         metrics count exactly what the policy saw.
         """
-        result = await self._call_retriever(query)
+        results = await self._call_retriever(queries)
+        hits, error, failed = union_of_results(results)
         cap = min(self.agent_config.max_obs_tokens, self.response_length - len(state.ids))
-        fitted = fit_observation(result.hits, result.error, max(cap, 0), self._encode, self._decode)
-        state.queries.append(query)
+        fitted = fit_observation(hits, error, max(cap, 0), self._encode, self._decode)
+        state.queries.append(f" {QUERY_SEPARATOR} ".join(queries))
         state.doc_ids.append([h.doc_id for h in fitted.shown])
         state.texts.append([f"{h.title}\n{h.text}" for h in fitted.shown])
-        if result.error is not None:
-            state.errors += 1
+        state.errors += failed
         return fitted.ids
 
-    async def _call_retriever(self, query: str) -> RetrievalResult:
+    async def _call_retriever(self, queries: Sequence[str]) -> list[RetrievalResult]:
         """``aretrieve`` never raises by contract; guard anyway so a broken client cannot kill a rollout."""
+        shown = queries[0] if len(queries) == 1 else list(queries)
         try:
             client = await self._retriever()
-            results = await asyncio.wait_for(client.aretrieve([query]), timeout=self.retrieval_timeout_s)
-            if len(results) != 1:
-                raise RuntimeError(f"retriever returned {len(results)} results for 1 query")
-            return results[0]
+            results = await asyncio.wait_for(
+                client.aretrieve(list(queries)), timeout=self.retrieval_timeout_s
+            )
+            if len(results) != len(queries):
+                noun = "query" if len(queries) == 1 else "queries"
+                raise RuntimeError(f"retriever returned {len(results)} results for {len(queries)} {noun}")
+            return list(results)
         except asyncio.CancelledError:
             raise
         except asyncio.TimeoutError:
             logger.warning(
-                "gta agent loop: retrieval timed out after %.1fs for %r", self.retrieval_timeout_s, query
+                "gta agent loop: retrieval timed out after %.1fs for %r", self.retrieval_timeout_s, shown
             )
-            return RetrievalResult(query=query, error=f"timeout after {self.retrieval_timeout_s:g}s")
+            error = f"timeout after {self.retrieval_timeout_s:g}s"
         except Exception as exc:  # noqa: BLE001 - becomes an observation + metric
-            logger.warning("gta agent loop: retrieval failed for %r: %r", query, exc)
-            return RetrievalResult(query=query, error=f"{type(exc).__name__}: {exc}")
+            logger.warning("gta agent loop: retrieval failed for %r: %r", shown, exc)
+            error = f"{type(exc).__name__}: {exc}"
+        return [RetrievalResult(query=q, error=error) for q in queries]
 
     def _output(
         self, prompt_ids: list[int], state: _Rollout, truncated: bool, timing: dict[str, float]

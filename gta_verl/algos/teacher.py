@@ -32,6 +32,7 @@ import ray
 import torch
 
 from gta_verl.data.schema import RI_DISTILL_SELECT, distill_select, parse_ground_truth
+from gta_verl.recipe_guard import classic_trainer_refusal
 from gta_verl.verl_compat import AgentLoopManagerTQ, AgentLoopWorker, AgentLoopWorkerTQ, normalize_token_ids, tq
 
 logger = logging.getLogger(__name__)
@@ -244,10 +245,24 @@ class GTAAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
         return None
 
 
+def _get_mode(config: Any) -> str:
+    trainer = config.get("trainer") if config is not None and hasattr(config, "get") else None
+    v1 = trainer.get("v1") if trainer is not None else None
+    return str((v1.get("trainer_mode") if v1 is not None else None) or "gta_path_router_sync")
+
+
 class GTAAgentLoopManagerTQ(AgentLoopManagerTQ):
     """``AgentLoopManagerTQ`` that starts :class:`GTAAgentLoopWorkerTQ` workers."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # verl's classic trainer also instantiates agent_loop_manager_class, and this TransferQueue-only
+        # manager would then fail inside verl at step 1; say why instead (the recipe YAML's Hydra guard
+        # says it before Ray; this covers launches that bypass Hydra).
+        config = kwargs.get("config", args[0] if args else None)
+        message = classic_trainer_refusal(config or {}, "agent_loop_manager_class=GTAAgentLoopManagerTQ",
+                                          _get_mode(config))
+        if message is not None:
+            raise RuntimeError(message)
         super().__init__(*args, **kwargs)
         # AgentLoopManagerTQ.__init__ sets the stock worker class; workers start later in create().
         self.agent_loop_workers_class = ray.remote(GTAAgentLoopWorkerTQ)

@@ -145,8 +145,13 @@ def make_verl_row(
     index: int,
     agent_name: str = DEFAULT_AGENT_NAME,
     extra_info: Mapping[str, Any] | None = None,
+    max_queries_per_turn: int = 1,
 ) -> dict[str, Any]:
-    """Turn a :class:`QAExample` into one verl parquet row (see module docstring)."""
+    """Turn a :class:`QAExample` into one verl parquet row (see module docstring).
+
+    ``max_queries_per_turn`` is the loop's K (``gta.agent.max_queries_per_turn``): above 1
+    the prompt tells the policy how to put several queries in one search.
+    """
     info: dict[str, Any] = {
         "index": int(index),
         "split": example.split,
@@ -159,7 +164,7 @@ def make_verl_row(
         info.update(extra_info)
     return {
         "data_source": example.data_source,
-        "prompt": build_messages(example.question),
+        "prompt": build_messages(example.question, max_queries_per_turn),
         "ability": ABILITY,
         "agent_name": agent_name,
         "reward_model": {

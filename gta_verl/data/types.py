@@ -150,6 +150,9 @@ class TrajectoryTurn:
     query: str
     target_doc_id: str
     """The document this turn's query must retrieve (an element of S(x))."""
+    with_previous: bool = False
+    """Issued in the same search action as the previous turn's query (an independent
+    sub-question, e.g. of a comparison; the loop needs ``gta.agent.max_queries_per_turn`` > 1)."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gta_verl.protocol import ANSWER_CLOSE, ANSWER_OPEN, SEARCH_CLOSE, SEARCH_OPEN
+from gta_verl.protocol import ANSWER_CLOSE, ANSWER_OPEN, QUERY_SEPARATOR, SEARCH_CLOSE, SEARCH_OPEN
 
 
 def _plain(value: Any) -> Any:
@@ -31,7 +31,9 @@ def reference_script(row: Mapping[str, Any]) -> list[str]:
             ``extra_info.reference_trajectory`` holds τ*).
 
     Returns:
-        ``["<think>r_1</think>\\n<search> q_1 </search>", …, "<think>…</think>\\n<answer> y* </answer>"]``.
+        ``["<think>r_1</think>\\n<search> q_1 </search>", …, "<think>…</think>\\n<answer> y* </answer>"]``;
+        turns marked ``with_previous`` join the previous action as ``<search> q_1 ## q_2 </search>``
+        (replay those with ``gta.agent.max_queries_per_turn`` > 1).
 
     Raises:
         ValueError: If the row has no reference trajectory (natural QA rows have none).
@@ -39,11 +41,20 @@ def reference_script(row: Mapping[str, Any]) -> list[str]:
     ref = _plain((row.get("extra_info") or {}).get("reference_trajectory"))
     if not isinstance(ref, Mapping) or not ref:
         raise ValueError("row has no extra_info.reference_trajectory (only Stage-I synthetic rows do)")
-    texts = []
+    actions: list[tuple[list[str], list[str]]] = []  # (reasonings, queries) per search action
     turns = ref.get("turns")
     for turn in [] if turns is None else _plain(turns):
         reasoning = str(turn.get("reasoning") or "").strip()
-        texts.append(f"<think>{reasoning}</think>\n{SEARCH_OPEN} {turn['query']} {SEARCH_CLOSE}")
+        if turn.get("with_previous") and actions:
+            actions[-1][0].append(reasoning)
+            actions[-1][1].append(str(turn["query"]))
+        else:
+            actions.append(([reasoning], [str(turn["query"])]))
+    texts = [
+        f"<think>{' '.join(r for r in reasonings if r)}</think>\n"
+        f"{SEARCH_OPEN} {f' {QUERY_SEPARATOR} '.join(queries)} {SEARCH_CLOSE}"
+        for reasonings, queries in actions
+    ]
     final = str(ref.get("final_reasoning") or "").strip()
     texts.append(f"<think>{final}</think>\n{ANSWER_OPEN} {ref['answer']} {ANSWER_CLOSE}")
     return texts

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gta_verl.agent.config import agent_config_from_trainer_config
 from gta_verl.data.schema import EF_BUDGET_EXHAUSTED, EF_TRUNCATED, EF_TURN_QUERIES, EF_TURN_TEXTS
 from gta_verl.rewards.managers import GTARewardManager
+from gta_verl.protocol import split_queries
 from gta_verl.rewards.path_router import (
     PathRouterConfig,
     path_router_config_from_trainer,
@@ -46,8 +48,10 @@ def retrieved_texts(request: ScoringRequest) -> list[str]:
     return [str(t) for turn in turns for t in (_plain(turn) or [])]
 
 
-def _queries(request: ScoringRequest) -> list[str]:
-    return [str(q) for q in (_plain(request.extra_fields.get(EF_TURN_QUERIES)) or [])]
+def _queries(request: ScoringRequest, max_queries: int = 1) -> list[str]:
+    """Every query issued: a turn with several (``gta.agent.max_queries_per_turn`` > 1) gives each."""
+    turns = [str(q) for q in (_plain(request.extra_fields.get(EF_TURN_QUERIES)) or [])]
+    return [q for turn in turns for q in split_queries(turn, max_queries)]
 
 
 def _budget_exhausted(request: ScoringRequest) -> bool:
@@ -59,18 +63,23 @@ def score_path_router(
     request: ScoringRequest,
     cfg: PathRouterConfig,
     trajectory_cfg: TrajectoryRewardConfig | None = None,
+    max_queries: int = 1,
 ) -> tuple[float, dict[str, Any]]:
     """(R, reward_extra_info) of one rollout; pure (no verl objects).
 
     Gold evidence S_gt is ``ground_truth.support_texts`` (Stage-I rows carry the target
-    documents' texts; natural-QA rows the gold supporting passages).
+    documents' texts; natural-QA rows the gold supporting passages). P reads every passage
+    shown (a multi-query turn recorded the union of its queries' passages); the redundancy
+    penalty r_d counts repeats over every query, ``max_queries`` (K of
+    ``gta.agent.max_queries_per_turn``) telling how a turn's record splits into queries;
+    r_e and r_l count search turns.
     """
     result = path_router_reward(
         prediction=request.prediction,
         golds=request.answers,
         retrieved_texts=retrieved_texts(request),
         gold_texts=request.support_texts,
-        queries=_queries(request),
+        queries=_queries(request, max_queries),
         num_searches=request.num_searches,
         budget_exhausted=_budget_exhausted(request),
         cfg=cfg,
@@ -99,6 +108,7 @@ class PathRouterRewardManager(GTARewardManager):
         )
         # Read once per reward worker: a bad gta.path_router value fails at start-up.
         self.path_router_config = path_router_config_from_trainer(config)
+        self.max_queries = agent_config_from_trainer_config(config).max_queries_per_turn
 
     def score(self, request: ScoringRequest) -> tuple[float, dict[str, Any]]:
-        return score_path_router(request, self.path_router_config, self.reward_config)
+        return score_path_router(request, self.path_router_config, self.reward_config, self.max_queries)

@@ -15,6 +15,10 @@ Equations (GTA-RAG §3.5), for search turns t = 1..T:
 * R_traj(τ) = Σ_t r_search_t + r_ans                                              (eq 18)
 * Stage II: R_EM(τ) = 1[EM(ŷ, y*) = 1]                                           (eq 19)
 
+``step_shaping="potential"`` (opt-in) replaces eq 16 by the potential-based step reward
+F_t = γ·Φ(s_t) − Φ(s_{t−1}) with Φ = |C ∩ S(x)| / |S(x)| (:mod:`gta_verl.rewards.shaping`);
+eqs 15, 17 and 18 and every evidence metric are unchanged.
+
 Empty target set S(x) = ∅ (natural QA without gold evidence): the evidence terms carry no
 signal, so every search turn scores 0 (not the −0.10 miss, which would teach "never search"
 on data that simply lacks labels), and the answer term keeps eq 17 with C_T ⊇ ∅ vacuously
@@ -33,6 +37,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from gta_verl.rewards.qa import exact_match, f1
+from gta_verl.rewards.shaping import STEP_SHAPINGS, potential_step_rewards
 from gta_verl.strict_config import StrictConfig
 
 __all__ = ["TrajectoryReward", "TrajectoryRewardConfig", "em_reward", "trajectory_reward"]
@@ -40,7 +45,7 @@ __all__ = ["TrajectoryReward", "TrajectoryRewardConfig", "em_reward", "trajector
 
 @dataclass(frozen=True)
 class TrajectoryRewardConfig(StrictConfig):
-    """Reward values of eqs 16–17 (paper defaults)."""
+    """Reward values of eqs 16–17 (paper defaults) and the opt-in step-reward form."""
 
     WHERE = "gta.reward"
 
@@ -54,9 +59,19 @@ class TrajectoryRewardConfig(StrictConfig):
     """Answer reward when EM = 1 but some target document was never retrieved (eq 17)."""
     correct_complete: float = 2.0
     """Answer reward when EM = 1 and every target document was retrieved (eq 17)."""
+    step_shaping: str = "additive"
+    """Per-search-turn term: ``additive`` (eq 16, the paper) or ``potential`` (γ·Φ(s′) − Φ(s))."""
+    shaping_gamma: float = 1.0
+    """γ ∈ (0, 1] of the potential-based term; 1 makes its sum the final coverage Φ(s_T)."""
 
     def __post_init__(self) -> None:
+        if self.step_shaping not in STEP_SHAPINGS:
+            raise ValueError(
+                f"gta.reward.step_shaping={self.step_shaping!r}; use one of {STEP_SHAPINGS}"
+            )
         for f in fields(self):
+            if f.name == "step_shaping":
+                continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(
@@ -64,6 +79,9 @@ class TrajectoryRewardConfig(StrictConfig):
                     f"set gta.reward.{f.name} to a float such as {f.default}"
                 )
             object.__setattr__(self, f.name, float(value))
+        if not 0.0 < self.shaping_gamma <= 1.0:
+            raise ValueError(f"gta.reward.shaping_gamma={self.shaping_gamma} must be in (0, 1]")
+
 
 @dataclass(frozen=True)
 class TrajectoryReward:
@@ -72,7 +90,7 @@ class TrajectoryReward:
     total: float
     """R_traj = Σ search_rewards + answer_reward (eq 18)."""
     search_rewards: tuple[float, ...]
-    """r_search_t per search turn, in turn order (eq 16)."""
+    """r_search_t per search turn, in turn order (eq 16, or F_t with ``step_shaping=potential``)."""
     answer_reward: float
     """r_ans (eq 17)."""
     em: float
@@ -116,6 +134,17 @@ def _answer_reward(em: float, complete: bool, cfg: TrajectoryRewardConfig) -> fl
     return cfg.correct_complete if complete else cfg.correct_incomplete
 
 
+def _search_rewards(
+    newly: Sequence[Sequence[str]], num_targets: int, cfg: TrajectoryRewardConfig
+) -> list[float]:
+    """r_search_t per turn from Δ_t: eq 16 (additive) or F_t (potential); 0 each when S = ∅."""
+    if cfg.step_shaping == "potential":
+        return list(potential_step_rewards([len(d) for d in newly], num_targets, cfg.shaping_gamma))
+    if not num_targets:
+        return [0.0] * len(newly)
+    return [cfg.hit_per_doc * len(d) if d else cfg.miss for d in newly]
+
+
 def trajectory_reward(
     turn_doc_ids: Sequence[Iterable[str]],
     target_doc_ids: Iterable[str],
@@ -149,10 +178,17 @@ def trajectory_reward(
 
         >>> round(trajectory_reward([["d1"], ["d1"]], ["d1", "d2"], "Paris", ["Paris"]).total, 4)
         1.15
+
+        Potential-based step reward (γ = 1): Φ goes 0 → 1/2 → 1/2, so F = (1/2, 0) and
+        R = 1/2 + 0 + 1 = 1.5.
+
+        >>> cfg = TrajectoryRewardConfig(step_shaping="potential")
+        >>> r = trajectory_reward([["d1"], ["d1"]], ["d1", "d2"], "Paris", ["Paris"], cfg)
+        >>> r.search_rewards, r.total
+        ((0.5, 0.0), 1.5)
     """
     targets = set(_doc_list(target_doc_ids))
     covered: set[str] = set()
-    search_rewards: list[float] = []
     newly: list[tuple[str, ...]] = []
     for turn in turn_doc_ids:
         delta: list[str] = []
@@ -161,12 +197,7 @@ def trajectory_reward(
                 delta.append(doc)
         covered.update(delta)
         newly.append(tuple(delta))
-        if not targets:
-            search_rewards.append(0.0)
-        elif delta:
-            search_rewards.append(config.hit_per_doc * len(delta))
-        else:
-            search_rewards.append(config.miss)
+    search_rewards = _search_rewards(newly, len(targets), config)
 
     complete = covered >= targets
     em = exact_match(prediction, gold_answers)

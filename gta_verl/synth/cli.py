@@ -89,6 +89,20 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--llm-api-key-env", default="OPENAI_API_KEY", help="env var holding the API key")
     p.add_argument("--temperature", type=float, default=0.7, help="LLM sampling temperature (default 0.7)")
     p.add_argument("--max-tokens", type=int, default=1024, help="LLM max tokens per reply (default 1024)")
+    p.add_argument(
+        "--max-queries-per-turn",
+        type=int,
+        default=1,
+        help="K the rows train with (gta.agent.max_queries_per_turn); above 1 the prompts say how "
+        "(default 1)",
+    )
+    p.add_argument(
+        "--comparison-share",
+        type=float,
+        default=0.0,
+        help="template: share of 2-hop paths phrased as yes/no comparisons whose two sub-questions are "
+        "searched in one action (needs --max-queries-per-turn >= 2; default 0)",
+    )
     p.add_argument("--json", action="store_true", help="print the funnel and stats as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_synth)
@@ -134,9 +148,14 @@ def _generator(args: argparse.Namespace) -> Any:
     llm_kwargs = {}
     if args.generator != "template":
         llm_kwargs = {"temperature": args.temperature, "max_tokens": args.max_tokens}
+    if args.comparison_share and args.max_queries_per_turn < 2:
+        raise SystemExit(
+            "synth: --comparison-share needs --max-queries-per-turn >= 2 (both sub-questions in one search)"
+        )
     return make_generator(
         args.generator,
         seed=args.seed,
+        comparison_share=args.comparison_share,
         llm_base_url=args.llm_base_url,
         llm_model=args.llm_model,
         llm_api_key=os.environ.get(args.llm_api_key_env),
@@ -150,11 +169,13 @@ def _write(args: argparse.Namespace, result: Any, kb: Any, report: dict[str, Any
     passages = {p.doc_id: p for p in kb.passages}
     if result.validated:
         write_stage1_parquet(
-            result.validated, args.out, passages, validated=not args.no_validation, metadata=report
+            result.validated, args.out, passages, validated=not args.no_validation, metadata=report,
+            max_queries_per_turn=args.max_queries_per_turn,
         )
     if args.keep_unvalidated and result.unvalidated:
         write_stage1_parquet(
-            result.unvalidated, args.keep_unvalidated, passages, validated=False, metadata=report
+            result.unvalidated, args.keep_unvalidated, passages, validated=False, metadata=report,
+            max_queries_per_turn=args.max_queries_per_turn,
         )
         report["unvalidated_out"] = str(args.keep_unvalidated)
 

@@ -78,6 +78,11 @@ class ValidationReport:
         return self.reason is None
 
 
+def _is_comparison(traj: Trajectory) -> bool:
+    """A yes/no comparison of parallel sub-questions: its answer is a verdict, not document text."""
+    return any(t.with_previous for t in traj.turns) and normalize_answer(traj.answer) in ("yes", "no")
+
+
 def check_rules(
     traj: Trajectory, passages: Mapping[str, Passage], config: ValidationConfig | None = None
 ) -> str | None:
@@ -102,7 +107,8 @@ def check_rules(
     if contains_phrase(traj.question, traj.answer):
         return "rule:answer_in_question"
     last = passages[traj.path_doc_ids[-1]].contents
-    if not any(contains_phrase(last, a) for a in (traj.answer, *traj.answer_aliases)):
+    in_last = any(contains_phrase(last, a) for a in (traj.answer, *traj.answer_aliases))
+    if not in_last and not _is_comparison(traj):
         return "rule:answer_not_in_last_doc"
     for d in traj.path_doc_ids:
         if longest_shared_ngram(traj.question, passages[d].text) >= config.paste_ngram:

@@ -23,10 +23,19 @@ from typing import Any
 from gta_verl import SCHEMA_VERSION
 from gta_verl.data.io import write_table_atomic
 from gta_verl.data.schema import DEFAULT_AGENT_NAME, make_verl_row
-from gta_verl.data.types import Passage, QAExample, Trajectory
+from gta_verl.data.types import Passage, QAExample, Trajectory, TrajectoryTurn
 
 DATA_SOURCE = "gta_synth"
 STATS_HOPS = (2, 3, 4)
+
+
+def _turn_dict(turn: TrajectoryTurn) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "reasoning": turn.reasoning, "query": turn.query, "target_doc_id": turn.target_doc_id
+    }
+    if turn.with_previous:  # only parallel turns carry the key: one-query rows stay as they were
+        out["with_previous"] = True
+    return out
 
 
 def trajectory_to_dict(traj: Trajectory) -> dict[str, Any]:
@@ -35,9 +44,7 @@ def trajectory_to_dict(traj: Trajectory) -> dict[str, Any]:
         "question": traj.question,
         "answer": traj.answer,
         "answer_aliases": list(traj.answer_aliases),
-        "turns": [
-            {"reasoning": t.reasoning, "query": t.query, "target_doc_id": t.target_doc_id} for t in traj.turns
-        ],
+        "turns": [_turn_dict(t) for t in traj.turns],
         "final_reasoning": traj.final_reasoning,
         "path_doc_ids": list(traj.path_doc_ids),
         "bridge_entities": [list(b) for b in traj.bridge_entities],
@@ -51,8 +58,13 @@ def trajectory_to_row(
     passages: Mapping[str, Passage],
     validated: bool = True,
     split: str = "train",
+    max_queries_per_turn: int = 1,
 ) -> dict[str, Any]:
-    """One verl parquet row for one trajectory (see module docstring)."""
+    """One verl parquet row for one trajectory (see module docstring).
+
+    ``max_queries_per_turn`` is the K the rows will be trained with
+    (``gta.agent.max_queries_per_turn``); above 1 the prompt says how to search several at once.
+    """
     example = QAExample(
         qid=f"{DATA_SOURCE}-{index:06d}",
         question=traj.question,
@@ -70,7 +82,13 @@ def trajectory_to_row(
         "generator": traj.generator,
         "validated": bool(validated),
     }
-    return make_verl_row(example, index, agent_name=DEFAULT_AGENT_NAME, extra_info=extra)
+    return make_verl_row(
+        example,
+        index,
+        agent_name=DEFAULT_AGENT_NAME,
+        extra_info=extra,
+        max_queries_per_turn=max_queries_per_turn,
+    )
 
 
 def write_stage1_parquet(
@@ -79,6 +97,7 @@ def write_stage1_parquet(
     passages: Mapping[str, Passage],
     validated: bool = True,
     metadata: Mapping[str, Any] | None = None,
+    max_queries_per_turn: int = 1,
 ) -> Path:
     """Write the Stage-I parquet atomically.
 
@@ -89,6 +108,7 @@ def write_stage1_parquet(
         validated: Value of ``extra_info.validated`` (``False`` for the ablation set).
         metadata: Extra JSON-able file metadata (e.g. the funnel), stored under
             ``gta_verl.synth``.
+        max_queries_per_turn: K of the prompts (:func:`trajectory_to_row`).
 
     Returns:
         The written path.
@@ -99,7 +119,10 @@ def write_stage1_parquet(
         raise ValueError(f"write_stage1_parquet({out_path}): no trajectories to write")
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    rows = [trajectory_to_row(t, i, passages, validated) for i, t in enumerate(trajectories)]
+    rows = [
+        trajectory_to_row(t, i, passages, validated, max_queries_per_turn=max_queries_per_turn)
+        for i, t in enumerate(trajectories)
+    ]
     table = pa.Table.from_pylist(rows)
     meta = {b"gta_verl.schema_version": str(SCHEMA_VERSION).encode()}
     if metadata:

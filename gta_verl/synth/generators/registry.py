@@ -15,6 +15,7 @@ def make_generator(
     llm_base_url: str | None = None,
     llm_model: str | None = None,
     llm_api_key: str | None = None,
+    comparison_share: float = 0.0,
     **kwargs: Any,
 ) -> Generator:
     """Return the generator called ``name``.
@@ -24,13 +25,17 @@ def make_generator(
             ``llm_model``) or ``vllm`` (needs ``llm_model``, a GPU and vLLM).
         seed: Seed of template choices / distractor selection / vLLM sampling.
         llm_base_url, llm_model, llm_api_key: LLM endpoint settings.
+        comparison_share: ``template`` only: share of 2-document paths phrased as
+            comparisons with parallel sub-questions (``TemplateConfig.comparison_share``).
         **kwargs: Passed to the generator's sampling config
             (``temperature``, ``max_tokens``, ``concurrency``, ``json_mode``).
     """
     if name == "template":
         from gta_verl.synth.generators.template import TemplateConfig, TemplateGenerator
 
-        return TemplateGenerator(TemplateConfig(seed=seed))
+        return TemplateGenerator(TemplateConfig(seed=seed, comparison_share=comparison_share))
+    if comparison_share:
+        raise ValueError("--comparison-share is a template-generator setting; use --generator template")
     from gta_verl.synth.generators.llm_prompt import LLMPromptConfig
     from gta_verl.synth.generators.openai_gen import LLMSamplingConfig
 

@@ -26,6 +26,15 @@ Composition along ``P = (d_1 … d_H)`` with links ``b_1 … b_{H−1}``:
 * A relation link ``e – e′`` adds one clause from its relation triple, and
   only when that triple comes from the previous document, so the reasoning
   never uses a fact not yet revealed.
+
+Comparison questions (opt-in, ``TemplateConfig.comparison_share``): a share of
+the 2-document paths linked by a shared entity ``b`` becomes "Is <the entity
+that x r_1> the same as <the entity that y r_2>?" — two sub-questions that need
+no answer of each other, so τ* looks both up in **one** search action
+(``TrajectoryTurn.with_previous``; ``<search> x r_1 ## y r_2 </search>`` with
+``gta.agent.max_queries_per_turn`` > 1). ``d_1`` phrases ``b`` from its topic
+entity; ``d_2`` either phrases ``b`` too (answer "yes") or phrases an entity of
+another of its triples that mentions neither ``b`` nor ``x`` (answer "no").
 """
 
 from __future__ import annotations
@@ -81,15 +90,21 @@ class TemplateConfig:
         skip_relations: Relation phrases too generic to identify an entity
             ("the entity that is waterfall" has many answers); triples with them
             are not used for clauses.
+        comparison_share: Share of 2-document paths phrased as a yes/no comparison
+            with both sub-questions in one search action (module docstring); a path
+            with no such phrasing keeps its chain question. Default 0: chains only.
     """
 
     seed: int = 0
     max_answer_words: int = 6
     skip_relations: tuple[str, ...] = GENERIC_RELATIONS
+    comparison_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.max_answer_words < 1:
             raise ValueError("TemplateConfig.max_answer_words must be >= 1")
+        if not 0.0 <= self.comparison_share <= 1.0:
+            raise ValueError(f"TemplateConfig.comparison_share={self.comparison_share} must be in [0, 1]")
 
 
 @dataclass(frozen=True)
@@ -141,6 +156,16 @@ class TemplateGenerator:
 
     def __init__(self, config: TemplateConfig | None = None) -> None:
         self.config = config or TemplateConfig()
+        self._by_doc: tuple[int, dict[str, list[Triple]]] | None = None
+
+    def _doc_triples(self, kb: KnowledgeBase) -> dict[str, list[Triple]]:
+        """doc_id → its triples, built once per KB (a comparison's "no" side reads d_2's)."""
+        if self._by_doc is None or self._by_doc[0] != id(kb):
+            by_doc: dict[str, list[Triple]] = {}
+            for t in kb.triples:
+                by_doc.setdefault(t.doc_id, []).append(t)
+            self._by_doc = (id(kb), by_doc)
+        return self._by_doc[1]
 
     def _rng(self, path: GraphPath) -> np.random.Generator:
         digest = hashlib.sha1("|".join(path.doc_ids).encode()).digest()
@@ -230,6 +255,14 @@ class TemplateGenerator:
         Raises:
             TemplateFailure: when the path's triples cannot phrase a chain.
         """
+        if self.config.comparison_share > 0 and path.hops == 2:
+            rng = self._rng(path)
+            if rng.random() < self.config.comparison_share:
+                try:
+                    triples = self._doc_triples(kb).get(path.doc_ids[1], ())
+                    return compose_comparison(path, kb, triples, self._usable, rng)
+                except TemplateFailure:
+                    pass  # no comparison phrasing: the path still gives its chain question
         chains = self._chains(path, self._rng(path))
         texts = [kb.passages[d].contents for d in path.doc_indices]
 
@@ -273,3 +306,98 @@ class TemplateGenerator:
             generator=GENERATOR_NAME,
             final_reasoning=f"The last document shows that {facts(chains[-1])}. So the answer is {answer}.",
         )
+
+
+def _surface(kb: KnowledgeBase, path: GraphPath):
+    texts = [kb.passages[d].contents for d in path.doc_indices]
+
+    def sf(entity: str) -> str:
+        for text in texts:
+            found = surface_form(entity, text)
+            if found != entity:
+                return found
+        return entity
+
+    return sf
+
+
+def _comparison_clauses(
+    path: GraphPath, doc_triples: Sequence[Triple], usable, rng: np.random.Generator
+) -> tuple[_Clause, _Clause, str]:
+    """(clause of d_1 → b, clause of d_2, "yes" | "no") for a 2-document path."""
+    link = path.links[0]
+    if link.kind == "relation":
+        raise TemplateFailure("template:comparison_needs_shared_entity")
+    b1, b2 = link.entities[0], link.entities[-1]
+    bridge = set(link.entities)
+    firsts = [
+        _Clause(t, known=x, unknown=b1)
+        for t in usable(link.src_triples)
+        if (x := _other_end(t, b1)) is not None and not _overlaps(x, bridge)
+    ]
+    if not firsts:
+        raise TemplateFailure("template:no_start_triple")
+    first = _pick(rng, firsts)
+    used = bridge | {first.known}
+    same = [
+        _Clause(t, known=y, unknown=b2)
+        for t in usable(link.dst_triples)
+        if (y := _other_end(t, b2)) is not None and not _overlaps(y, used)
+    ]
+    other = [
+        _Clause(t, known=t.subject, unknown=t.object)
+        for t in usable(doc_triples)
+        if t.subject != t.object and not _overlaps(t.subject, used) and not _overlaps(t.object, used)
+    ]
+    if not same and not other:
+        raise TemplateFailure("template:no_comparison_triple")
+    yes = bool(same) and (not other or rng.random() < 0.5)
+    return first, _pick(rng, same if yes else other), "yes" if yes else "no"
+
+
+def compose_comparison(
+    path: GraphPath, kb: KnowledgeBase, doc_triples: Sequence[Triple], usable, rng: np.random.Generator
+) -> Trajectory:
+    """A yes/no comparison of two independent sub-questions, looked up in one search action.
+
+    Args:
+        path: A 2-document path whose link is a shared entity.
+        kb: The knowledge base (passage texts for surface forms).
+        doc_triples: Every triple of d_2 (the "no" candidates).
+        usable: Filter dropping triples with generic relations.
+        rng: The path's generator.
+
+    Raises:
+        TemplateFailure: when the path has no such phrasing.
+    """
+    first, second, answer = _comparison_clauses(path, doc_triples, usable, rng)
+    sf = _surface(kb, path)
+    p1, p2 = first.noun_phrase(sf(first.known)), second.noun_phrase(sf(second.known))
+    turns = (
+        TrajectoryTurn(
+            reasoning=(
+                "The two parts of the question do not depend on each other, so I look both up "
+                f"at once. I need {p1}"
+            ),
+            query=first.query(sf(first.known)),
+            target_doc_id=path.doc_ids[0],
+        ),
+        TrajectoryTurn(
+            reasoning=f"and {p2}.",
+            query=second.query(sf(second.known)),
+            target_doc_id=path.doc_ids[1],
+            with_previous=True,
+        ),
+    )
+    return Trajectory(
+        question=f"Is {p1} the same as {p2}?",
+        answer=answer,
+        turns=turns,
+        path_doc_ids=path.doc_ids,
+        bridge_entities=path.bridge_entities,
+        generator=GENERATOR_NAME,
+        final_reasoning=(
+            f"The documents show that {p1} is {sf(first.unknown)} and {p2} is {sf(second.unknown)}. "
+            f"So the answer is {answer}."
+        ),
+    )
