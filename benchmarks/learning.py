@@ -1,8 +1,8 @@
-"""GTA-RAG Table 3 in miniature on CPU: does the trajectory-guided reward teach evidence retrieval? (issue 19)
+"""GTA-RAG Table 3 in miniature on CPU: does the trajectory-guided reward teach evidence retrieval?
 
 Usage:
-    python benchmarks/learning.py [--out docs/learning] [--steps 30] [--seeds-ab 0,1,2] [--seeds-cd 0]
-                                  [--conditions a,b,c,d] [--eval-questions 64]
+    python -m benchmarks.learning [--out docs/learning] [--steps 30] [--seeds-ab 0,1,2] [--seeds-cd 0]
+                                     [--conditions a,b,c,d,e] [--eval-questions 64]
 
 1. KB: the bundled MuSiQue KB (built once, cached like the CPU recipes' inputs).
 2. Warm start (:mod:`gta_verl.cpu.warm_start`, cached): Stage-I questions split so that no held-out question
@@ -12,7 +12,8 @@ Usage:
    the oracle replay of τ*.
 4. GRPO from the warm start through ``recipes/cpu/run.sh`` (stock ``main_ppo``, ``hf_cpu``, our Ray retriever):
    (a) answer-only reward on Stage-I data (GTA's "w/o TGR"), (b) trajectory-guided reward, (c) PathRouter,
-   (d) GTA + PathRouter; the same data order per seed (``data.seed``) across conditions.
+   (d) GTA + PathRouter, (e) the trajectory-guided reward with the potential-based step term
+   (``gta.reward.step_shaping=potential``); the same data order per seed (``data.seed``) across conditions.
 5. Each final checkpoint evaluated on the held-out split; ``<out>/learning.md`` gets the Table-3-layout table
    (mean ± std over seeds), the learning-curve PNG and the settings; per-step metrics stay in ``<out>/runs/``.
 
@@ -24,19 +25,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 CONDITIONS = {
     "a": ("answer-only (w/o TGR)", "gta_stage1", ("reward.reward_manager.name=exact_match",)),
     "b": ("trajectory-guided (GTA Stage I)", "gta_stage1", ()),
     "c": ("PathRouter", "path_router", ()),
     "d": ("GTA + PathRouter", "gta_path_router", ()),
+    "e": ("trajectory-guided, potential-based step reward", "gta_stage1", ("gta.reward.step_shaping=potential",)),
 }
 METRICS = (("em", "EM"), ("f1", "F1"), ("target_doc_cov", "TargetDocCov"), ("complete_traj_cov", "CompleteTrajCov"),
            ("zero_target_turns_per_q", "zero-target turns/q"), ("search_turns", "search turns"),
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=4, help="rollouts per prompt")
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seeds-ab", default="0,1,2")
-    p.add_argument("--seeds-cd", default="0")
+    p.add_argument("--seeds-cd", default="0", help="seeds of (c), (d) and (e)")
     p.add_argument("--conditions", default="a,b,c,d")
     p.add_argument("--eval-questions", type=int, default=None, help="first N held-out questions (default all)")
     p.add_argument("--timeout", type=float, default=7200)
