@@ -101,9 +101,7 @@ def hf_generate_batch(
     prompts: Sequence[Sequence[int]],
     sampling_params: Mapping[str, Any],
     budgets: Sequence[int | None],
-    default_max_tokens: int,
-    prev: Sequence[int] | None = None,
-    chunk: int | None = None,
+    default_max_tokens: int, prev: Sequence[int] | None = None, chunk: int | None = None,
 ) -> list[Generation]:
     """Generate one continuation per prompt in a single left-padded ``model.generate`` call.
 
