@@ -127,3 +127,12 @@ def test_config_rejects_bad_k(bad):
     with pytest.raises(ValueError, match="max_queries_per_turn must be an integer >= 1"):
         AgentConfig(max_queries_per_turn=bad)
     assert AgentConfig().max_queries_per_turn == 1
+
+
+def test_natural_qa_rows_carry_the_k_prompt():
+    from gta_verl.data.prep import qa_rows
+
+    (default,) = qa_rows([QUESTION])
+    (multi,) = qa_rows([QUESTION], max_queries_per_turn=2)
+    assert default["prompt"] == build_messages(QUESTION.question)
+    assert multi["prompt"] == build_messages(QUESTION.question, 2)
