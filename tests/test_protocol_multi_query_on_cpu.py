@@ -29,7 +29,11 @@ def test_split_queries(content, k, expected):
 
 def test_parse_action_multi():
     action = parse_action("Two facts. <search> born A ## born B </search>", max_queries=2)
-    assert (action.kind, action.content, action.queries) == ("search", "born A ## born B", ("born A", "born B"))
+    assert (action.kind, action.content, action.queries) == (
+        "search",
+        "born A ## born B",
+        ("born A", "born B"),
+    )
     assert action.action_start == len("Two facts. ")
 
 

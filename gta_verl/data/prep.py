@@ -55,9 +55,14 @@ def corpus_rows(passages: Sequence[Passage]) -> list[dict[str, str]]:
     return [{"doc_id": p.doc_id, "title": p.title, "text": p.text} for p in passages]
 
 
-def qa_rows(examples: Sequence[QAExample], agent_name: str = DEFAULT_AGENT_NAME) -> list[dict[str, Any]]:
-    """verl parquet rows (``data_source, prompt, ability, reward_model, extra_info``), index = position."""
-    return [make_verl_row(ex, i, agent_name=agent_name) for i, ex in enumerate(examples)]
+def qa_rows(examples: Sequence[QAExample], agent_name: str = DEFAULT_AGENT_NAME,
+            max_queries_per_turn: int = 1) -> list[dict[str, Any]]:
+    """verl parquet rows (``data_source, prompt, ability, reward_model, extra_info``), index = position.
+
+    ``max_queries_per_turn``: the loop's K (``gta.agent.max_queries_per_turn``) the prompts describe.
+    """
+    return [make_verl_row(ex, i, agent_name=agent_name, max_queries_per_turn=max_queries_per_turn)
+            for i, ex in enumerate(examples)]
 
 
 def write_parquet_atomic(rows: list[dict[str, Any]], path: str | Path) -> Path:
@@ -84,9 +89,9 @@ def prepare_corpus(input_path: str | Path, out_path: str | Path, fmt: str | None
 
 
 def prepare_qa(report: LoadReport[QAExample], out_path: str | Path, agent_name: str = DEFAULT_AGENT_NAME,
-               verbose: bool = True) -> PrepResult:
-    """Write a QA loader report as verl parquet."""
-    path = write_parquet_atomic(qa_rows(report.records, agent_name), out_path)
+               verbose: bool = True, max_queries_per_turn: int = 1) -> PrepResult:
+    """Write a QA loader report as verl parquet (prompts for K = ``max_queries_per_turn``)."""
+    path = write_parquet_atomic(qa_rows(report.records, agent_name, max_queries_per_turn), out_path)
     return _result(f"qa {Path(report.path).name}", report, path, report.n_ok, verbose)
 
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from gta_verl.agent.config import agent_config_from_trainer_config
 from gta_verl.data.schema import EF_BUDGET_EXHAUSTED, EF_TRUNCATED, EF_TURN_QUERIES, EF_TURN_TEXTS
-from gta_verl.rewards.managers import GTARewardManager
 from gta_verl.protocol import split_queries
+from gta_verl.rewards.managers import GTARewardManager
 from gta_verl.rewards.path_router import (
     PathRouterConfig,
     path_router_config_from_trainer,

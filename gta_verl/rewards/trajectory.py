@@ -66,9 +66,7 @@ class TrajectoryRewardConfig(StrictConfig):
 
     def __post_init__(self) -> None:
         if self.step_shaping not in STEP_SHAPINGS:
-            raise ValueError(
-                f"gta.reward.step_shaping={self.step_shaping!r}; use one of {STEP_SHAPINGS}"
-            )
+            raise ValueError(f"gta.reward.step_shaping={self.step_shaping!r}; use one of {STEP_SHAPINGS}")
         for f in fields(self):
             if f.name == "step_shaping":
                 continue

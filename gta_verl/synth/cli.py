@@ -169,12 +169,20 @@ def _write(args: argparse.Namespace, result: Any, kb: Any, report: dict[str, Any
     passages = {p.doc_id: p for p in kb.passages}
     if result.validated:
         write_stage1_parquet(
-            result.validated, args.out, passages, validated=not args.no_validation, metadata=report,
+            result.validated,
+            args.out,
+            passages,
+            validated=not args.no_validation,
+            metadata=report,
             max_queries_per_turn=args.max_queries_per_turn,
         )
     if args.keep_unvalidated and result.unvalidated:
         write_stage1_parquet(
-            result.unvalidated, args.keep_unvalidated, passages, validated=False, metadata=report,
+            result.unvalidated,
+            args.keep_unvalidated,
+            passages,
+            validated=False,
+            metadata=report,
             max_queries_per_turn=args.max_queries_per_turn,
         )
         report["unvalidated_out"] = str(args.keep_unvalidated)

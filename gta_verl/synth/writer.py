@@ -31,7 +31,9 @@ STATS_HOPS = (2, 3, 4)
 
 def _turn_dict(turn: TrajectoryTurn) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "reasoning": turn.reasoning, "query": turn.query, "target_doc_id": turn.target_doc_id
+        "reasoning": turn.reasoning,
+        "query": turn.query,
+        "target_doc_id": turn.target_doc_id,
     }
     if turn.with_previous:  # only parallel turns carry the key: one-query rows stay as they were
         out["with_previous"] = True

@@ -47,7 +47,9 @@ class MapRetriever:
 
 def rollout(tokenizer, client, script, k: int):
     manager = ScriptedServerManager(tokenizer, [script])
-    cfg = make_trainer_config(prompt_length=1024, response_length=2048, gta={"agent": {"max_queries_per_turn": k}})
+    cfg = make_trainer_config(
+        prompt_length=1024, response_length=2048, gta={"agent": {"max_queries_per_turn": k}}
+    )
     rows = [make_verl_row(QUESTION, 0, max_queries_per_turn=k)]
     (out,) = run_agent_rollouts(rows, manager, tokenizer, client, cfg, n_samples=1)
     return out
@@ -60,7 +62,12 @@ def observations(tokenizer, out) -> list[str]:
 
 def test_one_batched_call_and_the_union_is_the_turn(qwen_tokenizer):
     client = MapRetriever()
-    out = rollout(qwen_tokenizer, client, ["<search> a ## b </search>", "<search> c </search>", "<answer> no </answer>"], 2)
+    out = rollout(
+        qwen_tokenizer,
+        client,
+        ["<search> a ## b </search>", "<search> c </search>", "<answer> no </answer>"],
+        2,
+    )
     ef = out.extra_fields
     # one retriever call per turn, the turn's queries batched in it
     assert client.calls == [["a", "b"], ["c"]]
@@ -73,8 +80,15 @@ def test_one_batched_call_and_the_union_is_the_turn(qwen_tokenizer):
 
 
 def test_the_reward_scores_the_recorded_union(qwen_tokenizer):
-    out = rollout(qwen_tokenizer, MapRetriever(), ["<search> a ## b </search>", "<search> c </search>", "<answer> no </answer>"], 2)
-    request = ScoringRequest(response_text="", answers=("no",), target_doc_ids=("d1", "d2"), extra_fields=out.extra_fields)
+    out = rollout(
+        qwen_tokenizer,
+        MapRetriever(),
+        ["<search> a ## b </search>", "<search> c </search>", "<answer> no </answer>"],
+        2,
+    )
+    request = ScoringRequest(
+        response_text="", answers=("no",), target_doc_ids=("d1", "d2"), extra_fields=out.extra_fields
+    )
     reward, info = score_trajectory_guided(request)
     # turn 1's union holds d1 and d2: Δ_1 = {d1, d2} → 0.25·2 = 0.5; turn 2 [y]: miss −0.10;
     # EM 1 with C_T ⊇ S → +2.  R = 0.5 − 0.1 + 2 = 2.4
@@ -93,7 +107,9 @@ def test_too_many_queries_is_an_invalid_action(qwen_tokenizer):
 
 
 def test_a_failed_query_leaves_the_others_shown(qwen_tokenizer):
-    out = rollout(qwen_tokenizer, MapRetriever(fail=["a"]), ["<search> a ## b </search>", "<answer> no </answer>"], 2)
+    out = rollout(
+        qwen_tokenizer, MapRetriever(fail=["a"]), ["<search> a ## b </search>", "<answer> no </answer>"], 2
+    )
     # a timed out, b → [d2, d1] is shown; the failure is counted
     assert out.extra_fields[schema.EF_TURN_DOC_IDS] == [["d2", "d1"]]
     assert out.extra_fields[schema.EF_RETRIEVAL_ERRORS] == 1
@@ -101,7 +117,12 @@ def test_a_failed_query_leaves_the_others_shown(qwen_tokenizer):
 
 
 def test_every_query_failed_is_a_failed_search(qwen_tokenizer):
-    out = rollout(qwen_tokenizer, MapRetriever(fail=["a", "b"]), ["<search> a ## b </search>", "<answer> no </answer>"], 2)
+    out = rollout(
+        qwen_tokenizer,
+        MapRetriever(fail=["a", "b"]),
+        ["<search> a ## b </search>", "<answer> no </answer>"],
+        2,
+    )
     assert out.extra_fields[schema.EF_TURN_DOC_IDS] == [[]]
     assert out.extra_fields[schema.EF_RETRIEVAL_ERRORS] == 2
     assert observations(qwen_tokenizer, out)[0] == format_observation([], error="timeout after 30s")
@@ -112,7 +133,9 @@ def test_default_keeps_one_query_per_search(qwen_tokenizer):
     client = MapRetriever()
     out = rollout(qwen_tokenizer, client, ["<search> a ## b </search>", "<answer> no </answer>"], 1)
     assert client.calls == [["a ## b"]]
-    assert out.extra_fields[schema.EF_TURN_QUERIES] == ["a ## b"] and out.extra_fields[schema.EF_TURN_DOC_IDS] == [[]]
+    assert out.extra_fields[schema.EF_TURN_QUERIES] == ["a ## b"] and out.extra_fields[
+        schema.EF_TURN_DOC_IDS
+    ] == [[]]
 
 
 def test_prompt_tells_the_policy_only_when_enabled():
@@ -127,3 +150,12 @@ def test_config_rejects_bad_k(bad):
     with pytest.raises(ValueError, match="max_queries_per_turn must be an integer >= 1"):
         AgentConfig(max_queries_per_turn=bad)
     assert AgentConfig().max_queries_per_turn == 1
+
+
+def test_natural_qa_rows_carry_the_k_prompt():
+    from gta_verl.data.prep import qa_rows
+
+    (default,) = qa_rows([QUESTION])
+    (multi,) = qa_rows([QUESTION], max_queries_per_turn=2)
+    assert default["prompt"] == build_messages(QUESTION.question)
+    assert multi["prompt"] == build_messages(QUESTION.question, 2)

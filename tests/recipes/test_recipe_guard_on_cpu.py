@@ -27,7 +27,11 @@ YAMLS = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
 STOCK_MODES = ("sync", "colocate_async", "separate_async")
 HYDRA_QUIET = ("hydra.output_subdir=null", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled")
 #: One launch per recipe YAML (the CPU recipe scripts cover all three configs).
-ONE_PER_CONFIG = {"gta_grpo": "gta_stage1", "path_router": "path_router", "gta_path_router": "gta_path_router"}
+ONE_PER_CONFIG = {
+    "gta_grpo": "gta_stage1",
+    "path_router": "path_router",
+    "gta_path_router": "gta_path_router",
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -47,9 +51,13 @@ def main_ppo(monkeypatch, tmp_path):
 
     def run(argv: list[str], *extra: str):
         started: list[str] = []
-        monkeypatch.setattr(module, "run_ppo", lambda config, task_runner_class: started.append(str(task_runner_class)))
+        monkeypatch.setattr(
+            module, "run_ppo", lambda config, task_runner_class: started.append(str(task_runner_class))
+        )
         monkeypatch.setattr(ray, "init", _ray_init)
-        monkeypatch.setattr(sys, "argv", ["main_ppo", *argv[3:], *extra, f"hydra.run.dir={tmp_path}", *HYDRA_QUIET])
+        monkeypatch.setattr(
+            sys, "argv", ["main_ppo", *argv[3:], *extra, f"hydra.run.dir={tmp_path}", *HYDRA_QUIET]
+        )
         try:
             module.main()
             return None, started
@@ -103,11 +111,17 @@ def test_gta_rag_script_refuses_the_classic_trainer(script, main_ppo):
 def test_path_router_uniform_kl_refuses_the_classic_trainer(config_name, main_ppo):
     # The launch that used to die at step 1 inside verl (protocol.py via agent_loop_tq.py).
     (argv,) = dry_run(
-        REPO / "recipes" / "path_router" / "run_qwen2_5_3b_fsdp.sh", CONFIG_NAME=config_name, ABLATION="uniform_kl"
+        REPO / "recipes" / "path_router" / "run_qwen2_5_3b_fsdp.sh",
+        CONFIG_NAME=config_name,
+        ABLATION="uniform_kl",
     )
     code, started = main_ppo(argv, "trainer.use_v1=False")
     _assert_one_line_refusal(
-        code, started, config_name, "trainer.v1.trainer_mode=gta_path_router_sync", "route-weighted advantages"
+        code,
+        started,
+        config_name,
+        "trainer.v1.trainer_mode=gta_path_router_sync",
+        "route-weighted advantages",
     )
 
 
@@ -118,7 +132,11 @@ def test_stock_trainer_mode_is_refused(config_name, mode, main_ppo):
     code, started = main_ppo(argv, f"trainer.v1.trainer_mode={mode}")
     default = "gta_sync" if config_name == "gta_grpo" else "gta_path_router_sync"
     _assert_one_line_refusal(
-        code, started, config_name, f"trainer.v1.trainer_mode={mode} would replace", f"set trainer.v1.trainer_mode={default}"
+        code,
+        started,
+        config_name,
+        f"trainer.v1.trainer_mode={mode} would replace",
+        f"set trainer.v1.trainer_mode={default}",
     )
 
 
@@ -147,7 +165,11 @@ def test_refusal_exits_with_exactly_one_line_on_stderr(tmp_path):
         "m.main()\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        [sys.executable, "-W", "ignore", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert proc.returncode == 1
@@ -189,6 +211,8 @@ def test_teacher_manager_refuses_the_classic_trainer():
     from gta_verl.algos.teacher import GTAAgentLoopManagerTQ
 
     cfg = OmegaConf.create({"trainer": {"use_v1": False, "v1": {"trainer_mode": "gta_path_router_sync"}}})
-    with pytest.raises(RuntimeError, match=r"GTAAgentLoopManagerTQ needs verl's V1 trainer .*trainer.use_v1=true"):
+    with pytest.raises(
+        RuntimeError, match=r"GTAAgentLoopManagerTQ needs verl's V1 trainer .*trainer.use_v1=true"
+    ):
         GTAAgentLoopManagerTQ(config=cfg, llm_client=None)
     assert classic_trainer_refusal({"trainer": {"use_v1": True}}, "x", "gta_sync") is None

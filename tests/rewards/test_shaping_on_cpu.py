@@ -37,7 +37,9 @@ def test_defaults_are_the_paper():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_additive_default_is_unchanged(case):
     explicit = TrajectoryRewardConfig(step_shaping="additive")
-    r = trajectory_reward(case.turn_doc_ids, case.targets, final_answer(case.response), case.answers, explicit)
+    r = trajectory_reward(
+        case.turn_doc_ids, case.targets, final_answer(case.response), case.answers, explicit
+    )
     assert r.search_rewards == pytest.approx(case.search_rewards)
     assert r.total == pytest.approx(case.total)
 
@@ -121,7 +123,9 @@ def test_potential_telescopes_so_extra_searches_never_pay():
     #   with_misses: 0.25 − 0.1 − 0.1 + 0.25 − 1    = −0.7
     #   repeats    : 0.25 − 0.1 + 0.25 − 0.1 − 0.1 − 1 = −0.8
     additive = {k: trajectory_reward(p, S2, "Lyon", ["Paris"]).total for k, p in paths.items()}
-    assert additive == pytest.approx({"one_search": -0.5, "two_hits": -0.5, "with_misses": -0.7, "repeats": -0.8})
+    assert additive == pytest.approx(
+        {"one_search": -0.5, "two_hits": -0.5, "with_misses": -0.7, "repeats": -0.8}
+    )
 
 
 def test_appending_a_search_never_raises_the_potential_sum():
@@ -155,7 +159,10 @@ def test_config_validation(bad, message):
 def test_config_from_gta_node_and_reward_kwargs():
     assert GTAConfig.from_dict({"reward": {"step_shaping": "potential"}}).reward.step_shaping == "potential"
     cfg = OmegaConf.create(
-        {"gta": {"reward": {"step_shaping": "potential"}}, "reward": {"reward_kwargs": {"shaping_gamma": 0.5}}}
+        {
+            "gta": {"reward": {"step_shaping": "potential"}},
+            "reward": {"reward_kwargs": {"shaping_gamma": 0.5}},
+        }
     )
     rc = reward_config_from_trainer(cfg)
     assert (rc.step_shaping, rc.shaping_gamma, rc.hit_per_doc) == ("potential", 0.5, 0.25)

@@ -25,10 +25,15 @@ def test_yes_comparison_from_the_shared_entity(tiny_kb, obama_honolulu):
     # d_1: (barack obama, born in, honolulu) phrases b = Honolulu from Barack Obama;
     # d_2: one of Honolulu's triples phrases Honolulu from its other end; every d_2 triple
     # mentions Honolulu, so there is no "no" side: the answer is yes.
-    second = {"capital of Hawaii": "the entity that capital of Hawaii", "located on Oahu": "the entity that located on Oahu"}
+    second = {
+        "capital of Hawaii": "the entity that capital of Hawaii",
+        "located on Oahu": "the entity that located on Oahu",
+    }
     assert traj.answer == "yes"
     assert traj.turns[0].query == "Barack Obama born in" and traj.turns[1].query in second
-    assert traj.question == f"Is the entity that Barack Obama born in the same as {second[traj.turns[1].query]}?"
+    assert (
+        traj.question == f"Is the entity that Barack Obama born in the same as {second[traj.turns[1].query]}?"
+    )
     assert [t.target_doc_id for t in traj.turns] == list(obama_honolulu.doc_ids)
     assert [t.with_previous for t in traj.turns] == [False, True]
     assert "Honolulu" not in traj.question
@@ -55,7 +60,10 @@ def test_no_comparison_from_another_triple(tiny_kb, obama_honolulu):
     traj = compose_comparison(obama_honolulu, tiny_kb, [extra], usable, np.random.default_rng(0))
     assert traj.answer == "no"
     assert [t.query for t in traj.turns] == ["Barack Obama born in", "duke kahanamoku surfed at"]
-    assert traj.question == "Is the entity that Barack Obama born in the same as the entity that duke kahanamoku surfed at?"
+    assert (
+        traj.question
+        == "Is the entity that Barack Obama born in the same as the entity that duke kahanamoku surfed at?"
+    )
 
 
 def test_default_is_chains_only_and_one_query_rows_are_unchanged(tiny_kb, obama_honolulu):
@@ -88,7 +96,9 @@ def test_comparison_row_runs_as_one_multi_query_turn(tiny_kb, obama_honolulu):
         async def aretrieve(self, queries):
             self.calls.append(list(queries))
             return [
-                RetrievalResult(q, hits=(RetrievalHit(target[q], passages[target[q]].title, "x", 1.0, "graph"),))
+                RetrievalResult(
+                    q, hits=(RetrievalHit(target[q], passages[target[q]].title, "x", 1.0, "graph"),)
+                )
                 for q in queries
             ]
 
