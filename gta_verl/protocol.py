@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 __all__ = [
     "ANSWER_CLOSE",
@@ -163,6 +163,19 @@ class ParsedAction:
     end: int
     reason: str = ""
     queries: tuple[str, ...] = ()
+
+
+def checked_max_queries(value: Any) -> int:
+    """K = ``gta.agent.max_queries_per_turn`` as an int ≥ 1 (one check for the loop and the rewards).
+
+    >>> checked_max_queries(None), checked_max_queries(3)
+    (1, 3)
+    """
+    if value is None:
+        return 1
+    if isinstance(value, bool) or int(value) < 1:
+        raise ValueError(f"gta.agent.max_queries_per_turn must be an integer >= 1, got {value!r}")
+    return int(value)
 
 
 def split_queries(content: str, max_queries: int = 1) -> tuple[str, ...]:

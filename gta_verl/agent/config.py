@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from gta_verl.protocol import checked_max_queries
 from gta_verl.strict_config import StrictConfig, node_at
 
 RetrieverTransport = Literal["auto", "ray", "inprocess", "http"]
@@ -62,10 +63,7 @@ class AgentConfig(StrictConfig):
     max_queries_per_turn: int = 1
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_queries_per_turn, bool) or int(self.max_queries_per_turn) < 1:
-            raise ValueError(
-                f"gta.agent.max_queries_per_turn must be an integer >= 1, got {self.max_queries_per_turn!r}"
-            )
+        checked_max_queries(self.max_queries_per_turn)
         if int(self.max_actions) < 1:
             raise ValueError(
                 f"gta.agent.max_actions must be >= 1 (the action budget B), got {self.max_actions}"

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gta_verl.agent.config import agent_config_from_trainer_config
 from gta_verl.data.schema import EF_BUDGET_EXHAUSTED, EF_TRUNCATED, EF_TURN_QUERIES, EF_TURN_TEXTS
-from gta_verl.protocol import split_queries
+from gta_verl.protocol import checked_max_queries, split_queries
 from gta_verl.rewards.managers import GTARewardManager
 from gta_verl.rewards.path_router import (
     PathRouterConfig,
@@ -33,6 +32,7 @@ from gta_verl.rewards.path_router import (
 )
 from gta_verl.rewards.scoring import ScoringRequest, score_trajectory_guided
 from gta_verl.rewards.trajectory import TrajectoryRewardConfig
+from gta_verl.strict_config import node_at
 from gta_verl.verl_compat import register_reward_manager
 
 __all__ = ["PathRouterRewardManager", "retrieved_texts", "score_path_router"]
@@ -108,7 +108,8 @@ class PathRouterRewardManager(GTARewardManager):
         )
         # Read once per reward worker: a bad gta.path_router value fails at start-up.
         self.path_router_config = path_router_config_from_trainer(config)
-        self.max_queries = agent_config_from_trainer_config(config).max_queries_per_turn
+        # K alone, read from the loop's own node: the split rule is the protocol's, not the agent package's.
+        self.max_queries = checked_max_queries(node_at(config, "gta", "agent", "max_queries_per_turn"))
 
     def score(self, request: ScoringRequest) -> tuple[float, dict[str, Any]]:
         return score_path_router(request, self.path_router_config, self.reward_config, self.max_queries)
