@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gta_verl.bundled import MUSIQUE_OPENIE
 from gta_verl.cli import main
 from gta_verl.kb import atomic
 from gta_verl.kb.store import KBWriteError, load_kb, read_manifest, save_kb
@@ -248,7 +249,7 @@ def test_a_build_whose_openie_found_nothing_fails_unless_allowed(tmp_path: Path,
     from gta_verl.kb.build import check_not_empty
 
     corpus = REPO / "assets" / "hipporag_sample" / "sample_corpus.json"
-    other = REPO / "assets" / "musique" / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
+    other = MUSIQUE_OPENIE
     out = tmp_path / "kb"
     rc = main(["kb", "build", "--corpus", str(corpus), "--format", "hipporag", "--openie", f"precomputed:{other}",
                "--out", str(out), "--no-progress"])

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from gta_verl.bundled import MUSIQUE_QA
 from gta_verl.data.types import QAExample
 from gta_verl.retrieval.evaluate import evaluate_retrieval, format_recall_table, load_qa, recall_at_k
 from gta_verl.retrieval.retriever import GraphRetriever
@@ -57,9 +58,7 @@ def test_eval_on_musique_kb(musique_kb_dir, musique_qa, embedder, capsys) -> Non
 
 
 def test_load_qa_musique_file(musique_kb) -> None:
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "assets" / "musique" / "musique_train.json"
+    path = MUSIQUE_QA
     qa = load_qa(path, musique_kb.passages)
     assert len(qa) == 100 and all(q.supporting_doc_ids for q in qa)
     ids = {p.doc_id for p in musique_kb.passages}
