@@ -42,7 +42,8 @@ METRICS = (("em", "EM"), ("f1", "F1"), ("target_doc_cov", "TargetDocCov"), ("com
            ("zero_target_turns_per_q", "zero-target turns/q"), ("search_turns", "search turns"),
            ("answered", "answered"), ("uar", "UAR"))
 CURVES = (("critic/score/mean", "training reward"), ("gta/target_doc_cov", "gta/target_doc_cov"),
-          ("gta/acc", "gta/acc"))
+          ("gta/acc", "gta/acc"), ("gta/num_searches", "gta/num_searches"),
+          ("gta/invalid_actions", "gta/invalid_actions"))
 
 
 def evaluate(policy: str, data: Path, kb: Path, out: Path, n: int | None, name: str,
@@ -180,7 +181,7 @@ def plot_curves(results: list[dict[str, Any]], path: Path) -> Path:
 
     from gta_verl.cpu.recipe_run import read_step_metrics
 
-    fig, axes = plt.subplots(1, len(CURVES), figsize=(5 * len(CURVES), 3.6))
+    fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.6))
     for cond in sorted({r["condition"] for r in results}):
         runs = [read_step_metrics(Path(r["metrics"])) for r in results if r["condition"] == cond]
         for ax, (key, title) in zip(axes, CURVES):
