@@ -6,8 +6,12 @@ Our recipe configs (``gta_verl/config/*.yaml``) name our V1 trainer in one key,
 * ``trainer.use_v1=False`` selects verl's classic ``RayPPOTrainer``: no ``gta/*`` evidence
   metrics, no retriever started before step 1, no route weights or λ(step); the PathRouter
   recipes die at step 1 inside verl (their agent-loop manager is TransferQueue-only);
-* a stock ``trainer.v1.trainer_mode`` (``sync``, ``colocate_async``, ``separate_async``)
-  replaces our trainer with verl's, dropping the same pieces without a message.
+* a ``trainer.v1.trainer_mode`` the recipe does not list (another family's trainer such as
+  ``gta_sync`` on a PathRouter recipe, a user's own) replaces our trainer, dropping the same
+  pieces without a message. verl's own mode names (``sync``, ``colocate_async``,
+  ``separate_async``) never get here: the recipe's :class:`gta_verl.preflight.GTAPreflight`
+  (Hydra's ``on_run_start``, before this callback) maps them to the recipe's trainer in that
+  mode, and each recipe lists its trainer in every mode.
 
 Each recipe YAML declares :class:`RecipeGuard` as a Hydra callback (``hydra.callbacks``,
 a public Hydra hook) with the trainer modes it supports. Hydra calls

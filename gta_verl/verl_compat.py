@@ -45,6 +45,14 @@ import transfer_queue as tq  # noqa: E402  (verl's TransferQueue client: kv_batc
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ  # noqa: E402
 from verl.trainer.ppo.v1.trainer_base import get_trainer_cls, register_trainer  # noqa: E402
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync  # noqa: E402
+# verl's asynchronous V1 trainers; gta's trainers are one mixin over each (gta_verl/algos/trainer.py)
+from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync  # noqa: E402
+from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync  # noqa: E402
+# The client async modes hand agent loops: resumes an aborted generation on the new weights.
+from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient, LLMServerClient  # noqa: E402
+# verl's native tool-calling loop (tool_agent) and its tool contract (gta_verl/agent/tool.py)
+from verl.tools.base_tool import BaseTool  # noqa: E402
+from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse  # noqa: E402
 from verl.utils import tensordict_utils  # noqa: E402  (get_non_tensor_data)
 from verl.utils.tokenizer import normalize_token_ids  # noqa: E402
 from verl.workers.utils.padding import (  # noqa: E402
@@ -96,6 +104,13 @@ __all__ = [
     "AgentLoopWorker",
     "AgentLoopWorkerTQ",
     "PPOTrainerSync",
+    "PPOTrainerColocateAsync",
+    "PPOTrainerSeparateAsync",
+    "FullyAsyncLLMServerClient",
+    "LLMServerClient",
+    "BaseTool",
+    "OpenAIFunctionToolSchema",
+    "ToolResponse",
     "get_trainer_cls",
     "no_padding_2_padding",
     "normalize_token_ids",

@@ -24,7 +24,7 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "gta_verl.agent.loop",  # agent loop: gta_search_agent
     "gta_verl.algos.advantages",  # advantage estimator: gta_turn_grpo
     "gta_verl.algos.distill_loss",  # distillation loss: gta_selective_topk_kl
-    "gta_verl.algos.trainer",  # V1 trainer: gta_path_router_sync
+    "gta_verl.algos.trainer",  # V1 trainers: gta_* and gta_path_router_* in every verl mode
     "gta_verl.cpu.rollout",  # rollout backend: hf_cpu (HF generate on CPU)
 )
 
@@ -34,7 +34,8 @@ REGISTERED_NAMES: dict[str, tuple[str, ...]] = {
     "agent_loop": ("gta_search_agent",),
     "adv_estimator": ("gta_turn_grpo",),
     "distillation_loss": ("gta_selective_topk_kl",),
-    "trainer": ("gta_sync", "gta_path_router_sync"),
+    "trainer": tuple(f"{family}_{mode}" for family in ("gta", "gta_path_router")
+                     for mode in ("sync", "colocate_async", "separate_async")),
     "rollout": ("hf_cpu",),
 }
 

@@ -1,6 +1,12 @@
-"""gta's V1 trainers: ``gta_sync`` (every recipe) and ``gta_path_router_sync`` (PathRouter).
+"""gta's V1 trainers: one mixin over each of verl's trainer modes.
 
-``gta_sync`` (``trainer.v1.trainer_mode=gta_sync``) is verl's ``PPOTrainerSync`` plus:
+``trainer.v1.trainer_mode`` names ``<family>_<mode>``: family ``gta`` (every recipe) or
+``gta_path_router`` (PathRouter), mode one of verl's ``sync``, ``colocate_async``,
+``separate_async``. On our recipes verl's plain mode names map to the recipe's trainer in
+that mode before Ray starts (:mod:`gta_verl.preflight`), so the one knob a user sets is
+verl's own (``trainer.v1.trainer_mode=colocate_async``).
+
+:class:`GTATrainerMixin` (family ``gta``) adds to verl's trainer of the mode:
 
 * the retriever is part of the job: ``init`` creates the named retriever actor before
   verl starts its workers and waits for its ``health`` (KB loaded) before the first
@@ -10,18 +16,19 @@
   retrieval errors, routes, P, KL token ratio; :mod:`gta_verl.algos.step_metrics`),
   which verl 0.9.1 only logs for validation.
 
-``gta_path_router_sync`` (PathRouter §3.2–3.4) adds route-weighted GRPO advantages and
-λ(step) for the teacher KL.
+:class:`PathRouterMixin` (family ``gta_path_router``, PathRouter §3.2–3.4) adds
+route-weighted GRPO advantages and λ(step) for the teacher KL.
 
 verl 0.9.1 gives advantage estimators no per-sample data (only ``uid``), so the route
-weight cannot be applied inside a registered estimator. This subclass of verl's
-``PPOTrainerSync``:
+weight cannot be applied inside a registered estimator. The mixin therefore overrides:
 
 * ``_compute_advantage``: runs the parent (GRPO group normalization → Â), then fetches
   ``advantages`` and ``extra_fields`` from the TransferQueue, multiplies each trajectory
   by ``extra_fields[i]["reward_extra_info"]["route_weight"]`` (written by the
   ``path_router`` reward manager) and writes Ã back; logs the share of each route, the
-  mean weight, mean C/P, the KL-eligible share and the unsupported-answer rate.
+  mean weight, mean C/P, the KL-eligible share and the unsupported-answer rate. The
+  parent recomputes Â from ``rm_scores`` on every call, so each sample's weight is
+  applied once, also when an async mode splits a step into several mini-batches.
 * ``_update_actor``: puts λ(step) (:func:`gta_verl.algos.schedule.warmup_lambda`) and the
   step's selected-trajectory share into ``batch.extra_info``, which verl hands to the
   actor's loss as non-tensor data (read by ``gta_selective_topk_kl``).
@@ -29,8 +36,10 @@ weight cannot be applied inside a registered estimator. This subclass of verl's
 With every weight 1 (``gta.path_router.route_scaling=false``) the advantages are left
 untouched, i.e. exactly verl's GRPO.
 
-verl's base trainer tests ``self.trainer_mode == "sync"`` in several places; this class
-reports "sync" whatever name selected it, so it behaves exactly like ``PPOTrainerSync``.
+verl's base trainer tests ``self.trainer_mode`` against "sync" and reads
+``trainer.v1.<trainer_mode>`` (replay buffer, refill, TQ checkpointing, warm-up batches);
+each class reports its verl mode whatever name selected it, so it behaves exactly like
+verl's trainer of that mode.
 """
 
 from __future__ import annotations
@@ -48,14 +57,34 @@ from gta_verl.algos.schedule import warmup_lambda
 from gta_verl.algos.step_metrics import evidence_step_metrics, kl_token_frac
 from gta_verl.data.schema import DISTILL_SELECT_DEFAULT, RI_DISTILL_SELECT
 from gta_verl.rewards.path_router import path_router_config_from_trainer
-from gta_verl.verl_compat import PPOTrainerSync, register_trainer, response_to_nested, tq
+from gta_verl.preflight import trainer_name
+from gta_verl.verl_compat import (
+    PPOTrainerColocateAsync,
+    PPOTrainerSeparateAsync,
+    PPOTrainerSync,
+    register_trainer,
+    response_to_nested,
+    tq,
+)
 
 logger = logging.getLogger(__name__)
 
-TRAINER_NAME = "gta_path_router_sync"
-BASE_TRAINER_NAME = "gta_sync"
+TRAINER_NAME = trainer_name("gta_path_router", "sync")
+BASE_TRAINER_NAME = trainer_name("gta", "sync")
 
-__all__ = ["BASE_TRAINER_NAME", "TRAINER_NAME", "GTAPathRouterTrainer", "GTATrainerSync", "route_fields_from_extra"]
+__all__ = [
+    "BASE_TRAINER_NAME",
+    "TRAINER_NAME",
+    "GTAPathRouterColocateAsync",
+    "GTAPathRouterSeparateAsync",
+    "GTAPathRouterTrainer",
+    "GTATrainerColocateAsync",
+    "GTATrainerMixin",
+    "GTATrainerSeparateAsync",
+    "GTATrainerSync",
+    "PathRouterMixin",
+    "route_fields_from_extra",
+]
 
 
 def route_fields_from_extra(extra_fields: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
@@ -109,15 +138,17 @@ def _token_sum(t: torch.Tensor, keep: list[bool]) -> float:
     return float(padded[torch.tensor(keep, dtype=torch.bool)].float().sum().item())
 
 
-@register_trainer(BASE_TRAINER_NAME)
-class GTATrainerSync(PPOTrainerSync):
-    """verl's synchronous V1 trainer + a ready retriever + ``gta/*`` step metrics."""
+class GTATrainerMixin:
+    """A ready retriever + ``gta/*`` step metrics over verl's trainer of mode :attr:`VERL_MODE`."""
+
+    #: The verl mode this class runs in (what ``self.trainer_mode`` reports to verl's code).
+    VERL_MODE = "sync"
 
     @property
     def trainer_mode(self) -> str:
-        """Always "sync": verl 0.9.1 branches on ``trainer_mode == "sync"`` (replay buffer,
-        refill, TQ checkpointing), and the registered name would select its async paths."""
-        return "sync"
+        """The verl mode, not the registered name: verl branches on ``trainer_mode == "sync"``
+        and reads ``trainer.v1.<trainer_mode>``, which the registered name would miss."""
+        return self.VERL_MODE
 
     @trainer_mode.setter
     def trainer_mode(self, value: str) -> None:
@@ -176,9 +207,27 @@ class GTATrainerSync(PPOTrainerSync):
         os.replace(path + ".tmp", path)
 
 
-@register_trainer(TRAINER_NAME)
-class GTAPathRouterTrainer(GTATrainerSync):
-    """``gta_sync`` with PathRouter's route weights and KL schedule."""
+@register_trainer(BASE_TRAINER_NAME)
+class GTATrainerSync(GTATrainerMixin, PPOTrainerSync):
+    """``gta_sync``: verl's synchronous V1 trainer + the gta additions."""
+
+
+@register_trainer(trainer_name("gta", "colocate_async"))
+class GTATrainerColocateAsync(GTATrainerMixin, PPOTrainerColocateAsync):
+    """``gta_colocate_async``: verl's colocated async trainer (partial rollouts) + the gta additions."""
+
+    VERL_MODE = "colocate_async"
+
+
+@register_trainer(trainer_name("gta", "separate_async"))
+class GTATrainerSeparateAsync(GTATrainerMixin, PPOTrainerSeparateAsync):
+    """``gta_separate_async``: verl's separate-pool async trainer + the gta additions."""
+
+    VERL_MODE = "separate_async"
+
+
+class PathRouterMixin:
+    """PathRouter's route weights and KL schedule over a :class:`GTATrainerMixin` trainer."""
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
@@ -252,3 +301,18 @@ class GTAPathRouterTrainer(GTATrainerSync):
             batch.extra_info[SELECT_FRAC_KEY] = self._distill_select_frac
         metrics["path_router/kl_lambda"] = lam
         return super()._update_actor(batch, metrics)
+
+
+@register_trainer(TRAINER_NAME)
+class GTAPathRouterTrainer(PathRouterMixin, GTATrainerSync):
+    """``gta_path_router_sync``: ``gta_sync`` with PathRouter's route weights and KL schedule."""
+
+
+@register_trainer(trainer_name("gta_path_router", "colocate_async"))
+class GTAPathRouterColocateAsync(PathRouterMixin, GTATrainerColocateAsync):
+    """``gta_path_router_colocate_async``: ``gta_colocate_async`` with PathRouter's additions."""
+
+
+@register_trainer(trainer_name("gta_path_router", "separate_async"))
+class GTAPathRouterSeparateAsync(PathRouterMixin, GTATrainerSeparateAsync):
+    """``gta_path_router_separate_async``: ``gta_separate_async`` with PathRouter's additions."""
