@@ -55,7 +55,9 @@ __all__ = [
     "SYSTEM_INSTRUCTIONS",
     "ParsedAction",
     "ResponseTurn",
+    "TOOL_SYSTEM_INSTRUCTIONS",
     "build_messages",
+    "build_tool_messages",
     "build_user_prompt",
     "final_answer",
     "format_observation",
@@ -84,6 +86,18 @@ SYSTEM_INSTRUCTIONS = (
     "want. If you find no further external knowledge needed, you can directly provide the "
     "answer inside <answer> and </answer>, without detailed illustrations. For example, "
     "<answer> Beijing </answer>."
+)
+
+#: The same task for verl's ``tool_agent`` loop: the search is a native tool call (the chat
+#: template lists the ``search`` tool's schema); the answer keeps the ``<answer>`` tags, which
+#: the reward managers read from the response text.
+TOOL_SYSTEM_INSTRUCTIONS = (
+    "Answer the given question. You must conduct reasoning inside <think> and </think> "
+    "first every time you get new information. After reasoning, if you find you lack some "
+    "knowledge, you can call the search tool with a query, and it will return the top "
+    "searched results. You can search as many times as you want. If you find no further "
+    "external knowledge needed, you can directly provide the answer inside <answer> and "
+    "</answer>, without detailed illustrations. For example, <answer> Beijing </answer>."
 )
 
 ActionKind = Literal["search", "answer", "invalid"]
@@ -123,6 +137,14 @@ def build_user_prompt(question: str, max_queries_per_turn: int = 1) -> str:
 def build_messages(question: str, max_queries_per_turn: int = 1) -> list[dict[str, str]]:
     """Return the chat messages stored in the parquet ``prompt`` column."""
     return [{"role": "user", "content": build_user_prompt(question, max_queries_per_turn)}]
+
+
+def build_tool_messages(question: str) -> list[dict[str, str]]:
+    """The ``prompt`` column of a ``tool_agent`` row: the search is a tool, not a tag."""
+    q = question.strip()
+    if q and not q.endswith("?"):
+        q += "?"
+    return [{"role": "user", "content": f"{TOOL_SYSTEM_INSTRUCTIONS} Question: {q}\n"}]
 
 
 def format_observation(hits: Sequence[Passage], error: str | None = None) -> str:

@@ -53,6 +53,8 @@ from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient, LLMServer
 # verl's native tool-calling loop (tool_agent) and its tool contract (gta_verl/agent/tool.py)
 from verl.tools.base_tool import BaseTool  # noqa: E402
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse  # noqa: E402
+from verl.tools.tool_registry import load_all_tools  # noqa: E402  (how AgentLoopWorker loads tools)
+from verl.experimental.agent_loop.agent_loop import ToolListWrap  # noqa: E402
 from verl.utils import tensordict_utils  # noqa: E402  (get_non_tensor_data)
 from verl.utils.tokenizer import normalize_token_ids  # noqa: E402
 from verl.workers.utils.padding import (  # noqa: E402
@@ -111,6 +113,8 @@ __all__ = [
     "BaseTool",
     "OpenAIFunctionToolSchema",
     "ToolResponse",
+    "ToolListWrap",
+    "load_all_tools",
     "get_trainer_cls",
     "no_padding_2_padding",
     "normalize_token_ids",

@@ -71,3 +71,16 @@ def _register_all() -> None:
 
 
 _register_all()
+
+
+def _register_resolvers() -> None:
+    """``${gta_chat_template:…}`` for config values, in every process that imports verl."""
+    try:
+        from gta_verl.agent.chat_templates import register_resolver
+
+        register_resolver()
+    except Exception as exc:  # noqa: BLE001 - verl would swallow it silently
+        logger.warning("gta-verl OmegaConf resolvers failed to register: %r", exc)
+
+
+_register_resolvers()

@@ -20,7 +20,6 @@ or the parquet column ``agent_name``. verl names come only from
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ import torch
 from gta_verl.agent.config import AgentConfig, agent_config_from_trainer_config
 from gta_verl.agent.observation import fit_observation
 from gta_verl.agent.parser import token_index_for_char
-from gta_verl.agent.retriever_access import get_retriever_client
+from gta_verl.agent.retriever_access import aretrieve_guarded, get_retriever_client
 from gta_verl.agent.spans import clip_spans, distill_mask_from_spans
 from gta_verl.data import schema
 from gta_verl.data.types import RetrievalHit, RetrievalResult
@@ -294,28 +293,13 @@ class GTASearchAgentLoop(AgentLoopBase):
         return fitted.ids
 
     async def _call_retriever(self, queries: Sequence[str]) -> list[RetrievalResult]:
-        """``aretrieve`` never raises by contract; guard anyway so a broken client cannot kill a rollout."""
-        shown = queries[0] if len(queries) == 1 else list(queries)
+        """R(q) for the turn's queries; a failure (even of the client itself) is a result per query."""
         try:
             client = await self._retriever()
-            results = await asyncio.wait_for(
-                client.aretrieve(list(queries)), timeout=self.retrieval_timeout_s
-            )
-            if len(results) != len(queries):
-                noun = "query" if len(queries) == 1 else "queries"
-                raise RuntimeError(f"retriever returned {len(results)} results for {len(queries)} {noun}")
-            return list(results)
-        except asyncio.CancelledError:
-            raise
-        except asyncio.TimeoutError:
-            logger.warning(
-                "gta agent loop: retrieval timed out after %.1fs for %r", self.retrieval_timeout_s, shown
-            )
-            error = f"timeout after {self.retrieval_timeout_s:g}s"
         except Exception as exc:  # noqa: BLE001 - becomes an observation + metric
-            logger.warning("gta agent loop: retrieval failed for %r: %r", shown, exc)
-            error = f"{type(exc).__name__}: {exc}"
-        return [RetrievalResult(query=q, error=error) for q in queries]
+            logger.warning("gta agent loop: no retriever client for %r: %r", list(queries), exc)
+            return [RetrievalResult(query=q, error=f"{type(exc).__name__}: {exc}") for q in queries]
+        return await aretrieve_guarded(client, queries, self.retrieval_timeout_s)
 
     def _output(
         self, prompt_ids: list[int], state: _Rollout, truncated: bool, timing: dict[str, float]

@@ -20,8 +20,10 @@ Creating a client may load a KB (seconds), so callers run
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from gta_verl.agent.config import AgentConfig, agent_config_from_trainer_config
@@ -125,6 +127,36 @@ def _spec(section: RetrieverSection, kb_dir: str | None = None) -> Any:
 
     return RetrieverSpec(kb_dir=str(kb_dir or section.kb_dir), config=section.retrieval.to_dict(),
                          serving=section.serving.to_dict(), name=section.actor_name)
+
+
+async def aretrieve_guarded(client: AsyncRetriever, queries: Sequence[str], timeout_s: float) -> list[Any]:
+    """One batched call for ``queries`` within ``timeout_s``; any failure becomes a result per query.
+
+    ``aretrieve`` never raises by contract; the guard keeps a broken client (a dead actor
+    handle, a hung server) from killing the rollout: the policy sees the failure instead.
+    Shared by ``gta_search_agent`` and the ``tool_agent`` tool, so both report failures alike.
+
+    Returns:
+        One :class:`gta_verl.data.types.RetrievalResult` per query, in order.
+    """
+    from gta_verl.data.types import RetrievalResult
+
+    shown = queries[0] if len(queries) == 1 else list(queries)
+    try:
+        results = await asyncio.wait_for(client.aretrieve(list(queries)), timeout=timeout_s)
+        if len(results) != len(queries):
+            noun = "query" if len(queries) == 1 else "queries"
+            raise RuntimeError(f"retriever returned {len(results)} results for {len(queries)} {noun}")
+        return list(results)
+    except asyncio.CancelledError:
+        raise
+    except asyncio.TimeoutError:
+        logger.warning("gta agent loop: retrieval timed out after %.1fs for %r", timeout_s, shown)
+        error = f"timeout after {timeout_s:g}s"
+    except Exception as exc:  # noqa: BLE001 - becomes an observation + metric
+        logger.warning("gta agent loop: retrieval failed for %r: %r", shown, exc)
+        error = f"{type(exc).__name__}: {exc}"
+    return [RetrievalResult(query=q, error=error) for q in queries]
 
 
 def in_process_client(retriever: Any) -> AsyncRetriever:

@@ -8,7 +8,7 @@ from typing import Any
 
 
 def add_parser(subparsers: Any) -> None:
-    """Register ``cpu tiny-model``, ``cpu prepare`` and ``cpu run``."""
+    """Register ``cpu tiny-model``, ``cpu prepare``, ``cpu run`` and ``cpu tool-rows``."""
     p = subparsers.add_parser("cpu", help="CPU backend for verl main_ppo: tiny model, recipe inputs, recipes")
     sub = p.add_subparsers(dest="cpu_command", metavar="CPU_COMMAND")
 
@@ -37,6 +37,13 @@ def add_parser(subparsers: Any) -> None:
     run.add_argument("recipe", help="gta_stage1 | gta_stage2 | path_router | gta_path_router | turn_grpo")
     run.add_argument("overrides", nargs=argparse.REMAINDER, help="Hydra overrides passed to main_ppo")
     run.set_defaults(func=_run)
+
+    a = sub.add_parser(
+        "tool-rows",
+        help="write PARQUET's rows for verl's tool_agent loop next to it (cached); print the new path",
+    )
+    a.add_argument("parquet", type=Path)
+    a.set_defaults(func=_tool_rows)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -64,3 +71,10 @@ def _run(args: argparse.Namespace) -> int:
     env = {**os.environ, "PYTHON": os.environ.get("PYTHON", sys.executable)}
     return subprocess.call(["bash", str(require(CPU_RUN_SH, "the CPU recipe script")), args.recipe,
                             *args.overrides], env=env)
+
+
+def _tool_rows(args: argparse.Namespace) -> int:
+    from gta_verl.cpu.prepare import tool_agent_parquet
+
+    print(tool_agent_parquet(args.parquet).resolve())
+    return 0

@@ -85,3 +85,22 @@ def prepare_cpu_inputs(root: Path | None = None, kb_dir: Path | None = None, see
         qa = Path(prepare_musique(root / "data", verbose=False)["qa"])
     stage1 = _ensure_stage1(kb, root / f"stage1_template_s{seed}.parquet", seed)
     return CPUInputs(model=model, kb=kb, stage1=stage1, qa=qa)
+
+
+def tool_agent_parquet(src: Path, out: Path | None = None) -> Path:
+    """``src``'s rows for verl's ``tool_agent`` loop (:func:`gta_verl.data.schema.tool_agent_row`).
+
+    Written next to ``src`` as ``<stem>.tool_agent.parquet`` and reused while newer than ``src``.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gta_verl.data.io import write_table_atomic
+    from gta_verl.data.schema import tool_agent_row
+
+    src = Path(src)
+    out = Path(out) if out else src.with_name(f"{src.stem}.tool_agent.parquet")
+    if out.is_file() and out.stat().st_mtime >= src.stat().st_mtime:
+        return out
+    rows = [tool_agent_row(r) for r in pq.read_table(src).to_pylist()]
+    return write_table_atomic(pa.Table.from_pylist(rows), out)

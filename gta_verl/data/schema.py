@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gta_verl.data.types import QAExample, RolloutRecord
-from gta_verl.protocol import build_messages
+from gta_verl.protocol import build_messages, build_tool_messages
 
 ABILITY = "multihop_qa"
 DEFAULT_AGENT_NAME = "gta_search_agent"
@@ -175,6 +175,25 @@ def make_verl_row(
         },
         "extra_info": info,
     }
+
+
+#: verl's native tool-calling loop (``verl/experimental/agent_loop/tool_agent_loop.py``).
+TOOL_AGENT_NAME = "tool_agent"
+
+
+def tool_agent_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The same training row for verl's ``tool_agent`` loop (``agent_name`` + tool prompt).
+
+    Ground truth and ``extra_info`` are unchanged, so the reward managers score both loops
+    alike; only the prompt differs (search as a tool call, :func:`build_tool_messages`).
+
+    Raises:
+        KeyError: the row has no ``extra_info.question`` (not made by :func:`make_verl_row`).
+    """
+    info = row.get("extra_info") or {}
+    if "question" not in info:
+        raise KeyError(f"row has no extra_info.question to build the tool prompt from (keys: {sorted(info)})")
+    return {**dict(row), "agent_name": TOOL_AGENT_NAME, "prompt": build_tool_messages(str(info["question"]))}
 
 
 def rollout_record_from_fields(

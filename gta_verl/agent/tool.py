@@ -1,0 +1,165 @@
+"""``GraphSearchTool``: the graph retriever as a verl ``BaseTool`` for verl's ``tool_agent`` loop.
+
+verl's ``ToolAgentLoop`` (``verl/experimental/agent_loop/tool_agent_loop.py``) parses the
+model's native tool calls (``multi_turn.format: hermes`` = Qwen2.5's ``<tool_call>`` JSON),
+calls ``await tool.execute(instance_id, arguments, agent_data=agent_data)`` and appends the
+returned text as a ``tool`` message (``response_mask`` 0). ``agent_data.extra_fields``
+becomes the trajectory's ``AgentLoopOutput.extra_fields``, which verl hands the reward
+manager as ``tool_extra_fields``; so each call records here what ``gta_search_agent``
+records per search turn (:mod:`gta_verl.data.schema`): ``gta/turn_queries``,
+``gta/turn_doc_ids``, ``gta/turn_texts``, ``gta/num_searches``, ``gta/retrieval_errors``,
+and ``gta/invalid_actions`` for a call without a query. The reward managers therefore score
+both loops with the same code.
+
+The retriever is the job's named Ray actor, reached through the same process-wide client as
+``gta_search_agent`` (:func:`gta_verl.agent.retriever_access.get_retriever_client`). verl
+gives a tool only its own YAML ``config`` (not the trainer config), so the actor name and
+timeout are set there and must match ``gta.retriever`` (the recipe passes both).
+
+Declared in ``gta_verl/config/tools/graph_search.yaml`` (``multi_turn.tool_config_path``),
+with the OpenAI-style function schema ``search(query: str)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gta_verl.agent.config import AgentConfig, RetrieverTransport
+from gta_verl.agent.observation import fit_observation
+from gta_verl.data import schema
+from gta_verl.data.types import RetrievalHit
+from gta_verl.protocol import INVALID_ACTION_MESSAGE
+from gta_verl.verl_compat import BaseTool, OpenAIFunctionToolSchema, ToolResponse
+
+__all__ = ["GraphSearchTool", "ToolSettings", "fill_search", "record_invalid", "reserve_search"]
+
+TOOL_NAME = "search"
+
+
+@dataclass(frozen=True)
+class ToolSettings:
+    """The tool's YAML ``config`` (besides verl's ``type: native``).
+
+    Attributes:
+        actor_name: The retriever service's Ray actor (``gta.retriever.actor_name``).
+        kb_dir: KB to load when no actor runs (``inprocess`` transport); None = actor only.
+        timeout_s: Per-call timeout (``gta.retriever.timeout_s``); a slow call is shown as a failure.
+        transport: ``auto`` | ``ray`` | ``inprocess`` | ``http`` (``gta.agent.retriever_transport``).
+        retriever_url: Base URL for ``http``.
+        max_obs_chars: Cap on the tool response, in characters: every passage is shortened
+            alike to fit (as ``gta.agent.max_obs_tokens`` does in tokens) and only shown
+            passages are recorded. Keep ``multi_turn.max_tool_response_length`` at least this
+            large, or verl cuts the text after the doc ids were recorded.
+    """
+
+    actor_name: str = "gta_verl_graph_retriever"
+    kb_dir: str | None = None
+    timeout_s: float = 30.0
+    transport: RetrieverTransport = "auto"
+    retriever_url: str | None = None
+    max_obs_chars: int = 2048
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> ToolSettings:
+        """Build from the YAML ``config``; unknown keys raise with the valid ones named."""
+        values = {k: v for k, v in dict(values or {}).items() if k != "type"}
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"GraphSearchTool config: unknown keys {unknown}; valid: {sorted(known)}")
+        return cls(**values)
+
+    def trainer_config(self) -> dict[str, Any]:
+        """The slice of a trainer config :func:`get_retriever_client` reads."""
+        return {"gta": {"retriever": {"actor_name": self.actor_name, "kb_dir": self.kb_dir,
+                                      "timeout_s": float(self.timeout_s)}}}
+
+    def agent_config(self) -> AgentConfig:
+        return AgentConfig(retriever_transport=self.transport, retriever_url=self.retriever_url)
+
+
+def reserve_search(fields: MutableMapping[str, Any], query: str) -> int:
+    """Open this call's search-turn record before the retriever answers; return its index.
+
+    Reserving first keeps the records in call order when verl runs parallel calls of one
+    turn concurrently (``multi_turn.max_parallel_calls`` > 1).
+    """
+    fields.setdefault(schema.EF_TURN_QUERIES, []).append(query)
+    fields.setdefault(schema.EF_TURN_DOC_IDS, []).append([])
+    fields.setdefault(schema.EF_TURN_TEXTS, []).append([])
+    fields[schema.EF_NUM_SEARCHES] = len(fields[schema.EF_TURN_QUERIES])
+    fields.setdefault(schema.EF_RETRIEVAL_ERRORS, 0)
+    fields.setdefault(schema.EF_INVALID_ACTIONS, 0)
+    return fields[schema.EF_NUM_SEARCHES] - 1
+
+
+def fill_search(fields: MutableMapping[str, Any], slot: int, shown: Sequence[RetrievalHit], error: str | None) -> None:
+    """Record the passages shown for the search turn ``slot`` (what the policy saw)."""
+    fields[schema.EF_TURN_DOC_IDS][slot] = [h.doc_id for h in shown]
+    fields[schema.EF_TURN_TEXTS][slot] = [f"{h.title}\n{h.text}" for h in shown]
+    if error is not None:
+        fields[schema.EF_RETRIEVAL_ERRORS] = int(fields.get(schema.EF_RETRIEVAL_ERRORS, 0)) + 1
+
+
+def record_invalid(fields: MutableMapping[str, Any]) -> None:
+    """A call without a usable query: an invalid action, as in ``gta_search_agent``."""
+    fields[schema.EF_INVALID_ACTIONS] = int(fields.get(schema.EF_INVALID_ACTIONS, 0)) + 1
+    fields.setdefault(schema.EF_NUM_SEARCHES, len(fields.get(schema.EF_TURN_QUERIES, [])))
+    fields.setdefault(schema.EF_TURN_DOC_IDS, [])
+
+
+def _chars(text: str) -> list[int]:
+    return [ord(c) for c in text]
+
+
+def _unchars(codes: Sequence[int]) -> str:
+    return "".join(chr(c) for c in codes)
+
+
+class GraphSearchTool(BaseTool):
+    """``search(query)`` over the GTA retrieval environment R(q) (see the module docstring).
+
+    Args:
+        config: The YAML ``config`` (:class:`ToolSettings` keys plus ``type: native``).
+        tool_schema: The OpenAI-style schema from the YAML.
+    """
+
+    def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema | None) -> None:
+        super().__init__(config, tool_schema)
+        self.settings = ToolSettings.from_mapping(config)
+        self._client: Any = None
+
+    async def _retriever(self) -> Any:
+        from gta_verl.agent.retriever_access import get_retriever_client
+
+        # get_retriever_client caches one client per process under a lock (it may load a KB),
+        # so concurrent first calls get the same client.
+        if self._client is None:
+            self._client = await asyncio.get_running_loop().run_in_executor(
+                None, get_retriever_client, self.settings.trainer_config(), self.settings.agent_config()
+            )
+        return self._client
+
+    async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any) -> tuple[ToolResponse, float, dict]:
+        """Search and record the call in ``agent_data.extra_fields``; returns verl's triple."""
+        from gta_verl.agent.retriever_access import aretrieve_guarded
+        from gta_verl.data.types import RetrievalResult
+
+        agent_data = kwargs.get("agent_data")
+        fields = agent_data.extra_fields if agent_data is not None else {}
+        query = str((parameters or {}).get("query") or "").strip()
+        if not query:
+            record_invalid(fields)
+            return ToolResponse(text=INVALID_ACTION_MESSAGE.strip()), 0.0, {"invalid": 1}
+        slot = reserve_search(fields, query)
+        try:
+            (result,) = await aretrieve_guarded(await self._retriever(), [query], float(self.settings.timeout_s))
+        except Exception as exc:  # noqa: BLE001 - no client: shown to the policy as a failure
+            result = RetrievalResult(query=query, error=f"{type(exc).__name__}: {exc}")
+        fitted = fit_observation(result.hits, result.error, int(self.settings.max_obs_chars), _chars, _unchars)
+        fill_search(fields, slot, fitted.shown, result.error)
+        return ToolResponse(text=_unchars(fitted.ids).strip()), 0.0, {"num_docs": len(fitted.shown)}

@@ -1,0 +1,160 @@
+"""verl's own ``tool_agent`` loop with our ``GraphSearchTool``, scored by our reward manager unchanged.
+
+verl's code throughout, as its ``AgentLoopWorker`` runs it: the tools come from our YAML through
+``load_all_tools`` (``multi_turn.tool_config_path``), the loop is instantiated from verl's
+registry entry ``tool_agent`` with ``hydra.utils.instantiate``, the model's turns are Qwen2.5
+native tool calls (``<tool_call>`` JSON, the ``hermes`` parser) rendered by Qwen2.5's tool
+chat template, and ``AgentLoopWorkerTQ._agent_loop_postprocess`` scores the output through a
+reward worker handle running our ``trajectory_guided`` manager's ``run_single``. Only the
+model (scripted turns) and the retriever (one deterministic hit per query) are stand-ins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import hydra
+import pytest
+from hydra import compose, initialize_config_dir
+
+import gta_verl
+from gta_verl.agent.backends import ScriptedServerManager
+from gta_verl.agent.chat_templates import QWEN25_TOOL_CHAT_TEMPLATE
+from gta_verl.agent.retriever_access import clear_retriever_cache, set_process_retriever_client
+from gta_verl.agent.runner import row_to_kwargs, sampling_params_from_config
+from gta_verl.agent.tool import GraphSearchTool, ToolSettings
+from gta_verl.data import schema
+from gta_verl.data.types import QAExample
+from gta_verl.rewards.managers import TrajectoryGuidedRewardManager
+from gta_verl.verl_compat import AGENT_LOOP_REGISTRY, DictConfigWrap, RLHFDataset, ToolListWrap, load_all_tools
+
+agent_loop_tq = pytest.importorskip("verl.trainer.ppo.v1.agent_loop_tq")
+
+CONFIG_DIR = Path(gta_verl.__file__).parent / "config"
+TOOLS_YAML = CONFIG_DIR / "tools" / "graph_search.yaml"
+QUESTION = QAExample("q1", "Who directed the film that won the award?", ("Nolan",), ("d:film", "d:award"), 2, "toy")
+
+
+def _call(query: str) -> str:
+    return '\n<tool_call>\n{"name": "search", "arguments": {"query": "%s"}}\n</tool_call>' % query
+
+
+TURNS = ["I need the film." + _call("film"), "Now the award." + _call("award"), "<answer> Nolan </answer>"]
+
+
+class _Remote:
+    def __init__(self, fn: Any) -> None:
+        self.remote = fn
+
+
+@pytest.fixture()
+def tool_tokenizer(qwen_tokenizer):
+    tok = copy.deepcopy(qwen_tokenizer)
+    tok.chat_template = QWEN25_TOOL_CHAT_TEMPLATE  # what a Qwen2.5-Instruct checkpoint ships
+    return tok
+
+
+@pytest.fixture()
+def retriever(fake_retriever):
+    set_process_retriever_client(fake_retriever)  # what the job's Ray actor client would be
+    yield fake_retriever
+    clear_retriever_cache()
+
+
+def _config():
+    overrides = [
+        "data.train_files=t.parquet", "data.val_files=v.parquet", "actor_rollout_ref.model.path=m",
+        "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
+        f"actor_rollout_ref.rollout.multi_turn.tool_config_path={TOOLS_YAML}",
+        "actor_rollout_ref.rollout.multi_turn.format=hermes",
+        "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=2048",
+        "actor_rollout_ref.rollout.prompt_length=1024", "actor_rollout_ref.rollout.response_length=1024",
+    ]
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        return compose("gta_grpo", overrides)
+
+
+def _run_tool_agent(cfg, tokenizer, row):
+    server = ScriptedServerManager(tokenizer, [TURNS])
+    tools = load_all_tools(cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path, None)
+
+    async def one():  # built inside the event loop, as in verl's worker (the loop keeps it)
+        loop = hydra.utils.instantiate(
+            config=AGENT_LOOP_REGISTRY["tool_agent"], trainer_config=DictConfigWrap(config=cfg),
+            server_manager=server, tokenizer=tokenizer, processor=None, hf_model_type="qwen2",
+            dataset_cls=RLHFDataset, data_config=DictConfigWrap(cfg.data), tools=ToolListWrap(tools),
+        )
+        return await loop.run(sampling_params_from_config(cfg), **row_to_kwargs(row))
+
+    return tools, asyncio.run(one())
+
+
+def _postprocess(output, row, cfg, tokenizer, monkeypatch) -> dict[str, Any]:
+    manager = TrajectoryGuidedRewardManager(config=cfg, tokenizer=tokenizer)
+    handle = type("RewardWorker", (), {"compute_score": _Remote(manager.run_single)})()
+    captured: dict[str, Any] = {}
+
+    async def put(keys, fields, tags, partition_id):
+        captured.update(fields=fields, tags=tags)
+
+    monkeypatch.setattr(agent_loop_tq.tq, "async_kv_batch_put", put)
+    worker = object.__new__(agent_loop_tq.AgentLoopWorkerTQ.__ray_actor_class__)
+    worker.reward_loop_worker_handles, worker.processor, worker.distillation_enabled = [handle], None, False
+    worker.mm_processor_kwargs = None
+    kwargs = {**row_to_kwargs(row), "uid": "u0", "session_id": 0, "global_steps": 1}
+    asyncio.run(worker._agent_loop_postprocess(output, False, **kwargs))
+    return captured
+
+
+def test_tool_agent_trains_on_our_reward(tool_tokenizer, retriever, monkeypatch):
+    cfg = _config()
+    row = schema.tool_agent_row(schema.make_verl_row(QUESTION, 0))
+    assert row["agent_name"] == "tool_agent" and "search tool" in row["prompt"][0]["content"]
+    tools, output = _run_tool_agent(cfg, tool_tokenizer, row)
+    assert [type(t) for t in tools] == [GraphSearchTool]
+    assert tools[0].name == "search" and tools[0].settings == ToolSettings()  # the YAML's values = defaults
+    assert retriever.queries == ["film", "award"]
+
+    # Our tool wrote the search turns into the trajectory's extra_fields, in the loop's contract.
+    extra = output.extra_fields
+    assert extra[schema.EF_TURN_QUERIES] == ["film", "award"]
+    assert extra[schema.EF_TURN_DOC_IDS] == [["d:film"], ["d:award"]]
+    assert extra[schema.EF_TURN_TEXTS] == [["T film\ntext about film"], ["T award\ntext about award"]]
+    assert (extra[schema.EF_NUM_SEARCHES], extra[schema.EF_RETRIEVAL_ERRORS]) == (2, 0)
+
+    captured = _postprocess(output, row, cfg, tool_tokenizer, monkeypatch)
+    info = captured["fields"]["extra_fields"][0]["reward_extra_info"]
+    # Unchanged manager: +0.25 per search showing a new target (eq 16), +2 for the right
+    # answer with the chain complete (eq 17): R = 0.25 + 0.25 + 2 = 2.5; the answer is read
+    # from the response text (tool_agent records no gta/answer).
+    assert output.reward_score == pytest.approx(2.5)
+    assert info["acc"] == 1.0 and info["target_doc_cov"] == 1.0
+    assert json.loads(info["turn_rewards_json"]) == [0.25, 0.25]
+
+    # Loss mask: 1 on exactly the scripted (policy) tokens, in order; the tool responses are 0.
+    ids, mask = output.response_ids, output.response_mask
+    policy = [t for t, m in zip(ids, mask) if m == 1]
+    generated = [t for turn in TURNS for t in tool_tokenizer.encode(turn, add_special_tokens=False)]
+    assert policy == generated
+    observed = tool_tokenizer.decode([t for t, m in zip(ids, mask) if m == 0])
+    assert observed.count("<tool_response>") == 2 and "Doc 1(Title: T film) text about film" in observed
+    assert captured["fields"]["loss_mask"][0].tolist() == list(mask)
+
+
+def test_tool_records_only_shown_passages_and_invalid_calls(retriever):
+    from types import SimpleNamespace
+
+    tool = load_all_tools(str(TOOLS_YAML), None)[0]
+    data = SimpleNamespace(extra_fields={})
+    resp, reward, metrics = asyncio.run(tool.execute("i", {"query": "  "}, agent_data=data))
+    assert data.extra_fields[schema.EF_INVALID_ACTIONS] == 1 and data.extra_fields[schema.EF_NUM_SEARCHES] == 0
+    resp, reward, metrics = asyncio.run(tool.execute("i", {"query": "film"}, agent_data=data))
+    assert resp.text == "<info>Doc 1(Title: T film) text about film</info>"
+    assert (reward, metrics) == (0.0, {"num_docs": 1})
+    assert data.extra_fields[schema.EF_TURN_DOC_IDS] == [["d:film"]] and data.extra_fields[schema.EF_NUM_SEARCHES] == 1
+    with pytest.raises(ValueError, match="unknown keys \\['topk'\\]"):
+        ToolSettings.from_mapping({"type": "native", "topk": 3})
