@@ -12,7 +12,12 @@
 # Knobs: STEPS (2), MODEL_PATH / KB_DIR / STAGE1_TRAIN / QA_FILES (default: `gta-verl cpu prepare`),
 #   RAY_ADDRESS (connect to a running `ray start --head --num-cpus=16 --num-gpus=1` cluster started
 #   with the CPU_ENV below, instead of starting one per run), OUT_DIR (checkpoints/dumps), DRY_RUN=1,
-#   METRICS_JSONL (also write verl's step metrics there, one JSON object per step: verl's file logger).
+#   METRICS_JSONL (also write verl's step metrics there, one JSON object per step: verl's file logger),
+#   AGENT (gta_search_agent | tool_agent: verl's native tool-calling loop with our GraphSearchTool,
+#   Stage I / Stage II recipes only; docs/agent.md says when to pick which).
+# verl's own mode knob works on every recipe: trainer.v1.trainer_mode=colocate_async runs the
+# recipe's trainer in verl's colocated async mode (gta_verl/preflight.py; separate_async needs a
+# checkpoint engine hf_cpu does not have and is refused before Ray starts).
 #
 # The CPU backend (gta_verl/cpu/, docs in gta_verl/cpu/__init__.py):
 #   env  VERL_USE_EXTERNAL_MODULES=gta_verl.cpu.platform  registers verl platform `cpu` before verl
@@ -26,11 +31,16 @@ RECIPE=${1:-}
 [[ $# -gt 0 ]] && shift
 STEPS=${STEPS:-2}
 DRY_RUN=${DRY_RUN:-0}
+AGENT=${AGENT:-gta_search_agent}
 
 case "$RECIPE" in
   gta_stage1|gta_stage2|path_router|gta_path_router|turn_grpo) ;;
   *) echo "usage: $0 gta_stage1|gta_stage2|path_router|gta_path_router|turn_grpo [HYDRA_OVERRIDE...]" >&2
      exit 2 ;;
+esac
+case "$AGENT" in
+  gta_search_agent|tool_agent) ;;
+  *) echo "AGENT=$AGENT: expected gta_search_agent or tool_agent" >&2; exit 2 ;;
 esac
 
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -48,6 +58,11 @@ if [[ -z "${MODEL_PATH:-}" || -z "${KB_DIR:-}" || -z "${STAGE1_TRAIN:-}" || -z "
       [[ -z "${!key:-}" ]] && printf -v "$key" '%s' "$(eval "echo $value")"
     done <<< "$PREPARED"
   fi
+fi
+if [[ "$AGENT" == tool_agent && "$DRY_RUN" != 1 ]]; then
+  # The same rows with agent_name=tool_agent and the tool prompt (cached next to the originals).
+  STAGE1_TRAIN=$("$PYTHON" -m gta_verl cpu tool-rows "$STAGE1_TRAIN")
+  QA_FILES=$("$PYTHON" -m gta_verl cpu tool-rows "$QA_FILES")
 fi
 LOGGER='[console]'
 [[ -n "${METRICS_JSONL:-}" ]] && LOGGER='[console,file]'
@@ -110,6 +125,19 @@ case "$RECIPE" in
   gta_path_router) CONFIG=gta_path_router; RECIPE_ARGS=(data.train_files="$STAGE1_TRAIN"
               data.val_files="$STAGE1_TRAIN") ;;
 esac
+AGENT_ARGS=()
+if [[ "$AGENT" == tool_agent ]]; then
+  # verl's loop + our tool; B and the observation cap as gta.agent's; Qwen2.5's tool template
+  # (the tiny model's tokenizer has none; a Qwen2.5-Instruct checkpoint ships it).
+  AGENT_ARGS=(
+    actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent
+    actor_rollout_ref.rollout.multi_turn.tool_config_path="$GTA_CONFIG_DIR/tools/graph_search.yaml"
+    actor_rollout_ref.rollout.multi_turn.format=hermes
+    actor_rollout_ref.rollout.multi_turn.max_assistant_turns=5
+    actor_rollout_ref.rollout.multi_turn.max_tool_response_length=2048
+    'actor_rollout_ref.model.custom_chat_template=${gta_chat_template:qwen2.5_tools}'
+  )
+fi
 if [[ "$CONFIG" != gta_grpo ]]; then
   # The teacher (verl distillation pool) served by hf_cpu too, one logical GPU of its own.
   RECIPE_ARGS+=(distillation.n_gpus_per_node=1 distillation.nnodes=1
@@ -139,4 +167,4 @@ run() {
   fi
 }
 run "$PYTHON" -m verl.trainer.main_ppo --config-path "$GTA_CONFIG_DIR" --config-name "$CONFIG" \
-  "${CPU_ARGS[@]}" "${RECIPE_ARGS[@]}" "$@"
+  "${CPU_ARGS[@]}" "${RECIPE_ARGS[@]}" "${AGENT_ARGS[@]}" "$@"
