@@ -75,8 +75,17 @@ def _loop_metrics(extra: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         "retrieval_error_rate": sum(errors) / sum(searches) if sum(searches) else 0.0,
         "num_searches": sum(searches) / n,
         "invalid_actions": sum(invalid) / n,
-        "answer_rate": sum(_plain(ef.get(schema.EF_ANSWER)) is not None for ef in extra) / n,
+        "answer_rate": sum(_answered(ef) for ef in extra) / n,
     }
+
+
+def _answered(ef: Mapping[str, Any]) -> bool:
+    """``gta/answer`` when the loop records it; verl's ``tool_agent`` does not, so there the
+    reward manager's ``has_answer`` (parsed from the response text) decides."""
+    if schema.EF_ANSWER in ef:
+        return _plain(ef.get(schema.EF_ANSWER)) is not None
+    info = _plain(ef.get("reward_extra_info")) or {}
+    return (_num(info.get("has_answer")) or 0.0) > 0
 
 
 def _reward_metrics(infos: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:

@@ -71,3 +71,16 @@ def test_kl_token_frac():
     # 12 distilled tokens of 48 response tokens = 0.25; no tokens → 0
     assert kl_token_frac(12, 48) == {"gta/kl_token_frac": 0.25}
     assert kl_token_frac(0, 0) == {"gta/kl_token_frac": 0.0}
+
+
+def test_answer_rate_of_tool_agent_rows():
+    # verl's tool_agent writes no gta/answer: the manager's has_answer decides (2 of 3 answered);
+    # a row of our loop keeps its recorded answer (None = no answer, whatever has_answer says).
+    tool_rows = [
+        {schema.EF_NUM_SEARCHES: 1, "reward_extra_info": {"has_answer": 1.0}},
+        {schema.EF_NUM_SEARCHES: 0, "reward_extra_info": {"has_answer": 0.0}},
+        {schema.EF_NUM_SEARCHES: 2, "reward_extra_info": {"has_answer": 1.0}},
+    ]
+    assert evidence_step_metrics(tool_rows)["gta/answer_rate"] == pytest.approx(2 / 3)
+    mixed = [_traj(0, 1, 0, None, {"has_answer": 1.0}), tool_rows[0]]
+    assert evidence_step_metrics(mixed)["gta/answer_rate"] == pytest.approx(1 / 2)
