@@ -5,7 +5,10 @@ sampling_params=, image_data=, video_data=)`` on the handle a :class:`RolloutRep
 and expects a ``TokenOutput`` whose ``extra_fields["global_steps"]`` is the int weight version
 (``llm_server.py:161`` copies it into ``min/max_global_steps``; the V1 trainer builds an int array
 from them). The replica and the trainer also call the lifecycle methods below (sleep / wake-up /
-abort / profiling / KV-cache); on a CPU with one in-process model they have nothing to free.
+abort / profiling / KV-cache); on a CPU with one in-process model they have nothing to free, except
+that abort / resume are verl's partial rollouts (``colocate_async``): :meth:`HFRolloutServer.abort_all_requests`
+answers the requests in flight with their tokens so far (stop reason ``"aborted"``) and parks new
+ones until :meth:`HFRolloutServer.resume_generation`, as verl's vLLM server does.
 
 Weights arrive through :meth:`HFRolloutServer.load_weights` from the in-worker adapter
 (:class:`gta_verl.cpu.rollout.HFCPUServerAdapter`), then :meth:`set_global_steps` stamps the version.
@@ -57,6 +60,9 @@ class HFRolloutServer:
 
         self.max_batch = int(max_batch)
         self._batcher = GenerationBatcher(self.model, self.tokenizer, self.response_length, self.max_batch, self._lock)
+        self._serving = asyncio.Event()  # cleared between an abort and the resume
+        self._serving.set()
+        self._rejecting = False
 
     async def generate(
         self,
@@ -70,6 +76,11 @@ class HFRolloutServer:
         """Generate for one request; see :func:`gta_verl.llm.hf_generate.hf_generate`."""
         if image_data is not None or video_data is not None:
             raise ValueError("hf_cpu rollout serves text-only models")
+        if not self._serving.is_set():
+            if self._rejecting:  # verl's client retries an aborted request after a second
+                return TokenOutput(token_ids=[], log_probs=[], stop_reason="aborted", num_preempted=0,
+                                   extra_fields={"global_steps": int(self.global_steps)})
+            await self._serving.wait()  # parked until the weights are updated
         out = await self._batcher.generate(list(prompt_ids), dict(sampling_params))
         return TokenOutput(
             token_ids=out.token_ids,
@@ -110,18 +121,24 @@ class HFRolloutServer:
         with torch.no_grad():
             return float(sum(p.double().sum() for p in self.model.parameters()))
 
-    # Lifecycle calls of RolloutReplica / CheckpointEngineManager: one CPU model, nothing to free.
+    # Other lifecycle calls of RolloutReplica / CheckpointEngineManager: one CPU model, nothing to free.
     async def wake_up(self, tags: Any = None) -> None:
         return None
 
     async def sleep(self) -> None:
         return None
 
-    async def abort_all_requests(self, reject_request: bool = False) -> None:
-        return None
+    async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
+        """Partial rollout: answer every request in flight "aborted"; park (or reject) new ones."""
+        self._serving.clear()
+        self._rejecting = bool(reject_request)
+        return {"aborted_count": self._batcher.abort_all(), "request_ids": []}
 
     async def resume_generation(self) -> None:
-        return None
+        """Serve again after :meth:`abort_all_requests` (verl calls it after the weight update)."""
+        self._rejecting = False
+        self._batcher.resume()
+        self._serving.set()
 
     async def clear_kv_cache(self) -> None:
         return None

@@ -177,6 +177,10 @@ class GenerationBatcher:
     join at the next chunk (continuous batching at chunk granularity; the continuation's
     distribution is the same, its prefix is re-encoded once per chunk).
 
+    :meth:`abort_all` is verl's partial-rollout abort: every queued request, and every row of the
+    call in flight once its chunk ends, is answered with the tokens it has and stop reason
+    ``"aborted"`` (verl's async client re-sends prompt + those tokens after the weight update).
+
     Args:
         model, tokenizer: The causal LM and its tokenizer.
         response_length: Budget of a request that names no ``max_tokens``.
@@ -193,7 +197,27 @@ class GenerationBatcher:
         self.lock = lock or asyncio.Lock()
         self._pending: list[_Pending] = []
         self._worker: asyncio.Task | None = None
+        self._aborting = False
         self.batches: list[int] = []  # rows per model call (tests and the step-cost table)
+
+    def abort_all(self) -> int:
+        """Answer every queued request "aborted" now, rows in flight after their chunk; return the count."""
+        self._aborting = True
+        aborted = [g for g in self._pending if not g.future.done()]
+        self._pending = []
+        for g in aborted:
+            self._finish(g, "aborted")
+        return len(aborted)
+
+    def resume(self) -> None:
+        """Serve requests again after :meth:`abort_all`."""
+        self._aborting = False
+
+    @staticmethod
+    def _finish(g: _Pending, reason: str) -> None:
+        if not g.future.done():
+            lp = g.log_probs if g.params.get("logprobs") else None
+            g.future.set_result(Generation(g.tokens, lp, reason))
 
     async def generate(self, prompt_ids: list[int], params: dict[str, Any]) -> Generation:
         """Queue one request and await its result; a request :func:`batch_key` keeps alone is served alone."""
@@ -232,8 +256,9 @@ class GenerationBatcher:
                 g.tokens += out.token_ids
                 if out.log_probs is not None:
                     g.log_probs += out.log_probs
-                if out.stop_reason == "chunk":
+                if out.stop_reason == "chunk" and self._aborting:
+                    self._finish(g, "aborted")
+                elif out.stop_reason == "chunk":
                     self._pending.append(g)
-                elif not g.future.done():
-                    lp = g.log_probs if out.log_probs is not None else None
-                    g.future.set_result(Generation(g.tokens, lp, out.stop_reason))
+                else:
+                    self._finish(g, out.stop_reason)

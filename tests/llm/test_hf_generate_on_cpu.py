@@ -208,3 +208,40 @@ def test_chunked_batcher_equals_single_requests(tiny):
         want = hf_generate(model, tok, p, {**GREEDY, "max_tokens": b}, 64)
         assert got.token_ids == want.token_ids and got.stop_reason == want.stop_reason == "length"
         assert torch.allclose(torch.tensor(got.log_probs), torch.tensor(want.log_probs), atol=1e-4)
+
+
+def test_server_abort_returns_partial_tokens_and_resume_continues(tiny, prompt):
+    """verl's partial rollout on hf_cpu: an abort answers the turn in flight with its tokens so far
+    ("aborted"), a request sent while paused waits for the resume, and the continuation after the
+    resume (same weights, greedy) completes exactly the uninterrupted generation."""
+    import asyncio
+
+    from gta_verl.cpu.server import HFRolloutServer
+    from gta_verl.cpu.tiny_model import build_tiny_model
+
+    model, tok = tiny
+    full = hf_generate(model, tok, prompt, {**GREEDY, "max_tokens": 12}, 64)
+
+    async def run():
+        server = HFRolloutServer(str(build_tiny_model(seed=0)), response_length=64, max_batch=8)
+        server._batcher.chunk = 2  # an abort lands at the next 2-token chunk boundary
+        first = asyncio.create_task(server.generate(prompt_ids=list(prompt), request_id="r",
+                                                    sampling_params={**GREEDY, "max_tokens": 12}))
+        while not server._batcher.batches:  # the first chunk is being generated
+            await asyncio.sleep(0.005)
+        await server.abort_all_requests()
+        part = await first
+        k = len(part.token_ids)
+        resumed = asyncio.create_task(server.generate(prompt_ids=list(prompt) + part.token_ids, request_id="r",
+                                                      sampling_params={**GREEDY, "max_tokens": 12 - k}))
+        await asyncio.sleep(0.2)
+        parked = not resumed.done()
+        await server.set_global_steps(1)
+        await server.resume_generation()
+        return part, await resumed, parked
+
+    part, rest, parked = asyncio.run(run())
+    assert part.stop_reason == "aborted" and 0 < len(part.token_ids) < 12
+    assert parked and part.extra_fields["global_steps"] == 0 and rest.extra_fields["global_steps"] == 1
+    assert part.token_ids + rest.token_ids == full.token_ids and rest.stop_reason == full.stop_reason
+    assert torch.allclose(torch.tensor(part.log_probs + rest.log_probs), torch.tensor(full.log_probs), atol=1e-4)
