@@ -60,6 +60,7 @@ def test_tool_agent_knob(monkeypatch):
     assert rollout.agent.default_agent_loop == "tool_agent"
     assert rollout.multi_turn.tool_config_path.endswith("gta_verl/config/tools/graph_search.yaml")
     assert rollout.multi_turn.format == "hermes" and rollout.multi_turn.max_assistant_turns == 5
+    assert cfg.data.max_prompt_length == 512  # the tool list in the system prompt
     assert cfg.actor_rollout_ref.model.custom_chat_template == QWEN25_TOOL_CHAT_TEMPLATE
     assert "TaskRunnerV1" in run_main_ppo_until_ray(cfg, monkeypatch)
     resolve_job_names(cfg)

@@ -128,8 +128,10 @@ esac
 AGENT_ARGS=()
 if [[ "$AGENT" == tool_agent ]]; then
   # verl's loop + our tool; B and the observation cap as gta.agent's; Qwen2.5's tool template
-  # (the tiny model's tokenizer has none; a Qwen2.5-Instruct checkpoint ships it).
+  # (the tiny model's tokenizer has none; a Qwen2.5-Instruct checkpoint ships it). The template's
+  # tool list adds ~170 prompt tokens (342 with a MuSiQue question), so the prompt budget grows.
   AGENT_ARGS=(
+    data.max_prompt_length=512
     actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent
     actor_rollout_ref.rollout.multi_turn.tool_config_path="$GTA_CONFIG_DIR/tools/graph_search.yaml"
     actor_rollout_ref.rollout.multi_turn.format=hermes
