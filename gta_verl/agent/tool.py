@@ -23,7 +23,6 @@ with the OpenAI-style function schema ``search(query: str)``.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ from gta_verl.agent.observation import fit_observation
 from gta_verl.data import schema
 from gta_verl.data.types import RetrievalHit
 from gta_verl.protocol import INVALID_ACTION_MESSAGE
+from gta_verl.strict_config import StrictConfig
 from gta_verl.verl_compat import BaseTool, OpenAIFunctionToolSchema, ToolResponse
 
 __all__ = ["GraphSearchTool", "ToolSettings", "fill_search", "record_invalid", "reserve_search"]
@@ -41,7 +41,7 @@ TOOL_NAME = "search"
 
 
 @dataclass(frozen=True)
-class ToolSettings:
+class ToolSettings(StrictConfig):
     """The tool's YAML ``config`` (besides verl's ``type: native``).
 
     Attributes:
@@ -56,6 +56,8 @@ class ToolSettings:
             large, or verl cuts the text after the doc ids were recorded.
     """
 
+    WHERE = "GraphSearchTool config"
+
     actor_name: str = "gta_verl_graph_retriever"
     kb_dir: str | None = None
     timeout_s: float = 30.0
@@ -64,14 +66,9 @@ class ToolSettings:
     max_obs_chars: int = 2048
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None) -> ToolSettings:
-        """Build from the YAML ``config``; unknown keys raise with the valid ones named."""
-        values = {k: v for k, v in dict(values or {}).items() if k != "type"}
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"GraphSearchTool config: unknown keys {unknown}; valid: {sorted(known)}")
-        return cls(**values)
+    def from_tool_config(cls, config: Mapping[str, Any] | None) -> ToolSettings:
+        """From verl's tool ``config`` (its ``type`` key is verl's); unknown keys raise, naming the valid ones."""
+        return cls.from_mapping({k: v for k, v in dict(config or {}).items() if k != "type"})
 
     def trainer_config(self) -> dict[str, Any]:
         """The slice of a trainer config :func:`get_retriever_client` reads."""
@@ -130,7 +127,7 @@ class GraphSearchTool(BaseTool):
 
     def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema | None) -> None:
         super().__init__(config, tool_schema)
-        self.settings = ToolSettings.from_mapping(config)
+        self.settings = ToolSettings.from_tool_config(config)
         self._client: Any = None
 
     async def _retriever(self) -> Any:

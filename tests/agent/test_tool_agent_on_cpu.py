@@ -156,5 +156,5 @@ def test_tool_records_only_shown_passages_and_invalid_calls(retriever):
     assert resp.text == "<info>Doc 1(Title: T film) text about film</info>"
     assert (reward, metrics) == (0.0, {"num_docs": 1})
     assert data.extra_fields[schema.EF_TURN_DOC_IDS] == [["d:film"]] and data.extra_fields[schema.EF_NUM_SEARCHES] == 1
-    with pytest.raises(ValueError, match="unknown keys \\['topk'\\]"):
-        ToolSettings.from_mapping({"type": "native", "topk": 3})
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['topk'\] under GraphSearchTool config"):
+        ToolSettings.from_tool_config({"type": "native", "topk": 3})
