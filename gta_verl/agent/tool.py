@@ -37,9 +37,6 @@ from gta_verl.verl_compat import BaseTool, OpenAIFunctionToolSchema, ToolRespons
 
 __all__ = ["GraphSearchTool", "ToolSettings", "fill_search", "record_invalid", "reserve_search"]
 
-TOOL_NAME = "search"
-
-
 @dataclass(frozen=True)
 class ToolSettings(StrictConfig):
     """The tool's YAML ``config`` (besides verl's ``type: native``).
@@ -76,6 +73,7 @@ class ToolSettings(StrictConfig):
                                       "timeout_s": float(self.timeout_s)}}}
 
     def agent_config(self) -> AgentConfig:
+        """The transport part of ``gta.agent`` :func:`get_retriever_client` reads."""
         return AgentConfig(retriever_transport=self.transport, retriever_url=self.retriever_url)
 
 
