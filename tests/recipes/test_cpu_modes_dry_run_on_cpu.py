@@ -1,7 +1,7 @@
 """The CPU recipe's knobs for async modes and verl's tool agent, checked up to where Ray starts.
 
 ``recipes/cpu/run.sh`` is run with ``DRY_RUN=1``; its ``main_ppo`` argv is composed with the
-Hydra node, the recipe YAML's preflight callback runs as ``@hydra.main`` runs it, and then
+Hydra node, the recipe YAML's callbacks (preflight, recipe guard) run as ``@hydra.main`` runs them, and then
 verl's ``main_ppo.main`` body (``run_ppo`` replaced) and the names the job resolves after Ray
 starts are checked, as in ``test_validate_config_on_cpu.py``.
 """
@@ -30,7 +30,9 @@ def _launch(recipe: str, *overrides: str, **env: str):
     args = [a for a in argv[argv.index("--config-name") + 2 :] if not a.startswith("--")]
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         cfg = compose(config_name=name, overrides=args, return_hydra_config=True)
-    Callbacks(cfg).on_run_start(config=cfg, config_name=name)
+    callbacks = Callbacks(cfg)  # the preflight, then the recipe guard, in Hydra's order
+    callbacks.on_run_start(config=cfg, config_name=name)
+    callbacks.on_job_start(config=cfg, task_function=None)
     with open_dict(cfg):
         del cfg["hydra"]
     return cfg
@@ -48,7 +50,7 @@ def test_colocate_async_knob(recipe, trainer, monkeypatch):
 
 
 def test_separate_async_on_cpu_stops_in_one_line():
-    with pytest.raises(SystemExit, match=r"^gta-verl: trainer.v1.trainer_mode=separate_async cannot run: "):
+    with pytest.raises(SystemExit, match=r"^gta_verl: trainer.v1.trainer_mode=separate_async cannot run: "):
         _launch("gta_stage1", "trainer.v1.trainer_mode=separate_async")
 
 
@@ -67,5 +69,5 @@ def test_tool_agent_knob(monkeypatch):
 
 
 def test_tool_agent_with_path_router_stops_in_one_line():
-    with pytest.raises(SystemExit, match="^gta-verl: PathRouter needs .*gta_search_agent"):
+    with pytest.raises(SystemExit, match="^gta_verl: PathRouter needs .*gta_search_agent"):
         _launch("path_router", AGENT="tool_agent")
