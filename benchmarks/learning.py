@@ -221,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sft-steps", type=int, default=1000, help="verl SFT steps of the warm start")
     p.add_argument("--rl-fraction", type=float, default=0.0,
                    help="share of the training questions kept out of SFT for the GRPO prompts (0: GRPO on SFT's)")
+    p.add_argument("--split", default="components", choices=("components", "documents"),
+                   help="how questions are split (SFTSettings.split): whole components, or document communities")
+    p.add_argument("--heldout-fraction", type=float, default=0.2,
+                   help="held-out share (of questions for --split components, of documents for documents)")
+    p.add_argument("--sft-val-rows", type=int, default=0, help="held-out questions in SFT's validation loss (0: all)")
     p.add_argument("--untrained-questions", type=int, default=32, help="questions the random policy is run on")
     p.add_argument("--real-qa", default="bundled",
                    help="real QA parquet every checkpoint is also evaluated on ('bundled': the 100 MuSiQue "
@@ -236,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.real_qa == "bundled":
         args.real_qa = str(_bundled_musique_qa(default_root() / "data"))
     t0 = time.perf_counter()
-    settings = SFTSettings(n_paths=args.n_paths, steps=args.sft_steps, rl_fraction=args.rl_fraction)
+    settings = SFTSettings(n_paths=args.n_paths, steps=args.sft_steps, rl_fraction=args.rl_fraction,
+                           split=args.split, heldout_fraction=args.heldout_fraction, val_rows=args.sft_val_rows)
     ws = build_warm_start(kb, args.warm_start_root, settings=settings)
     print(f"warm start: {ws.model} ({time.perf_counter() - t0:.0f} s)", flush=True)
     n = args.eval_questions

@@ -37,7 +37,12 @@ class SFTSettings:
     """verl SFT knobs of the warm start (documented in docs/learning.md).
 
     ``rl_fraction`` of the training questions is held out of SFT for GRPO prompts (see
-    :attr:`WarmStart.rl_questions`); 0 keeps every training question in SFT.
+    :attr:`WarmStart.rl_questions`); 0 keeps every training question in SFT. ``split`` is ``components``
+    (whole components of "shares a target document" per side; fractions of questions) or ``documents``
+    (communities of target documents per side, straddling questions dropped; fractions of documents), the
+    one that still splits when thousands of questions share a small corpus (:mod:`gta_verl.data.split`).
+    ``val_rows`` > 0 keeps only the first that many held-out questions in SFT's validation loss (each
+    ``trainer.test_freq`` pass is a forward over all of them); evaluation still uses every held-out question.
     """
 
     n_paths: int = 600
@@ -51,10 +56,12 @@ class SFTSettings:
     seed: int = 0
     model: WarmStartModel = field(default_factory=WarmStartModel)
     rl_fraction: float = 0.0
+    split: str = "components"
+    val_rows: int = 0
 
 
 #: Knobs whose default leaves the cache key unchanged (warm starts built before the knob existed stay valid).
-_KEY_DEFAULTS = {"rl_fraction": 0.0}
+_KEY_DEFAULTS: dict[str, Any] = {"rl_fraction": 0.0, "split": "components", "val_rows": 0}
 
 
 #: The main job's and the learning regression test's warm start: 96 paths, a 2-layer 128-wide Qwen2,
@@ -108,7 +115,7 @@ def layout(root: Path) -> WarmStart:
 
 
 def _write_questions(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, Any]:
-    from gta_verl.data.split import split_sft_rl_heldout
+    from gta_verl.data.split import split_by_document_communities, split_sft_rl_heldout
     from gta_verl.retrieval.retriever import GraphRetriever
     from gta_verl.synth.generators.registry import make_generator
     from gta_verl.synth.pipeline import synthesize
@@ -120,15 +127,24 @@ def _write_questions(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, A
     trajs = list(res.validated)
     # RL prompts (rl_fraction > 0) share no target document with an SFT question: a policy that memorized
     # its SFT questions has nothing to recall on them, as on the held-out side.
-    train, rl, held = split_sft_rl_heldout([t.path_doc_ids for t in trajs], s.heldout_fraction, s.rl_fraction,
-                                           s.seed)
+    targets = [t.path_doc_ids for t in trajs]
+    counts: dict[str, int] = {}
+    if s.split == "documents":
+        cut = split_by_document_communities(targets, s.heldout_fraction, s.rl_fraction, s.seed)
+        train, rl, held, counts = cut.sft, cut.rl, cut.heldout, cut.counts()
+    elif s.split == "components":
+        train, rl, held = split_sft_rl_heldout(targets, s.heldout_fraction, s.rl_fraction, s.seed)
+    else:
+        raise ValueError(f"SFTSettings.split must be 'components' or 'documents', got {s.split!r}")
     passages = {p.doc_id: p for p in retriever.kb.passages}
-    meta = {"funnel": res.funnel.to_dict(), "split": "no target document shared between train, RL and held-out"}
+    meta = {"funnel": res.funnel.to_dict(), "split": "no target document shared between train, RL and held-out",
+            "split_method": s.split, **({"split_counts": counts} if counts else {})}
     write_stage1_parquet([trajs[i] for i in train], ws.train, passages, metadata=meta)
     write_stage1_parquet([trajs[i] for i in held], ws.heldout, passages, metadata=meta)
     if rl:
         write_stage1_parquet([trajs[i] for i in rl], ws.rl, passages, metadata=meta)
-    return {"validated": len(trajs), "train": len(train), "rl": len(rl), "heldout": len(held)}
+    return {"validated": len(trajs), "train": len(train), "rl": len(rl), "heldout": len(held),
+            "dropped_straddling_sides": len(trajs) - len(train) - len(rl) - len(held)}
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -146,7 +162,7 @@ def _prepare_sft(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, Any]:
     tok = train_corpus_tokenizer(sft_data.tokenizer_texts(load_kb(kb_dir).passages, train))
     sft_data.init_model_dir(ws.init_model, tok, size=s.model, seed=s.seed)
     stats: dict[str, Any] = {"vocab": len(tok)}
-    for name, rows in (("train", train), ("val", held)):
+    for name, rows in (("train", train), ("val", held[: s.val_rows] if s.val_rows > 0 else held)):
         recs = sft_data.replay_rows(rows, tok, kb_dir)
         sft_data.write_sft_parquet(recs, ws.root / "sft" / f"{name}.parquet")
         lens = [len(r["input_ids"]) for r in recs]

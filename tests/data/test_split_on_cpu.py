@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from gta_verl.cpu.warm_start import SFTSettings, settings_key
-from gta_verl.data.split import split_disjoint_targets, split_sft_rl_heldout
+from gta_verl.data.split import split_by_document_communities, split_disjoint_targets, split_sft_rl_heldout
 
 
 def test_linked_questions_stay_together_and_no_target_crosses() -> None:
@@ -55,3 +57,40 @@ def test_rl_fraction_left_at_zero_keeps_the_warm_start_cache_key() -> None:
     # A warm start built before the knob existed is found again: the default adds nothing to the key.
     assert "rl_fraction" not in settings_key(SFTSettings())
     assert settings_key(SFTSettings(rl_fraction=0.25))["rl_fraction"] == 0.25
+    assert not {"split", "val_rows"} & set(settings_key(SFTSettings()))
+    assert settings_key(SFTSettings(split="documents", val_rows=256))["split"] == "documents"
+
+
+def _triangle(prefix: str) -> list[list[str]]:
+    return [[f"{prefix}1", f"{prefix}2"], [f"{prefix}2", f"{prefix}3"], [f"{prefix}1", f"{prefix}3"]]
+
+
+def test_document_split_keeps_communities_whole_and_drops_the_bridge() -> None:
+    # Three triangles of documents (a, b, c), each the targets of three questions, plus one question
+    # bridging a1-b1. Modularity puts each triangle in its own community. 9 documents: held-out quota
+    # 0.3 * 9 = 2.7 is met by the first shuffled triangle (3 docs), RL's 2.7 by the second, SFT gets the
+    # third; the bridge (row 9) has targets on two sides and is dropped: 3 + 3 + 3 + 1 = 10 rows.
+    targets = _triangle("a") + _triangle("b") + _triangle("c") + [["a1", "b1"]]
+    for seed in range(4):
+        cut = split_by_document_communities(targets, 0.3, 0.3, seed)
+        assert (len(cut.sft), len(cut.rl), len(cut.heldout), cut.dropped) == (3, 3, 3, [9])
+        for side in (cut.sft, cut.rl, cut.heldout):
+            assert side in ([0, 1, 2], [3, 4, 5], [6, 7, 8])
+        assert cut.counts() == {"sft": 3, "rl": 3, "heldout": 3, "dropped_straddling_sides": 1}
+
+
+def test_document_split_shares_no_target_and_loses_no_row() -> None:
+    rng = random.Random(7)
+    targets = [rng.sample([f"d{i}" for i in range(60)], rng.choice((2, 3))) for _ in range(400)]
+    for seed in (0, 1):
+        cut = split_by_document_communities(targets, 0.15, 0.15, seed)
+        sides = [cut.sft, cut.rl, cut.heldout]
+        assert sorted(cut.sft + cut.rl + cut.heldout + cut.dropped) == list(range(400))
+        docs = [{d for i in side for d in targets[i]} for side in sides]
+        assert not (docs[0] & docs[1]) and not (docs[0] & docs[2]) and not (docs[1] & docs[2])
+        assert cut == split_by_document_communities(targets, 0.15, 0.15, seed)  # a function of the seed
+
+
+def test_document_split_rejects_fractions_that_leave_no_sft_side() -> None:
+    with pytest.raises(ValueError, match="rl_fraction"):
+        split_by_document_communities([["a", "b"]], 0.5, 0.5)
