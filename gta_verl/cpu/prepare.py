@@ -73,17 +73,20 @@ def prepare_cpu_inputs(root: Path | None = None, kb_dir: Path | None = None, see
         kb_dir: An existing KB to use instead of ``root/kb_musique`` (e.g. the test suite's cached KB).
         seed: Seed of the tiny model and of the Stage-I synthesis.
     """
-    from gta_verl.cpu.tiny_model import build_tiny_model
+    from gta_verl.cpu.tiny_model import TINY_MODEL_VERSION, build_corpus_tiny_model
     from gta_verl.data.prep import prepare_musique
+    from gta_verl.kb.store import manifest_digest, read_manifest
 
     root = Path(root or default_root())
     root.mkdir(parents=True, exist_ok=True)
-    model = build_tiny_model(seed=seed)
     kb = _ensure_kb(Path(kb_dir) if kb_dir else root / "kb_musique")
     qa = root / "data" / "musique_train.parquet"
     if not qa.is_file():
         qa = Path(prepare_musique(root / "data", verbose=False)["qa"])
     stage1 = _ensure_stage1(kb, root / f"stage1_template_s{seed}.parquet", seed)
+    # The tokenizer is trained on this KB and Stage-I set: a model built over another KB is not reused.
+    name = f"tiny_corpus_s{seed}_v{TINY_MODEL_VERSION}_{manifest_digest(read_manifest(kb))}"
+    model = build_corpus_tiny_model(kb, stage1, root / "models" / name, seed=seed)
     return CPUInputs(model=model, kb=kb, stage1=stage1, qa=qa)
 
 

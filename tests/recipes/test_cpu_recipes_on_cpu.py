@@ -33,7 +33,7 @@ RAY_STARTUP_TIMEOUT = "The current node timed out during startup"
 
 pytestmark = pytest.mark.verl_e2e
 
-# The random tiny policy never writes <search>/<answer>, so every rollout of a group gets the same
+# The random tiny policy almost never writes <search>/<answer>, so every rollout of a group gets the same
 # reward and GRPO's advantages are all 0: nothing would change the weights. An entropy term and a
 # large learning rate make step 1 move them (Adam steps ~lr whatever the gradient's size), so that step 2's rollout log-probs
 # equal the actor's recomputation only if the new weights reached the rollout server.
