@@ -50,3 +50,25 @@ def test_read_step_metrics(tmp_path):
     path.write_text('{"step": 1, "data": {}}\nnot json\n')
     with pytest.raises(ValueError, match="m.jsonl:2"):
         read_step_metrics(path)
+
+
+def test_corpus_tiny_model_has_the_corpus_vocabulary_and_is_reused(musique_kb_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    from gta_verl.cpu.prepare import _ensure_stage1
+    from gta_verl.cpu.tiny_model import build_corpus_tiny_model
+    from gta_verl.protocol import SEARCH_CLOSE, SEARCH_OPEN
+
+    stage1 = _ensure_stage1(musique_kb_dir, tmp_path / "stage1.parquet", seed=0)
+    out = build_corpus_tiny_model(musique_kb_dir, stage1, tmp_path / "m", seed=0)
+    cfg = json.loads((out / "config.json").read_text())
+    tok = AutoTokenizer.from_pretrained(str(out))
+    # 4,096 = DEFAULT_VOCAB, the whole vocabulary (bytes, merges, 3 ChatML specials, 8 protocol tags).
+    assert cfg["vocab_size"] == len(tok) == 4096
+    assert (cfg["hidden_size"], cfg["num_hidden_layers"]) == (64, 2)
+    assert tok.convert_tokens_to_ids(["<|endoftext|>", "<|im_start|>", "<|im_end|>"]) == [0, 1, 2]
+    assert len(tok.encode(SEARCH_OPEN, add_special_tokens=False)) == 1
+    assert len(tok.encode(SEARCH_CLOSE, add_special_tokens=False)) == 1
+    stamp = (out / "model.safetensors").stat().st_mtime_ns
+    assert build_corpus_tiny_model(musique_kb_dir, stage1, out, seed=0) == out
+    assert (out / "model.safetensors").stat().st_mtime_ns == stamp
