@@ -17,7 +17,10 @@ modified there. That makes verl's own knob ``trainer.v1.trainer_mode`` safe on o
   …), so the evidence metrics and PathRouter's route weights are never silently lost to
   verl's stock trainer of the same name;
 * combinations that cannot work (``separate_async`` on the CPU backend, verl's
-  ``tool_agent`` with PathRouter or per-turn rewards) stop the launch with one line.
+  ``tool_agent`` with PathRouter or per-turn rewards) stop the launch with one line;
+* the whole ``gta:`` node is read as :class:`gta_verl.config.GTAConfig`, so a misspelt key
+  (``gta.reward.step_shapping``) stops the launch naming the valid ones, instead of being
+  ignored by the section that would have read it.
 
 Any other name is left as given: the recipe's :class:`gta_verl.recipe_guard.RecipeGuard`
 (``on_job_start``, after this callback) refuses every trainer the recipe does not list,
@@ -160,10 +163,17 @@ def apply_preflight(config: Any, family: str) -> ModeChoice:
         The :class:`ModeChoice`; ``config.trainer.v1.trainer_mode`` is its ``trainer``.
 
     Raises:
-        PreflightError: see :func:`resolve_trainer_mode` and :func:`check_agent_loop`.
+        PreflightError: an invalid ``gta:`` node, or see :func:`resolve_trainer_mode` and
+            :func:`check_agent_loop`.
     """
     from omegaconf import OmegaConf, read_write
 
+    from gta_verl.config import GTAConfig
+
+    try:
+        GTAConfig.from_trainer_config(config)
+    except (TypeError, ValueError) as exc:
+        raise PreflightError(f"gta_verl: {' '.join(str(exc).split())}") from None
     rollout = config.actor_rollout_ref.rollout
     choice = resolve_trainer_mode(family, str(config.trainer.v1.trainer_mode), str(rollout.get("name", "")))
     agent = rollout.get("agent") or {}

@@ -128,6 +128,16 @@ def test_callbacks_exit_with_one_line():
         _run_callbacks(cfg)
 
 
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_unknown_gta_key_stops_the_launch_naming_the_valid_ones(recipe):
+    cfg = _compose(recipe, "+gta.reward.step_shapping=potential")
+    with pytest.raises(SystemExit, match=r"^gta_verl: .*step_shapping.*step_shaping"):
+        _run_callbacks(cfg)
+    cfg = _compose(recipe, "+gta.rewardd.x=1")
+    with pytest.raises(PreflightError, match=r"rewardd"):
+        apply_preflight(cfg, RECIPES[recipe])
+
+
 def test_apply_preflight_on_tool_agent_path_router():
     cfg = _compose("path_router", "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent")
     with pytest.raises(PreflightError, match="PathRouter needs"):
