@@ -47,8 +47,11 @@ class FrozenBert:
 
         ex = tokenizer(["a sentence to trace the encoder with", "short"], padding=True, return_tensors="pt")
         with torch.no_grad():
-            traced = torch.jit.trace(_Wrap(model).eval(), (ex["input_ids"], ex["attention_mask"],
-                                                           torch.zeros_like(ex["input_ids"])), strict=False)
+            traced = torch.jit.trace(
+                _Wrap(model).eval(),
+                (ex["input_ids"], ex["attention_mask"], torch.zeros_like(ex["input_ids"])),
+                strict=False,
+            )
             self.graph = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
 
     def __call__(self, input_ids, attention_mask, token_type_ids=None):  # noqa: ANN001, ANN204
@@ -89,8 +92,13 @@ def measure(enc, qs: list[str], sample: list[str]) -> dict:  # noqa: ANN001
     t0 = time.perf_counter()
     vecs = enc.encode(sample)
     build_s = time.perf_counter() - t0
-    return {"single": float(np.median(single)), "batch8": batch8, "build_s": build_s,
-            "q_vecs": enc.encode(qs), "vecs": vecs}
+    return {
+        "single": float(np.median(single)),
+        "batch8": batch8,
+        "build_s": build_s,
+        "q_vecs": enc.encode(qs),
+        "vecs": vecs,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,17 +123,25 @@ def main(argv: list[str] | None = None) -> int:
             res[name] = measure(enc, qs, sample)
         print(name, {k: v for k, v in res[name].items() if "vecs" not in k}, flush=True)
     ref = res["fp32"]
-    labels = {"fp32": "fp32 eager (today; reference)", "torchscript": "fp32, TorchScript trace + freeze",
-              "bf16": "bf16 matmuls (oneDNN fp32_precision='bf16')"}
-    lines = [f"\n### Encoder variants: all-MiniLM-L6-v2, torch {torch.get_num_threads()} threads, "
-             f"{len(qs)} MuSiQue questions, {len(sample):,} of {len(texts):,} KB build texts (every {args.step}th)\n",
-             "| encoder | single query ms (p50) | batch 8 ms/query | build sample s | build speed-up | "
-             "min cosine to fp32: queries | build texts |", "|---|---:|---:|---:|---:|---:|---:|"]
+    labels = {
+        "fp32": "fp32 eager (today; reference)",
+        "torchscript": "fp32, TorchScript trace + freeze",
+        "bf16": "bf16 matmuls (oneDNN fp32_precision='bf16')",
+    }
+    lines = [
+        f"\n### Encoder variants: all-MiniLM-L6-v2, torch {torch.get_num_threads()} threads, "
+        f"{len(qs)} MuSiQue questions, {len(sample):,} of {len(texts):,} KB build texts (every {args.step}th)\n",
+        "| encoder | single query ms (p50) | batch 8 ms/query | build sample s | build speed-up | "
+        "min cosine to fp32: queries | build texts |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, r in res.items():
         cq = np.einsum("ij,ij->i", r["q_vecs"], ref["q_vecs"]).min()
         cb = np.einsum("ij,ij->i", r["vecs"], ref["vecs"]).min()
-        lines.append(f"| {labels[name]} | {r['single']:.1f} | {r['batch8']:.1f} | {r['build_s']:.1f} | "
-                     f"{ref['build_s'] / r['build_s']:.2f}× | {cq:.6f} | {cb:.6f} |")
+        lines.append(
+            f"| {labels[name]} | {r['single']:.1f} | {r['batch8']:.1f} | {r['build_s']:.1f} | "
+            f"{ref['build_s'] / r['build_s']:.2f}× | {cq:.6f} | {cb:.6f} |"
+        )
     print("\n".join(lines))
     return 0
 

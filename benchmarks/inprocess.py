@@ -78,7 +78,7 @@ def single_table(r, qs: list[str], n: int, rounds: int) -> list[str]:  # noqa: A
     per = max(1, n // rounds)
     times: dict[str, list[float]] = {"pre": [], "now": [], "encode": []}
     for rd in range(rounds):
-        chunk = qs[(rd * per) % len(qs):][:per]
+        chunk = qs[(rd * per) % len(qs) :][:per]
         for label in ("pre", "now"):
             with PrePath() if label == "pre" else contextlib.nullcontext():
                 r.retrieve(chunk[:2])  # settle the pools after the switch
@@ -96,12 +96,17 @@ def single_table(r, qs: list[str], n: int, rounds: int) -> list[str]:  # noqa: A
         (f"now: torch products (`gemm` backend {gemm.backend()!r})", "now"),
         ("encoder alone (MiniLM, one query)", "encode"),
     ]
-    lines = [f"\n### One query per `retrieve` call, bundled MuSiQue KB ({len(times['now'])} calls per path, "
-             f"{rounds} interleaved rounds)\n",
-             "| path | p50 ms | p95 ms | p50 speed-up vs reference |", "|---|---:|---:|---:|"]
+    lines = [
+        f"\n### One query per `retrieve` call, bundled MuSiQue KB ({len(times['now'])} calls per path, "
+        f"{rounds} interleaved rounds)\n",
+        "| path | p50 ms | p95 ms | p50 speed-up vs reference |",
+        "|---|---:|---:|---:|",
+    ]
     for label, key in rows:
-        lines.append(f"| {label} | {pct(times[key], 50):.1f} | {pct(times[key], 95):.1f} | "
-                     f"{pre50 / pct(times[key], 50):.2f}× |")
+        lines.append(
+            f"| {label} | {pct(times[key], 50):.1f} | {pct(times[key], 95):.1f} | "
+            f"{pre50 / pct(times[key], 50):.2f}× |"
+        )
     return lines
 
 
@@ -128,10 +133,12 @@ def concurrent_table(r, qs: list[str], callers: list[int], calls: int) -> list[s
     from gta_verl.retrieval.serving.clients import InProcessRetrieverClient
 
     truth = {q: res.doc_ids for q, res in zip(qs, r.retrieve(qs))}
-    lines = [f"\n### Concurrent callers, one query per call, back to back ({calls} calls per row, bundled "
-             "MuSiQue KB)\n",
-             "| client | callers | p50 ms | p95 ms | queries/s | p50 vs reference | answers = `retrieve` |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"\n### Concurrent callers, one query per call, back to back ({calls} calls per row, bundled "
+        "MuSiQue KB)\n",
+        "| client | callers | p50 ms | p95 ms | queries/s | p50 vs reference | answers = `retrieve` |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for c in callers:
         ref50 = None
         for label in ("reference: lock per call, numpy products", "`InProcessRetrieverClient`"):
@@ -143,8 +150,10 @@ def concurrent_table(r, qs: list[str], callers: list[int], calls: int) -> list[s
             p50 = pct(lat, 50)
             ref50 = p50 if pre else ref50
             same = sum(res.doc_ids == truth[q] for q, res in got)
-            lines.append(f"| {label} | {c} | {p50:.1f} | {pct(lat, 95):.1f} | {len(lat) / wall:.1f} | "
-                         f"{(ref50 or p50) / p50:.2f}× | {same}/{len(got)} |")
+            lines.append(
+                f"| {label} | {c} | {p50:.1f} | {pct(lat, 95):.1f} | {len(lat) / wall:.1f} | "
+                f"{(ref50 or p50) / p50:.2f}× | {same}/{len(got)} |"
+            )
             print(lines[-1], flush=True)
     return lines
 
@@ -169,8 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     r.warm()
     qs = questions()
     r.retrieve(qs[:8])
-    out = [f"KB {kb}; torch {torch.get_num_threads()} threads; retriever defaults "
-           f"(ppr_method={r.config.ppr_method!r}, triple_scan={r.config.triple_scan!r})"]
+    out = [
+        f"KB {kb}; torch {torch.get_num_threads()} threads; retriever defaults "
+        f"(ppr_method={r.config.ppr_method!r}, triple_scan={r.config.triple_scan!r})"
+    ]
     out += single_table(r, qs, args.single, args.rounds)
     print("\n".join(out), flush=True)
     out += concurrent_table(r, qs, [int(c) for c in args.callers.split(",")], args.calls)

@@ -175,7 +175,9 @@ def render(m: dict, title: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kb", default=None, help="KB directory (default: build from the bundled MuSiQue subset)")
+    ap.add_argument(
+        "--kb", default=None, help="KB directory (default: build from the bundled MuSiQue subset)"
+    )
     ap.add_argument("--n", type=int, default=200, help="trajectories validated (4n paths are sampled)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "synth.md"))

@@ -65,7 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gta_verl.kb.embed import EmbedderUnavailable
         from gta_verl.kb.store import KBLoadError, KBWriteError
 
-        if not isinstance(exc, (KBLoadError, KBWriteError, DataFormatError, EmbedderUnavailable)) or args.verbose:
+        if (
+            not isinstance(exc, (KBLoadError, KBWriteError, DataFormatError, EmbedderUnavailable))
+            or args.verbose
+        ):
             raise
         print(f"gta-verl: error: {exc}", file=sys.stderr)
         return 2

@@ -16,7 +16,9 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 from verl.experimental.agent_loop.agent_loop import register as register_agent_loop
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, DictConfigWrap  # agent runner
-from verl.experimental.agent_loop.agent_loop import AgentLoopWorker  # plain base of AgentLoopWorkerTQ (teacher worker)
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopWorker,
+)  # plain base of AgentLoopWorkerTQ (teacher worker)
 from verl.utils.dataset.rl_dataset import RLHFDataset  # dataset_cls for AgentLoopBase outside the worker
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 from verl.experimental.reward_loop.reward_manager.registry import (
@@ -40,16 +42,20 @@ from verl.trainer.ppo.core_algos import (
     register_adv_est,
 )
 from verl.workers.rollout.replica import TokenOutput
+
 # PathRouter: V1 trainer, TransferQueue, teacher worker, loss helpers
 import transfer_queue as tq  # noqa: E402  (verl's TransferQueue client: kv_batch_get / kv_batch_put)
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ  # noqa: E402
 from verl.trainer.ppo.v1.trainer_base import get_trainer_cls, register_trainer  # noqa: E402
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync  # noqa: E402
+
 # verl's asynchronous V1 trainers; gta's trainers are one mixin over each (gta_verl/algos/trainer.py)
 from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync  # noqa: E402
 from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync  # noqa: E402
+
 # The client async modes hand agent loops: resumes an aborted generation on the new weights.
 from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient, LLMServerClient  # noqa: E402
+
 # verl's native tool-calling loop (tool_agent) and its tool contract (gta_verl/agent/tool.py)
 from verl.tools.base_tool import BaseTool  # noqa: E402
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse  # noqa: E402
@@ -182,10 +188,10 @@ def _retry_plugin_registration() -> None:
             plugins.LOADED[name] = True
         except Exception:  # noqa: BLE001 - log like verl_plugins does
             logging.getLogger("gta_verl.verl_plugins").error(
-                "gta-verl plugin module %s failed to import: the names it registers are missing", name,
+                "gta-verl plugin module %s failed to import: the names it registers are missing",
+                name,
                 exc_info=True,
             )
 
 
 _retry_plugin_registration()
-

@@ -113,8 +113,9 @@ def _make_client(transport: str, section: RetrieverSection, agent: AgentConfig) 
         except ValueError:
             spec = _spec(section, _require_kb_dir(section, transport))
             handle, recreate = spec.create(), spec.create  # the client keeps the handle alive
-        return rclient.RayRetrieverClient(handle, timeout_s=section.timeout_s, recreate=recreate,
-                                          name=section.actor_name)
+        return rclient.RayRetrieverClient(
+            handle, timeout_s=section.timeout_s, recreate=recreate, name=section.actor_name
+        )
     from gta_verl.retrieval.retriever import GraphRetriever
 
     retriever = GraphRetriever.from_kb_dir(_require_kb_dir(section, transport), section.retrieval)
@@ -125,8 +126,12 @@ def _spec(section: RetrieverSection, kb_dir: str | None = None) -> Any:
     """The creation spec of the job's retriever service from ``gta.retriever``."""
     from gta_verl.retrieval.serving.service import RetrieverSpec
 
-    return RetrieverSpec(kb_dir=str(kb_dir or section.kb_dir), config=section.retrieval.to_dict(),
-                         serving=section.serving.to_dict(), name=section.actor_name)
+    return RetrieverSpec(
+        kb_dir=str(kb_dir or section.kb_dir),
+        config=section.retrieval.to_dict(),
+        serving=section.serving.to_dict(),
+        name=section.actor_name,
+    )
 
 
 async def aretrieve_guarded(client: AsyncRetriever, queries: Sequence[str], timeout_s: float) -> list[Any]:
@@ -190,8 +195,9 @@ def start_job_retriever(trainer_config: Any) -> Any | None:
 
     section = retriever_section(trainer_config)
     kb_dir = _require_kb_dir(section, "ray")
-    return get_or_create_retriever_actor(kb_dir, section.retrieval, name=section.actor_name,
-                                         serving=section.serving)
+    return get_or_create_retriever_actor(
+        kb_dir, section.retrieval, name=section.actor_name, serving=section.serving
+    )
 
 
 def wait_retriever_ready(handle: Any, kb_dir: Any, timeout_s: float = READY_TIMEOUT_S) -> Any:

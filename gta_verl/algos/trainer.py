@@ -156,7 +156,11 @@ class GTATrainerMixin:
 
     def init(self) -> None:
         """Start the retriever, let verl start its workers (the KB loads meanwhile), then wait."""
-        from gta_verl.agent.retriever_access import retriever_section, start_job_retriever, wait_retriever_ready
+        from gta_verl.agent.retriever_access import (
+            retriever_section,
+            start_job_retriever,
+            wait_retriever_ready,
+        )
 
         # Kept for the whole job: the actor is owned by this (TaskRunner) process.
         self.retriever_handle = start_job_retriever(self.config)
@@ -166,7 +170,9 @@ class GTATrainerMixin:
             health = wait_retriever_ready(self.retriever_handle, kb_dir)
             logger.info("gta-verl: retriever ready before the first rollout (%s): %s", kb_dir, health)
 
-    def _compute_metrics(self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int) -> None:
+    def _compute_metrics(
+        self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int
+    ) -> None:
         """verl's step metrics, then ``gta/*`` from the step's ``extra_fields`` (still in TQ)."""
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         dist = self.config.get("distillation", None)
@@ -178,8 +184,9 @@ class GTATrainerMixin:
         keep = _padding_keep(batch, len(extra))
         metrics.update(evidence_step_metrics(extra, keep))
         if with_kl:
-            metrics.update(kl_token_frac(_token_sum(data["distill_mask"], keep), _token_sum(data["response_mask"], keep)))
-
+            metrics.update(
+                kl_token_frac(_token_sum(data["distill_mask"], keep), _token_sum(data["response_mask"], keep))
+            )
 
     def _log_rollout_data(self, batch: Any, timing_raw: dict, rollout_data_dir: str) -> None:
         """verl's text dump (``trainer.rollout_data_dir``), plus the step's token layout next to it.
@@ -195,7 +202,9 @@ class GTATrainerMixin:
         super()._log_rollout_data(batch, timing_raw, rollout_data_dir)
         tensors = ["prompts", "responses", "response_mask", "advantages", "old_log_probs"]
         plain = ["uid", "reward_model", "extra_fields"]
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=tensors + plain)
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=tensors + plain
+        )
         keep = _padding_keep(batch, len(batch.keys))
         rows = {k: [t.tolist() for t, ok in zip(data[k].unbind(0), keep) if ok] for k in tensors}
         for k in plain:

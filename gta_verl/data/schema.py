@@ -97,8 +97,11 @@ def parse_ground_truth(gt: Mapping[str, Any] | Sequence[str] | str) -> tuple[lis
     """
     if isinstance(gt, Mapping):
         answers = gt.get(GT_ANSWERS, gt.get("answers", gt.get("answer", [])))
-        return (_answers(answers), _str_list(gt.get(GT_DOC_IDS, []), GT_DOC_IDS),
-                _str_list(gt.get(GT_SUPPORT_TEXTS, []), GT_SUPPORT_TEXTS))
+        return (
+            _answers(answers),
+            _str_list(gt.get(GT_DOC_IDS, []), GT_DOC_IDS),
+            _str_list(gt.get(GT_SUPPORT_TEXTS, []), GT_SUPPORT_TEXTS),
+        )
     return _answers(gt), [], []
 
 

@@ -46,13 +46,19 @@ def sequence_advantage(advantages: Sequence[float], mask: Sequence[int]) -> floa
     return 0.0
 
 
-def _mean_shift(before: Sequence[float], after: Sequence[float], mask: Sequence[int], want: int) -> float | None:
+def _mean_shift(
+    before: Sequence[float], after: Sequence[float], mask: Sequence[int], want: int
+) -> float | None:
     diffs = [b1 - b0 for b0, b1, m in zip(before, after, mask) if int(m) == want]
     return sum(diffs) / len(diffs) if diffs else None
 
 
-def probe(advantages: Sequence[float], before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
-          masks: Sequence[Sequence[int]]) -> ProbeResult:
+def probe(
+    advantages: Sequence[float],
+    before: Sequence[Sequence[float]],
+    after: Sequence[Sequence[float]],
+    masks: Sequence[Sequence[int]],
+) -> ProbeResult:
     """S_policy and S_obs of the module docstring.
 
     Args:
@@ -73,8 +79,13 @@ def probe(advantages: Sequence[float], before: Sequence[Sequence[float]], after:
             obs += a * o
             n_obs += 1
     n = len(advantages)
-    return ProbeResult(pol / n if n else 0.0, obs / n_obs if n_obs else 0.0, n,
-                       sum(a > 0 for a in advantages), sum(a < 0 for a in advantages))
+    return ProbeResult(
+        pol / n if n else 0.0,
+        obs / n_obs if n_obs else 0.0,
+        n,
+        sum(a > 0 for a in advantages),
+        sum(a < 0 for a in advantages),
+    )
 
 
 def response_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Sequence[int]) -> list[float]:
@@ -83,7 +94,7 @@ def response_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Seque
 
     ids = torch.tensor([list(prompt_ids) + list(response_ids)], dtype=torch.long)
     with torch.no_grad():
-        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1: -1].float()  # [R, V]
+        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()  # [R, V]
     logp = torch.log_softmax(logits, dim=-1)
     return logp.gather(-1, torch.tensor(list(response_ids))[:, None]).squeeze(-1).tolist()
 
@@ -132,9 +143,13 @@ def rescored_rewards(dump: Mapping[str, Any], tokenizer: Any) -> list[float]:
     out = []
     for ids, rm, extra in zip(dump["responses"], dump["reward_model"], dump["extra_fields"]):
         answers, doc_ids, texts = parse_ground_truth(dict(rm)["ground_truth"])
-        request = ScoringRequest(response_text=tokenizer.decode(ids, skip_special_tokens=True),
-                                 answers=tuple(answers), target_doc_ids=tuple(doc_ids), support_texts=tuple(texts),
-                                 extra_fields=dict(extra or {}))
+        request = ScoringRequest(
+            response_text=tokenizer.decode(ids, skip_special_tokens=True),
+            answers=tuple(answers),
+            target_doc_ids=tuple(doc_ids),
+            support_texts=tuple(texts),
+            extra_fields=dict(extra or {}),
+        )
         out.append(score_trajectory_guided(request)[0])
     return out
 
@@ -147,7 +162,10 @@ def probe_step(dump: Mapping[str, Any], model_before: Any, model_after: Any, tok
     """
     from gta_verl.protocol import INFO_CLOSE, INFO_OPEN
 
-    open_id, close_id = tokenizer.convert_tokens_to_ids(INFO_OPEN), tokenizer.convert_tokens_to_ids(INFO_CLOSE)
+    open_id, close_id = (
+        tokenizer.convert_tokens_to_ids(INFO_OPEN),
+        tokenizer.convert_tokens_to_ids(INFO_CLOSE),
+    )
     adv = grpo_advantages(rescored_rewards(dump, tokenizer), dump["uid"])
     before = [response_logprobs(model_before, p, r) for p, r in zip(dump["prompts"], dump["responses"])]
     after = [response_logprobs(model_after, p, r) for p, r in zip(dump["prompts"], dump["responses"])]

@@ -115,8 +115,10 @@ def plot_coverage_by_hops(per_hops: Mapping[int, Mapping[str, float]], out: Path
     hops = [h for h in sorted(per_hops) if per_hops[h].get("n_with_targets", 0)]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     width = 0.38
-    for offset, key, label in ((-width / 2, "target_doc_cov", "TargetDocCov"),
-                               (width / 2, "complete_traj_cov", "CompleteTrajCov")):
+    for offset, key, label in (
+        (-width / 2, "target_doc_cov", "TargetDocCov"),
+        (width / 2, "complete_traj_cov", "CompleteTrajCov"),
+    ):
         vals = [100 * per_hops[h][key] if not math.isnan(per_hops[h][key]) else 0.0 for h in hops]
         ax.bar([i + offset for i in range(len(hops))], vals, width, label=label)
     ax.set_xticks(range(len(hops)), [f"{h}-hop (n={int(per_hops[h]['n_with_targets'])})" for h in hops])

@@ -147,8 +147,10 @@ def write_lock(out: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _holder_pid(fd)
-            raise KBWriteError(f"{out}: another `gta-verl kb build`/`kb add` (pid {holder}) is writing this KB; "
-                               "wait for it to finish or pick another --out") from None
+            raise KBWriteError(
+                f"{out}: another `gta-verl kb build`/`kb add` (pid {holder}) is writing this KB; "
+                "wait for it to finish or pick another --out"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         _held[lock] = 1
@@ -165,5 +167,7 @@ def check_free_space(parent: Path, need_bytes: int) -> None:
     """Fail before writing when the file system clearly cannot hold ``need_bytes``."""
     free = shutil.disk_usage(parent).free
     if free < need_bytes:
-        raise KBWriteError(f"{parent}: {free / 2**20:.1f} MiB free, the KB needs about {need_bytes / 2**20:.1f} MiB; "
-                           "free space or pick another --out")
+        raise KBWriteError(
+            f"{parent}: {free / 2**20:.1f} MiB free, the KB needs about {need_bytes / 2**20:.1f} MiB; "
+            "free space or pick another --out"
+        )

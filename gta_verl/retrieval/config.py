@@ -167,8 +167,14 @@ class RetrieverConfig(StrictConfig):
         for name in ("top_n_triples", "ppr_max_iter", "ppr_block_size", "batch_size", "max_query_chars"):
             if getattr(self, name) < 1:
                 raise bad(name, "must be >= 1")
-        for name in ("passage_seed_top", "max_seed_entities", "max_query_words", "dense_head", "ivf_nprobe",
-                     "hnsw_m"):
+        for name in (
+            "passage_seed_top",
+            "max_seed_entities",
+            "max_query_words",
+            "dense_head",
+            "ivf_nprobe",
+            "hnsw_m",
+        ):
             if getattr(self, name) < 0:
                 raise bad(name, "must be >= 0")
         if self.passage_node_weight < 0:

@@ -81,10 +81,13 @@ def _load_parquet_qa(path: Path, corpus: Mapping[str, Any]) -> list[QAExample]:
     try:
         df = pd.read_parquet(path)
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise DataFormatError(f"{path}: not a readable parquet file ({type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0][:200]})") from None
+        raise DataFormatError(
+            f"{path}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        ) from None
     if "reward_model" not in df.columns:
-        raise DataFormatError(f"{path}: not a verl QA parquet (no reward_model column; columns {list(df.columns)})")
+        raise DataFormatError(
+            f"{path}: not a verl QA parquet (no reward_model column; columns {list(df.columns)})"
+        )
     out, not_in_kb = [], 0
     for i, row in df.iterrows():
         try:
@@ -106,8 +109,12 @@ def _load_parquet_qa(path: Path, corpus: Mapping[str, Any]) -> list[QAExample]:
             )
         )
     if not_in_kb:
-        logger.warning("%s: %d of %d questions rejected: no gold document in the KB (another corpus?)",
-                       path, not_in_kb, len(df))
+        logger.warning(
+            "%s: %d of %d questions rejected: no gold document in the KB (another corpus?)",
+            path,
+            not_in_kb,
+            len(df),
+        )
     if not out:
         raise DataFormatError(f"{path}: none of its {len(df)} questions has a gold document in the KB")
     return out

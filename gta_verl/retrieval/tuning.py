@@ -53,8 +53,13 @@ class FusionChoice:
 
     def apply(self, config: RetrieverConfig) -> RetrieverConfig:
         """``config`` with this order (and seeding)."""
-        return dataclasses.replace(config, fusion=self.fusion, dense_head=self.dense_head,
-                                   fusion_weight=self.fusion_weight, passage_seed_top=self.passage_seed_top)
+        return dataclasses.replace(
+            config,
+            fusion=self.fusion,
+            dense_head=self.dense_head,
+            fusion_weight=self.fusion_weight,
+            passage_seed_top=self.passage_seed_top,
+        )
 
 
 def default_grid(seed_tops: Sequence[int] = (0,)) -> tuple[FusionChoice, ...]:
@@ -171,8 +176,14 @@ def score_questions(retriever: Any, questions: Sequence[str], k: int) -> list[Sc
     return out
 
 
-def mean_recalls(retriever: Any, scored: Sequence[Scored], qa: Sequence[QAExample], ks: Sequence[int],
-                 k_g: int | None = None, k_d: int | None = None) -> dict[int, float]:
+def mean_recalls(
+    retriever: Any,
+    scored: Sequence[Scored],
+    qa: Sequence[QAExample],
+    ks: Sequence[int],
+    k_g: int | None = None,
+    k_d: int | None = None,
+) -> dict[int, float]:
     """Mean recall@k of the hits ``retriever.fused_hits`` orders from cached scores.
 
     ``k_g``/``k_d`` default to ``max(ks)`` each (= :meth:`GraphRetriever.rank`); pass the
@@ -236,7 +247,9 @@ class _Tables:
         self.scored = {
             top: score_questions(
                 ds.retriever.with_config(dataclasses.replace(self.base, mode="hybrid", passage_seed_top=top)),
-                questions, k)
+                questions,
+                k,
+            )
             for top in seed_tops
         }
 
@@ -244,8 +257,14 @@ class _Tables:
         cfg = dataclasses.replace(choice.apply(self.base), mode=mode)
         kg, kd = (cfg.k_graph, cfg.k_dense) if r_q else (None, None)
         scored = self.scored[choice.passage_seed_top]
-        return mean_recalls(self.retriever.with_config(cfg), [scored[i] for i in idx],
-                            [self.qa[i] for i in idx], self.ks, kg, kd)
+        return mean_recalls(
+            self.retriever.with_config(cfg),
+            [scored[i] for i in idx],
+            [self.qa[i] for i in idx],
+            self.ks,
+            kg,
+            kd,
+        )
 
     def references(self, idx: Sequence[int], seed_tops: Sequence[int]) -> dict[str, dict[int, float]]:
         """Dense, and graph at every seeding value of the grid (the bars to match)."""
@@ -298,12 +317,16 @@ def tune_fusion(
         }
         if base_choice.passage_seed_top in seed_tops:  # its scores are cached
             held_rows[f"hybrid (config: {base_choice.label})"] = t.row(held, base_choice, "hybrid")
-        results.append(DatasetResult(
-            name=ds.name, n_tune=len(tune), n_held_out=len(held),
-            tune={**refs, **{c.label: r for c, r in tt.items()}},
-            held_out=held_rows,
-            held_out_candidates={c.label: t.row(held, c, "hybrid") for c in grid},
-        ))
+        results.append(
+            DatasetResult(
+                name=ds.name,
+                n_tune=len(tune),
+                n_held_out=len(held),
+                tune={**refs, **{c.label: r for c, r in tt.items()}},
+                held_out=held_rows,
+                held_out_candidates={c.label: t.row(held, c, "hybrid") for c in grid},
+            )
+        )
     return TuneReport(split_seed, tuple(ks), tuple(objective_ks), chosen, met, tuple(results))
 
 
@@ -311,8 +334,12 @@ def held_out_shortfalls(result: DatasetResult, ks: Sequence[int]) -> list[str]:
     """Where the chosen hybrid falls below dense or graph on the held-out half (``[]`` = nowhere)."""
     rows = result.held_out
     hyb = next(r for name, r in rows.items() if name.startswith("hybrid (chosen"))
-    return [f"R@{k} {hyb[k]:.3f} < {ref} {rows[ref][k]:.3f}"
-            for ref in ("dense", "graph") for k in ks if hyb[k] < rows[ref][k]]
+    return [
+        f"R@{k} {hyb[k]:.3f} < {ref} {rows[ref][k]:.3f}"
+        for ref in ("dense", "graph")
+        for k in ks
+        if hyb[k] < rows[ref][k]
+    ]
 
 
 def _table(rows: Mapping[str, Mapping[int, float]], ks: Sequence[int], bold: str = "") -> list[str]:
@@ -337,11 +364,17 @@ def format_tune_report(report: TuneReport) -> str:
         out += ["", f"### {d.name}: held-out half ({d.n_held_out} questions, not used for the choice)", ""]
         out += _table(d.held_out, report.ks)
         short = held_out_shortfalls(d, report.ks)
-        out += ["", "Held out, chosen hybrid ≥ dense and ≥ graph at every k: "
-                + ("yes" if not short else "no (" + "; ".join(short) + ")")]
+        out += [
+            "",
+            "Held out, chosen hybrid ≥ dense and ≥ graph at every k: "
+            + ("yes" if not short else "no (" + "; ".join(short) + ")"),
+        ]
         out += ["", f"{d.name}: tune half ({d.n_tune} questions; the choice was made here)", ""]
         out += _table(d.tune, report.ks, bold=report.chosen.label)
-        out += ["", f"{d.name}: every candidate on the held-out half (inspection only, not used to choose)",
-                ""]
+        out += [
+            "",
+            f"{d.name}: every candidate on the held-out half (inspection only, not used to choose)",
+            "",
+        ]
         out += _table(d.held_out_candidates, report.ks, bold=report.chosen.label)
     return "\n".join(out)

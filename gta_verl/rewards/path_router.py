@@ -429,7 +429,9 @@ def path_router_reward(
     c = int(em > 0 or f1_score >= cfg.theta_c)
     has_gold = any(str(g).strip() for g in gold_texts)
     p = path_overlap(retrieved_texts, gold_texts, cfg.overlap) if has_gold else 0.0
-    r_s = shaping_reward(n_search, answered, budget_exhausted, queries, cfg, answer_action=prediction is not None)
+    r_s = shaping_reward(
+        n_search, answered, budget_exhausted, queries, cfg, answer_action=prediction is not None
+    )
     r = route(c, p, cfg, has_gold=has_gold)
     evidence_poor = has_gold and p < cfg.theta_p
     select = cfg.kl.enabled and has_gold and (evidence_poor or not cfg.kl.selective)

@@ -25,7 +25,8 @@ def test_non_finite_or_missing_gold_answers_are_refused(bad) -> None:
 def test_scalars_and_arrays_are_answers() -> None:
     assert parse_ground_truth({"target": 1990}) == (["1990"], [], [])
     assert parse_ground_truth({"target": np.int64(7)}) == (["7"], [], [])
-    assert parse_ground_truth({"target": np.array(["a", "b"], dtype=object),
-                               "target_doc_ids": np.array(["d1", "d2"], dtype=object)}) == (["a", "b"], ["d1", "d2"], [])
+    assert parse_ground_truth(
+        {"target": np.array(["a", "b"], dtype=object), "target_doc_ids": np.array(["d1", "d2"], dtype=object)}
+    ) == (["a", "b"], ["d1", "d2"], [])
     assert parse_ground_truth("Paris") == (["Paris"], [], [])
     assert parse_ground_truth(["Paris", "paris"]) == (["Paris", "paris"], [], [])

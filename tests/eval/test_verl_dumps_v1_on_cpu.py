@@ -20,7 +20,11 @@ OUTPUT = (
 
 
 def test_reads_the_file_verl_v1_writes(tmp_path):
-    gts = {"target": ["Christopher Nolan"], "target_doc_ids": ["d1"], "support_texts": ["Tenet\nTenet is ..."]}
+    gts = {
+        "target": ["Christopher Nolan"],
+        "target_doc_ids": ["d1"],
+        "support_texts": ["Tenet\nTenet is ..."],
+    }
     # verl's own writer, as PPOTrainer._validate calls it for trainer.val_only (global step 0).
     trainer_base.PPOTrainer._write_generations(
         inputs=[PROMPT, PROMPT],

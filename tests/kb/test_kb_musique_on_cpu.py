@@ -27,7 +27,11 @@ def test_counts_match_manifest_and_table5_shape(musique_kb):
 
 def test_shapes_and_normalized_embeddings(musique_kb):
     kb = musique_kb
-    for emb, n in ((kb.passage_emb, kb.n_docs), (kb.entity_emb, kb.n_entities), (kb.triple_emb, len(kb.triples))):
+    for emb, n in (
+        (kb.passage_emb, kb.n_docs),
+        (kb.entity_emb, kb.n_entities),
+        (kb.triple_emb, len(kb.triples)),
+    ):
         assert emb.dtype == np.float32 and emb.shape == (n, 384)
         np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-4)
     assert kb.triple_entity_ids.shape == (len(kb.triples), 2)

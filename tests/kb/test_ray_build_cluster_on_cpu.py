@@ -76,8 +76,12 @@ def test_2wiki_spacy_ray_build_on_two_nodes_equals_single_process(two_nodes, tmp
     corpus = _twowiki(tmp_path, 12)
     monkeypatch.setenv("GTA_VERL_CACHE", str(tmp_path / "cache_single"))
     build_kb_from_files(corpus, "hipporag", "spacy", tmp_path / "single", progress=False)
-    opts = RayOptions(shard_passages=4, work_dir=str(tmp_path / "work"),
-                      cache_dir=str(tmp_path / "cache_ray"), encoder_num_cpus=2)  # only node 1 holds 2 CPUs
+    opts = RayOptions(
+        shard_passages=4,
+        work_dir=str(tmp_path / "work"),
+        cache_dir=str(tmp_path / "cache_ray"),
+        encoder_num_cpus=2,
+    )  # only node 1 holds 2 CPUs
     assert ray.is_initialized()  # build_kb_ray joins the cluster's driver instead of starting a local Ray
     _, stats = build_kb_ray(corpus, "hipporag", "spacy", tmp_path / "ray", opts=opts, progress=False)
     assert ray.is_initialized()  # ... and leaves that connection open

@@ -108,7 +108,9 @@ def test_a_kill_between_the_two_renames_leaves_a_loadable_kb(toy, tmp_path: Path
     assert not out.exists()  # the fallback's window: the old KB renamed aside, the new one not yet in place
     kb = load_kb(out)  # recovers the new KB (its manifest was written last, so it is complete)
     assert kb.n_docs == len(TOY_DOCS) and read_manifest(out).get("marker") == "new"
-    assert _leftovers(out) == []  # the recovering load also deleted the old copy (it stayed until a write before)
+    assert (
+        _leftovers(out) == []
+    )  # the recovering load also deleted the old copy (it stayed until a write before)
     save_kb(toy, out)
     assert _leftovers(out) == []  # the old copy left by the kill is cleaned under the lock
 
@@ -145,7 +147,9 @@ with write_lock(Path(sys.argv[1])):
 
 def test_a_second_writer_fails_with_one_line(toy, tmp_path: Path) -> None:
     out = tmp_path / "kb"
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT, str(out)], cwd=REPO, stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_SCRIPT, str(out)], cwd=REPO, stdout=subprocess.PIPE
+    )
     try:
         assert holder.stdout.readline().strip() == b"locked"
         with pytest.raises(KBWriteError, match=rf"pid {holder.pid}\) is writing this KB") as exc:
@@ -218,7 +222,9 @@ def test_a_load_removes_a_killed_writers_copy_but_not_a_live_one(toy, tmp_path: 
     stale = out.parent / ".kb.tmp-deadbeef"
     stale.mkdir()
     (stale / "passages.parquet").write_bytes(b"half")
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT, str(out)], cwd=REPO, stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_SCRIPT, str(out)], cwd=REPO, stdout=subprocess.PIPE
+    )
     try:
         assert holder.stdout.readline().strip() == b"locked"
         assert load_kb(out).n_docs == len(TOY_DOCS)
@@ -233,8 +239,9 @@ def test_a_load_removes_a_killed_writers_copy_but_not_a_live_one(toy, tmp_path: 
 def test_cli_add_takes_the_lock(tmp_path: Path, toy, capsys) -> None:
     out = tmp_path / "kb"
     save_kb(toy, out)
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(_HOLD_SCRIPT), str(out)], cwd=REPO,
-                              stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_HOLD_SCRIPT), str(out)], cwd=REPO, stdout=subprocess.PIPE
+    )
     try:
         assert holder.stdout.readline().strip() == b"locked"
         rc = main(["kb", "add", str(out), "--corpus", str(tmp_path / "x.jsonl"), "--openie", "spacy"])
@@ -251,8 +258,21 @@ def test_a_build_whose_openie_found_nothing_fails_unless_allowed(tmp_path: Path,
     corpus = REPO / "assets" / "hipporag_sample" / "sample_corpus.json"
     other = MUSIQUE_OPENIE
     out = tmp_path / "kb"
-    rc = main(["kb", "build", "--corpus", str(corpus), "--format", "hipporag", "--openie", f"precomputed:{other}",
-               "--out", str(out), "--no-progress"])
+    rc = main(
+        [
+            "kb",
+            "build",
+            "--corpus",
+            str(corpus),
+            "--format",
+            "hipporag",
+            "--openie",
+            f"precomputed:{other}",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and "found no triple in any of" in err[-1] and "--allow-empty" in err[-1]
     assert not out.exists()

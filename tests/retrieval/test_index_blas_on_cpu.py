@@ -59,7 +59,12 @@ def test_scale_spec_keeps_table5_proportions() -> None:
     # ×0.1: 127,542 → 12,754.2 → 12,754; 206,473 → 20,647.3 → 20,647; 382,750 → 38,275;
     # 748,429 → 74,842.9 → 74,843
     assert (s.n_docs, s.n_entities, s.n_doc_entity, s.n_relation, s.n_synonymy) == (
-        1_830, 12_754, 20_647, 38_275, 74_843)
+        1_830,
+        12_754,
+        20_647,
+        38_275,
+        74_843,
+    )
 
 
 def test_make_scaled_graph_counts_uniqueness_and_seed() -> None:

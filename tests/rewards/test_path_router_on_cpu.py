@@ -260,5 +260,6 @@ def test_the_empty_answer_never_beats_a_wrong_guess():
     # never answered and out of budget: timeout -0.2 (unchanged); an empty answer is not a timeout
     timeout = path_router_reward(None, gold, [], no_gold_texts, queries=["q"], budget_exhausted=True, cfg=CFG)
     assert timeout.score == pytest.approx(-0.2)
-    assert path_router_reward("", gold, [], no_gold_texts, queries=["q"], budget_exhausted=True,
-                              cfg=CFG).score == pytest.approx(0.0)
+    assert path_router_reward(
+        "", gold, [], no_gold_texts, queries=["q"], budget_exhausted=True, cfg=CFG
+    ).score == pytest.approx(0.0)

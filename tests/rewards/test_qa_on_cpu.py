@@ -60,8 +60,11 @@ def test_single_string_gold():
         ("<search> q </search>\n\n<info>Doc 1 <answer>leak</answer></info>\n\nno answer", None),
         ("<search> q </search><info>Doc <answer>leak</answer>", None),  # unclosed info to the end
         # stray opener in reasoning: the first closer is </search>, so turn 1 is a search
-        ("I think <answer> might be Paris, let me check <search> capital </search>"
-         "\n\n<info>Doc 1(Title: Lyon) x</info>\n\n<answer> Lyon </answer>", "Lyon"),
+        (
+            "I think <answer> might be Paris, let me check <search> capital </search>"
+            "\n\n<info>Doc 1(Title: Lyon) x</info>\n\n<answer> Lyon </answer>",
+            "Lyon",
+        ),
         # stray opener in an invalid turn (no closer → invalid message), then the answer
         ("maybe <answer> Paris" + INVALID_ACTION_MESSAGE + "<answer> Lyon </answer>", "Lyon"),
         # a closer without opener is an invalid turn, not the end of the rollout

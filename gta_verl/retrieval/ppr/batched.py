@@ -238,8 +238,16 @@ def batched_ppr(
     return (out, iters) if return_iterations else out
 
 
-def _ops_blocks(ops: _Ops, tr: Transition, pers: np.ndarray, method: str, alpha: float, tol: float,
-                max_iter: int, block_size: int) -> tuple[np.ndarray, list[int]]:
+def _ops_blocks(
+    ops: _Ops,
+    tr: Transition,
+    pers: np.ndarray,
+    method: str,
+    alpha: float,
+    tol: float,
+    max_iter: int,
+    block_size: int,
+) -> tuple[np.ndarray, list[int]]:
     """``method="cg"`` / ``"power"`` per block over ``ops``; rows of ``pers`` in internal order."""
     out = np.empty_like(pers)
     iters: list[int] = []

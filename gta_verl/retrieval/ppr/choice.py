@@ -79,15 +79,23 @@ def pick_solver(ppr_method: str, passage_seed_top: int, device: str) -> Solver:
     on_cpu = device == "cpu"
     if ppr_method == "linear":
         if not on_cpu:
-            return Solver("cg", f"ppr_method='linear' runs on CPU only: device={device!r} solves by "
-                                "conjugate gradients on torch")
+            return Solver(
+                "cg",
+                f"ppr_method='linear' runs on CPU only: device={device!r} solves by "
+                "conjugate gradients on torch",
+            )
         if passage_seed_top > 0:
-            return Solver("fused", f"ppr_method='linear' needs every document seeded (its basis is linear "
-                                   f"in them); passage_seed_top={passage_seed_top} solves by the fused power "
-                                   "iteration")
+            return Solver(
+                "fused",
+                f"ppr_method='linear' needs every document seeded (its basis is linear "
+                f"in them); passage_seed_top={passage_seed_top} solves by the fused power "
+                "iteration",
+            )
     if ppr_method == "fused" and not on_cpu:
-        return Solver("cg", f"ppr_method='fused' is a CPU kernel: device={device!r} solves by conjugate "
-                            "gradients on torch")
+        return Solver(
+            "cg",
+            f"ppr_method='fused' is a CPU kernel: device={device!r} solves by conjugate gradients on torch",
+        )
     if ppr_method == "push" and not on_cpu:
         return Solver("push", f"ppr_method='push' is a CPU kernel: it runs on CPU, not on device={device!r}")
     return Solver(ppr_method)

@@ -125,7 +125,14 @@ def _push_batch(indptr, indices, probs, thresh, is_target, perm, isolated, s_ptr
     """Top-``k`` targets of every query's push; ``*_t`` = per-thread :func:`push_scratch` rows."""
     n_q = len(s_ptr) - 1
     for t in numba.prange(n_threads):
-        est, res, inq, seen, touched, queue = est_t[t], res_t[t], inq_t[t], seen_t[t], touched_t[t], queue_t[t]
+        est, res, inq, seen, touched, queue = (
+            est_t[t],
+            res_t[t],
+            inq_t[t],
+            seen_t[t],
+            touched_t[t],
+            queue_t[t],
+        )
         for b in range(t, n_q, n_threads):
             seeds = s_ids[s_ptr[b] : s_ptr[b + 1]]
             vals = s_vals[s_ptr[b] : s_ptr[b + 1]]
@@ -157,8 +164,14 @@ def push_scratch(tr: Transition, threads: int) -> Iterator[tuple[np.ndarray, ...
     n = tr.n_nodes
 
     def fresh() -> tuple[np.ndarray, ...]:
-        return (np.zeros((threads, n)), np.zeros((threads, n)), np.zeros((threads, n), np.bool_),
-                np.zeros((threads, n), np.bool_), np.empty((threads, n), np.int64), np.empty((threads, n), np.int64))
+        return (
+            np.zeros((threads, n)),
+            np.zeros((threads, n)),
+            np.zeros((threads, n), np.bool_),
+            np.zeros((threads, n), np.bool_),
+            np.empty((threads, n), np.int64),
+            np.empty((threads, n), np.int64),
+        )
 
     if not lock.acquire(blocking=False):
         yield fresh()

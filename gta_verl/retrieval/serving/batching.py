@@ -190,8 +190,10 @@ class MicroBatcher:
         """Raise :class:`RequestTooLarge` when ``queries`` exceed ``max_request_chars``."""
         n = request_chars(queries)
         if self.max_request_chars is not None and n > self.max_request_chars:
-            raise RequestTooLarge(f"request holds {n} query characters > limit {self.max_request_chars}; "
-                                  "split it into smaller requests")
+            raise RequestTooLarge(
+                f"request holds {n} query characters > limit {self.max_request_chars}; "
+                "split it into smaller requests"
+            )
 
     def _ensure_worker(self) -> asyncio.Event:
         if self._arrived is None or self._worker is None or self._worker.done():

@@ -109,11 +109,15 @@ class RayRetrieverClient:
                     break
                 time.sleep(0.1)
         if self._seen:
-            raise RetrieverGone(f"{self._label()} is gone for good (killed with ray.kill(no_restart=True) or "
-                                "its creator exited) and this client may not recreate it; recreate it with "
-                                "gta_verl.retrieval.serving.service.get_or_create_retriever_actor")
-        raise RetrieverGone(f"no {self._label()}: the trainer creates it before the first rollout "
-                            "(gta_verl.retrieval.serving.service.get_or_create_retriever_actor)")
+            raise RetrieverGone(
+                f"{self._label()} is gone for good (killed with ray.kill(no_restart=True) or "
+                "its creator exited) and this client may not recreate it; recreate it with "
+                "gta_verl.retrieval.serving.service.get_or_create_retriever_actor"
+            )
+        raise RetrieverGone(
+            f"no {self._label()}: the trainer creates it before the first rollout "
+            "(gta_verl.retrieval.serving.service.get_or_create_retriever_actor)"
+        )
 
     async def _refresh(self, deadline: float) -> None:
         """Fetch the ready replicas from the service (or treat a plain replica as the only one)."""
@@ -228,8 +232,11 @@ class RayRetrieverClient:
         return asyncio.run_coroutine_threadsafe(self.aretrieve(queries), self._loop()).result()
 
     def __getstate__(self) -> dict[str, Any]:  # handles pickle; loops, locks and live routing do not
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_sync_loop", "_sync_lock", "_replicas",
-                                                                      "_out", "_version")}
+        state = {
+            k: v
+            for k, v in self.__dict__.items()
+            if k not in ("_sync_loop", "_sync_lock", "_replicas", "_out", "_version")
+        }
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -260,7 +267,8 @@ class InProcessRetrieverClient:
         self.max_batch = max_batch
         self._lock = threading.Lock()
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, MicroBatcher] = (
-            weakref.WeakKeyDictionary())
+            weakref.WeakKeyDictionary()
+        )
 
     def retrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:
         t0 = time.perf_counter()
@@ -290,8 +298,13 @@ class InProcessRetrieverClient:
         batcher = self._batchers.get(loop)
         if batcher is None:
             # no size limits: a caller in this process may send what `retrieve` accepts
-            batcher = MicroBatcher(self.retrieve, max_batch=self.max_batch, max_wait_ms=0.0,
-                                   max_request_chars=None, max_batch_chars=None)
+            batcher = MicroBatcher(
+                self.retrieve,
+                max_batch=self.max_batch,
+                max_wait_ms=0.0,
+                max_request_chars=None,
+                max_batch_chars=None,
+            )
             self._batchers[loop] = batcher
         return batcher
 

@@ -86,29 +86,39 @@ class LimitedH11Protocol(H11Protocol):
             return
         victim = next(iter(self.waiting))
         if victim is self:
-            logger.warning("max_connections=%d reached, all inside a request: closed a new connection",
-                           self.limits.max_connections)
+            logger.warning(
+                "max_connections=%d reached, all inside a request: closed a new connection",
+                self.limits.max_connections,
+            )
         else:
             # A kept-alive client may see this close as a connection reset on its next request; only
             # under overload, and better than idle sockets starving a client that has a request.
-            logger.warning("max_connections=%d reached: closed the oldest connection without a request",
-                           self.limits.max_connections)
+            logger.warning(
+                "max_connections=%d reached: closed the oldest connection without a request",
+                self.limits.max_connections,
+            )
         victim._close()
 
     def _header_deadline(self) -> None:
         self._header_timer = None
         if self.transport.is_closing():
             return
-        logger.warning("%s: no complete request headers within %g s, connection closed",
-                       _peer(self.client), self.limits.header_timeout_s)
+        logger.warning(
+            "%s: no complete request headers within %g s, connection closed",
+            _peer(self.client),
+            self.limits.header_timeout_s,
+        )
         self._close()
 
     def _body_deadline(self) -> None:
         self._body_timer = None
         if self.transport.is_closing():
             return
-        logger.warning("%s: request body incomplete %g s after its headers: 408, connection closed",
-                       _peer(self.client), self.limits.body_timeout_s)
+        logger.warning(
+            "%s: request body incomplete %g s after its headers: 408, connection closed",
+            _peer(self.client),
+            self.limits.body_timeout_s,
+        )
         cycle = self.cycle
         if cycle is not None and not cycle.response_started:
             # The app's receive() now returns http.disconnect and its sends are dropped, so the 408
@@ -120,11 +130,18 @@ class LimitedH11Protocol(H11Protocol):
 
     def _send_408(self) -> None:
         body = b'{"detail": "request body incomplete after %g s"}' % self.limits.body_timeout_s
-        headers = [*self.server_state.default_headers, (b"content-type", b"application/json"),
-                   (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+        headers = [
+            *self.server_state.default_headers,
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
         try:
-            for event in (h11.Response(status_code=408, headers=headers, reason=b"Request Timeout"),
-                          h11.Data(data=body), h11.EndOfMessage()):
+            for event in (
+                h11.Response(status_code=408, headers=headers, reason=b"Request Timeout"),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            ):
                 self.transport.write(self.conn.send(event))
         except h11.LocalProtocolError:  # h11 no longer allows a response here: closing is all that is left
             pass
@@ -183,10 +200,15 @@ def make_server(app: Any, host: str, port: int, limits: Limits = Limits(), **uvi
     """
     cap = fd_capped(limits.max_connections)
     if cap < limits.max_connections:
-        logger.warning("max_connections %d lowered to %d: the open-file limit (ulimit -n) is %d",
-                       limits.max_connections, cap, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        logger.warning(
+            "max_connections %d lowered to %d: the open-file limit (ulimit -n) is %d",
+            limits.max_connections,
+            cap,
+            resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+        )
     protocol = limited_protocol(dataclasses.replace(limits, max_connections=cap))
-    config = uvicorn.Config(app, host=host, port=port, http=protocol, backlog=ACCEPT_BACKLOG,
-                            **uvicorn_kwargs)
+    config = uvicorn.Config(
+        app, host=host, port=port, http=protocol, backlog=ACCEPT_BACKLOG, **uvicorn_kwargs
+    )
     install_log_filter()  # after uvicorn.Config(), which configures logging
     return LimitedServer(config)

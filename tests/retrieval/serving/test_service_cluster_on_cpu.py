@@ -49,9 +49,12 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def service(cluster, toy_kb_dir):
-    serving = ServingConfig(num_replicas=2, placement="resource", resource="retriever", monitor_interval_s=0.2)
-    handle = get_or_create_retriever_actor(toy_kb_dir, name=NAME, namespace=NS, num_cpus=0.5, embedder=EMB,
-                                           serving=serving)
+    serving = ServingConfig(
+        num_replicas=2, placement="resource", resource="retriever", monitor_interval_s=0.2
+    )
+    handle = get_or_create_retriever_actor(
+        toy_kb_dir, name=NAME, namespace=NS, num_cpus=0.5, embedder=EMB, serving=serving
+    )
     ray.get(handle.health.remote(timeout_s=300))
     yield handle
     ray.get(handle.shutdown.remote())
@@ -73,7 +76,9 @@ def _query_each_replica(queries: list[str]) -> dict:
     for _, h in info["replicas"]:
         health = ray.get(h.health.remote())
         out["replicas"][health["node_id"]] = {
-            "pid": health["pid"], "doc_ids": [r.doc_ids for r in ray.get(h.retrieve.remote(queries))]}
+            "pid": health["pid"],
+            "doc_ids": [r.doc_ids for r in ray.get(h.retrieve.remote(queries))],
+        }
     client = RayRetrieverClient(NAME, timeout_s=60, namespace=NS)
     out["client"] = [r.doc_ids for r in client.retrieve(queries)]
     return out
@@ -108,7 +113,9 @@ class _Callers:
 
 
 def _mapped(pid: int) -> set[str]:
-    return {ln.split()[-1] for ln in Path(f"/proc/{pid}/maps").read_text().splitlines() if ln.endswith(".npy")}
+    return {
+        ln.split()[-1] for ln in Path(f"/proc/{pid}/maps").read_text().splitlines() if ln.endswith(".npy")
+    }
 
 
 def test_two_replicas_on_two_nodes_equal_in_process(cluster, service, expected) -> None:
@@ -121,7 +128,9 @@ def test_two_replicas_on_two_nodes_equal_in_process(cluster, service, expected) 
     # both replicas map the same node-cache files read-only (one copy in the page cache)
     maps = [_mapped(rep["pid"]) for rep in out["replicas"].values()]
     shared = maps[0] & maps[1]
-    assert any(p.endswith("/fact_emb.npy") for p in shared) and any(p.endswith("/passage_emb.npy") for p in shared)
+    assert any(p.endswith("/fact_emb.npy") for p in shared) and any(
+        p.endswith("/passage_emb.npy") for p in shared
+    )
     assert any(p.endswith("/matrix_indices.npy") for p in shared)
 
 

@@ -24,7 +24,9 @@ QS = [
 
 @pytest.fixture(scope="module")
 def ray_session():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="gta_verl_test")
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="gta_verl_test"
+    )
     yield
     ray.shutdown()
 
@@ -109,10 +111,17 @@ def test_plain_kill_fails_fast_or_is_recreated(ray_session, toy_kb_dir, toy_kb, 
     from gta_verl.retrieval.serving.service import RetrieverSpec
 
     handle = _service(toy_kb_dir, "rt_plain_kill")
-    spec = RetrieverSpec(kb_dir=str(toy_kb_dir), name="rt_plain_kill", namespace="gta_verl_test",
-                         embedder=EMB, serving={"num_cpus": 0.25})
+    spec = RetrieverSpec(
+        kb_dir=str(toy_kb_dir),
+        name="rt_plain_kill",
+        namespace="gta_verl_test",
+        embedder=EMB,
+        serving={"num_cpus": 0.25},
+    )
     plain = RayRetrieverClient("rt_plain_kill", timeout_s=300, namespace="gta_verl_test")
-    allowed = RayRetrieverClient("rt_plain_kill", timeout_s=120, namespace="gta_verl_test", recreate=spec.create)
+    allowed = RayRetrieverClient(
+        "rt_plain_kill", timeout_s=120, namespace="gta_verl_test", recreate=spec.create
+    )
     expected = GraphRetriever(toy_kb, hash_embedder).retrieve([QS[2]])[0].doc_ids
     assert plain.retrieve([QS[2]])[0].doc_ids == expected
     assert allowed.retrieve([QS[2]])[0].doc_ids == expected
@@ -132,7 +141,9 @@ def test_plain_kill_fails_fast_or_is_recreated(ray_session, toy_kb_dir, toy_kb, 
     ray.kill(again)
 
 
-def test_restart_window_retried_and_dead_replica_replaced(ray_session, toy_kb_dir, toy_kb, hash_embedder) -> None:
+def test_restart_window_retried_and_dead_replica_replaced(
+    ray_session, toy_kb_dir, toy_kb, hash_embedder
+) -> None:
     """Calls in flight while the replica restarts are all answered; a replica killed for good is replaced."""
     handle = _service(toy_kb_dir, "rt_restart")
     client = RayRetrieverClient("rt_restart", timeout_s=120, namespace="gta_verl_test")
@@ -147,7 +158,9 @@ def test_restart_window_retried_and_dead_replica_replaced(ray_session, toy_kb_di
         return await asyncio.gather(*tasks)
 
     answers = asyncio.run(during_kill(no_restart=False))
-    assert [r.error for (r,) in answers] == [None] * 40  # the old client failed them with ActorUnavailable/Died
+    assert [r.error for (r,) in answers] == [
+        None
+    ] * 40  # the old client failed them with ActorUnavailable/Died
     assert all(r.doc_ids == expected for (r,) in answers)
     answers = asyncio.run(during_kill(no_restart=True))  # gone for good: the service starts a new one
     assert [r.error for (r,) in answers] == [None] * 40
@@ -170,8 +183,13 @@ def test_health_names_unreadable_kb_dir(ray_session, tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="kb_not_on_this_node"):
         get_or_create_retriever_actor(missing, name="rt_bad", namespace="gta_verl_test")
     # the creator's node has it but the replica's node does not: create the service past the local check
-    spec = RetrieverSpec(kb_dir=str(missing), name="rt_bad", namespace="gta_verl_test", embedder=EMB,
-                         serving={"num_cpus": 0.25})
+    spec = RetrieverSpec(
+        kb_dir=str(missing),
+        name="rt_bad",
+        namespace="gta_verl_test",
+        embedder=EMB,
+        serving={"num_cpus": 0.25},
+    )
     svc = ray.remote(RetrieverService).options(num_cpus=0).remote(asdict(spec))
     with pytest.raises(ray.exceptions.RayTaskError, match="could not load kb_dir=.*kb_not_on_this_node"):
         ray.get(svc.health.remote(timeout_s=120))
@@ -188,8 +206,9 @@ class _Squatter:
         return True
 
 
-def test_new_service_starts_while_the_old_ones_replica_names_are_taken(ray_session, toy_kb_dir, toy_kb,
-                                                                      hash_embedder) -> None:
+def test_new_service_starts_while_the_old_ones_replica_names_are_taken(
+    ray_session, toy_kb_dir, toy_kb, hash_embedder
+) -> None:
     """A restarted/recreated service must not collide with its predecessor's replica names.
 
     Ray cleans up a dead service's replicas asynchronously; the fresh-clone CI-like run of
@@ -197,8 +216,10 @@ def test_new_service_starts_while_the_old_ones_replica_names_are_taken(ray_sessi
     "<name>.replica0.g0" (the old replica, still registered), and the retriever never recovered.
     Here every name the pre-fix code would use for the first replica is taken beforehand.
     """
-    squatters = [_Squatter.options(name=f"rt_squat.replica0.g{g}", namespace="gta_verl_test").remote()
-                 for g in range(3)]
+    squatters = [
+        _Squatter.options(name=f"rt_squat.replica0.g{g}", namespace="gta_verl_test").remote()
+        for g in range(3)
+    ]
     ray.get([s.ping.remote() for s in squatters])
     handle = _service(toy_kb_dir, "rt_squat")
     client = RayRetrieverClient("rt_squat", timeout_s=120, namespace="gta_verl_test")
