@@ -34,15 +34,15 @@ import numpy as np
 class FrozenBert:
     """Calls a frozen TorchScript graph the way ``HFEmbedder._forward`` calls the model."""
 
-    def __init__(self, model, tokenizer) -> None:  # noqa: ANN001
+    def __init__(self, model, tokenizer) -> None:
         import torch
 
         class _Wrap(torch.nn.Module):
-            def __init__(self, m) -> None:  # noqa: ANN001
+            def __init__(self, m) -> None:
                 super().__init__()
                 self.m = m
 
-            def forward(self, i, a, t):  # noqa: ANN001, ANN202
+            def forward(self, i, a, t):
                 return self.m(input_ids=i, attention_mask=a, token_type_ids=t).last_hidden_state
 
         ex = tokenizer(["a sentence to trace the encoder with", "short"], padding=True, return_tensors="pt")
@@ -54,7 +54,7 @@ class FrozenBert:
             )
             self.graph = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
 
-    def __call__(self, input_ids, attention_mask, token_type_ids=None):  # noqa: ANN001, ANN204
+    def __call__(self, input_ids, attention_mask, token_type_ids=None):
         import torch
 
         tt = token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids)
@@ -62,7 +62,7 @@ class FrozenBert:
 
 
 @contextlib.contextmanager
-def variant(enc, name: str, frozen: FrozenBert | None) -> Iterator[None]:  # noqa: ANN001
+def variant(enc, name: str, frozen: FrozenBert | None) -> Iterator[None]:
     import torch
 
     model, prec = enc.model, torch.backends.mkldnn.matmul.fp32_precision
@@ -77,7 +77,7 @@ def variant(enc, name: str, frozen: FrozenBert | None) -> Iterator[None]:  # noq
         torch.backends.mkldnn.matmul.fp32_precision = prec
 
 
-def measure(enc, qs: list[str], sample: list[str]) -> dict:  # noqa: ANN001
+def measure(enc, qs: list[str], sample: list[str]) -> dict:
     enc.encode(qs[:8])
     enc.encode(qs[:1])
     single = []

@@ -37,21 +37,21 @@ import numpy as np
 class LockedClient:
     """The in-process client before this change: every call alone under a lock, in a thread."""
 
-    def __init__(self, retriever) -> None:  # noqa: ANN001
+    def __init__(self, retriever) -> None:
         self.retriever, self._lock = retriever, threading.Lock()
 
-    def _call(self, queries: list[str]):  # noqa: ANN202
+    def _call(self, queries: list[str]):
         with self._lock:
             return self.retriever.retrieve(queries)
 
-    async def aretrieve(self, queries: list[str]):  # noqa: ANN201
+    async def aretrieve(self, queries: list[str]):
         return await asyncio.to_thread(self._call, list(queries))
 
 
 class PrePath:
     """Context: numpy's BLAS for the products and the padding-capped batches for every encode call."""
 
-    def __enter__(self) -> "PrePath":
+    def __enter__(self) -> PrePath:
         from gta_verl.kb import embed
         from gta_verl.retrieval import gemm
 
@@ -71,7 +71,7 @@ def pct(xs: list[float], p: float) -> float:
     return float(np.percentile(np.asarray(xs), p))
 
 
-def single_table(r, qs: list[str], n: int, rounds: int) -> list[str]:  # noqa: ANN001
+def single_table(r, qs: list[str], n: int, rounds: int) -> list[str]:
     """``retrieve([q])`` p50/p95 per path, interleaved rounds; the encoder alone as the floor."""
     from gta_verl.retrieval import gemm
 
@@ -110,7 +110,7 @@ def single_table(r, qs: list[str], n: int, rounds: int) -> list[str]:  # noqa: A
     return lines
 
 
-async def _closed_loop(client, qs: list[str], callers: int, calls: int) -> tuple[list[float], float, list]:  # noqa: ANN001
+async def _closed_loop(client, qs: list[str], callers: int, calls: int) -> tuple[list[float], float, list]:
     """``callers`` coroutines, back to back, ``calls`` calls in all → (latencies ms, wall s, (q, result))."""
     per = [list(range(i, calls, callers)) for i in range(callers)]
     lat: list[float] = []
@@ -129,7 +129,7 @@ async def _closed_loop(client, qs: list[str], callers: int, calls: int) -> tuple
     return lat, time.perf_counter() - t0, got
 
 
-def concurrent_table(r, qs: list[str], callers: list[int], calls: int) -> list[str]:  # noqa: ANN001
+def concurrent_table(r, qs: list[str], callers: list[int], calls: int) -> list[str]:
     from gta_verl.retrieval.serving.clients import InProcessRetrieverClient
 
     truth = {q: res.doc_ids for q, res in zip(qs, r.retrieve(qs))}
@@ -170,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from benchmarks.replicas import musique_kb_dir, questions
-    from gta_verl.retrieval.section import RetrieverSection
     from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.section import RetrieverSection
 
     kb = Path(args.kb) if args.kb else musique_kb_dir()
     r = GraphRetriever.from_kb_dir(str(kb), RetrieverSection.from_mapping({"kb_dir": str(kb)}).retrieval)

@@ -21,8 +21,8 @@ import time
 import numpy as np
 
 from gta_verl.retrieval.ppr.batched import batched_ppr
-from gta_verl.retrieval.ppr.transition import build_transition
 from gta_verl.retrieval.ppr.push import push_ppr
+from gta_verl.retrieval.ppr.transition import build_transition
 from gta_verl.testing.synthetic_graphs import (
     HOTPOTQA_10K,
     TWOWIKI,

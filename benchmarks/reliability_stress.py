@@ -165,7 +165,7 @@ def _marker(out: Path) -> str:
     try:
         load_kb(out)
         return str(read_manifest(out).get("marker"))
-    except Exception as exc:  # noqa: BLE001 - recorded, fails the trial
+    except Exception as exc:  # recorded, fails the trial
         return f"error: {type(exc).__name__}: {exc}"
 
 
@@ -418,8 +418,8 @@ class BatchCase:
     """Clean 64-row batch scored once per manager; each trial swaps k random rows for malformed ones."""
 
     def __init__(self, rows: int) -> None:
-        import gta_verl.rewards.managers  # noqa: F401 - registers trajectory_guided, exact_match
-        import gta_verl.rewards.path_router_manager  # noqa: F401 - registers path_router
+        import gta_verl.rewards.managers  # registers trajectory_guided, exact_match
+        import gta_verl.rewards.path_router_manager  # registers path_router
         import gta_verl.verl_compat  # noqa: F401 - verl first, as the tests import it
         from gta_verl.agent.tokenizer import load_qwen_tokenizer
         from gta_verl.protocol import build_messages
@@ -469,7 +469,7 @@ class BatchCase:
         ]
         try:
             got = asyncio.run(self._score(self.managers[name], rows))
-        except Exception as exc:  # noqa: BLE001 - the failure this case looks for
+        except Exception as exc:  # the failure this case looks for
             return {"ok": False, "raised": f"{type(exc).__name__}: {exc}"[:200], "returned": 0}
         clean = self.clean[name]
         errors, good_equal, wrong = 0, 0, []

@@ -96,9 +96,9 @@ def bench_actors(
 ) -> dict[str, Any]:
     import ray
 
-    from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
     from gta_verl.retrieval.serving.clients import RayRetrieverClient
     from gta_verl.retrieval.serving.config import ServingConfig
+    from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
 
     serving = ServingConfig(num_replicas=n, share_arrays=share, placement="any")
     t0 = time.perf_counter()

@@ -55,7 +55,7 @@ REPLICA_CPUS = 0.01  # what bench_actors reserves per replica: 1 thread each aft
 def require_serve() -> None:
     """Exit with a clear message when Ray Serve's extra packages are not importable."""
     try:
-        import ray.serve  # noqa: F401
+        import ray.serve
     except ImportError as exc:
         import ray
 

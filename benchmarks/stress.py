@@ -101,7 +101,7 @@ def fuzz_turn(rng: random.Random) -> str:
 def section_fuzz(n: int, seed: int) -> None:
     from omegaconf import OmegaConf
 
-    import gta_verl.rewards.managers  # noqa: F401 - registers trajectory_guided, exact_match
+    import gta_verl.rewards.managers  # registers trajectory_guided, exact_match
     import gta_verl.rewards.path_router_manager  # noqa: F401 - registers path_router
     from gta_verl.agent.backends import ScriptedServerManager
     from gta_verl.agent.retriever_access import in_process_client
@@ -147,7 +147,7 @@ def section_fuzz(n: int, seed: int) -> None:
                 cfg,
                 concurrency=32,
             )
-        except Exception as exc:  # noqa: BLE001 - counted, reported
+        except Exception as exc:  # counted, reported
             errors["loop"] += 1
             print(f"loop exception: {type(exc).__name__}: {exc}", file=sys.stderr)
     t_loop = time.perf_counter() - t0
@@ -174,7 +174,7 @@ def section_fuzz(n: int, seed: int) -> None:
                     res = await m.run_single(rollout_data_proto(r))
                     if not np.isfinite(float(res["reward_score"])):
                         raise ValueError("non-finite reward")
-                except Exception as exc:  # noqa: BLE001 - counted, reported
+                except Exception as exc:  # counted, reported
                     errors[name] += 1
                     if errors[name] <= 3:
                         print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -220,7 +220,7 @@ def section_kb() -> None:
                 msg = str(exc)
                 result = "KBLoadError"
                 named = msg.split(": ", 1)[0].replace(str(kb), "KB")
-            except Exception as exc:  # noqa: BLE001 - reported as a failure of the promise
+            except Exception as exc:  # reported as a failure of the promise
                 result, named = f"{type(exc).__name__} (not a KBLoadError)", "-"
             print(f"| {case} | {result} | `{named}` | {(time.perf_counter() - t) * 1000:.0f} |")
             shutil.rmtree(kb, ignore_errors=True)
@@ -288,7 +288,7 @@ def section_corpus(n: int) -> None:
                         f"| {case} | {fmt} | {rep.n_in} | {rep.n_ok} | {len(rep.rejected)} | "
                         f"{'yes' if rep.reconciles() else 'NO'} | {why} |"
                     )
-                except Exception as exc:  # noqa: BLE001 - reported as a failure of the promise
+                except Exception as exc:  # reported as a failure of the promise
                     print(f"| {case} | {fmt} | - | - | - | {type(exc).__name__}: {exc} | |")
 
 

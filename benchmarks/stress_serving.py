@@ -109,8 +109,8 @@ _MUSIQUE: dict[str, Any] = {}
 def musique_server() -> tuple[Any, Server]:
     """(retriever, server) on the MuSiQue KB with the default limits, started once per run."""
     if not _MUSIQUE:
-        from gta_verl.retrieval.serving.http import create_app
         from gta_verl.retrieval.retriever import GraphRetriever
+        from gta_verl.retrieval.serving.http import create_app
 
         retriever = GraphRetriever.from_kb_dir(musique_kb_dir())
         _MUSIQUE.update(retriever=retriever, server=Server(create_app(retriever)))
@@ -492,11 +492,11 @@ def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
     """Kill the retriever (replica, then the service) three ways during ``n_calls`` concurrent calls."""
     import ray
 
-    from gta_verl.retrieval.serving.service import RetrieverSpec
-    from gta_verl.retrieval.serving.clients import RayRetrieverClient
     from gta_verl.retrieval.config import RetrieverConfig
-    from gta_verl.retrieval.serving.config import ServingConfig
     from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.serving.clients import RayRetrieverClient
+    from gta_verl.retrieval.serving.config import ServingConfig
+    from gta_verl.retrieval.serving.service import RetrieverSpec
 
     tmp = Path(tempfile.mkdtemp())
     if kb == "toy":

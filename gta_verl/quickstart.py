@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gta_verl.data.io import write_text_atomic
 from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_OPENIE
+from gta_verl.data.io import write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -196,8 +196,8 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
 
     from gta_verl.agent.backends import ScriptedServerManager
     from gta_verl.agent.tokenizer import load_qwen_tokenizer
-    from gta_verl.eval.replay import reference_scripts
     from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
+    from gta_verl.eval.replay import reference_scripts
     from gta_verl.eval.runner import EvalSettings, evaluate_policy
 
     n = ctx.eval_questions

@@ -65,7 +65,7 @@ def _register_all() -> None:
     for name in PLUGIN_MODULES:
         try:
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - verl logs a raised error at DEBUG only: say it where it shows
+        except Exception:  # verl logs a raised error at DEBUG only: say it where it shows
             LOADED[name] = False
             logger.error(
                 "gta-verl plugin module %s failed to import: the names it registers are missing",
@@ -85,7 +85,7 @@ def _register_resolvers() -> None:
         from gta_verl.agent.chat_templates import register_resolver
 
         register_resolver()
-    except Exception as exc:  # noqa: BLE001 - verl would swallow it silently
+    except Exception as exc:  # verl would swallow it silently
         logger.warning("gta-verl OmegaConf resolvers failed to register: %r", exc)
 
 

@@ -296,7 +296,7 @@ class GTASearchAgentLoop(AgentLoopBase):
         """R(q) for the turn's queries; a failure (even of the client itself) is a result per query."""
         try:
             client = await self._retriever()
-        except Exception as exc:  # noqa: BLE001 - becomes an observation + metric
+        except Exception as exc:  # becomes an observation + metric
             logger.warning("gta agent loop: no retriever client for %r: %r", list(queries), exc)
             return [RetrievalResult(query=q, error=f"{type(exc).__name__}: {exc}") for q in queries]
         return await aretrieve_guarded(client, queries, self.retrieval_timeout_s)

@@ -158,7 +158,7 @@ async def aretrieve_guarded(client: AsyncRetriever, queries: Sequence[str], time
     except asyncio.TimeoutError:
         logger.warning("gta agent loop: retrieval timed out after %.1fs for %r", timeout_s, shown)
         error = f"timeout after {timeout_s:g}s"
-    except Exception as exc:  # noqa: BLE001 - becomes an observation + metric
+    except Exception as exc:  # becomes an observation + metric
         logger.warning("gta agent loop: retrieval failed for %r: %r", shown, exc)
         error = f"{type(exc).__name__}: {exc}"
     return [RetrievalResult(query=q, error=error) for q in queries]
@@ -216,5 +216,5 @@ def wait_retriever_ready(handle: Any, kb_dir: Any, timeout_s: float = READY_TIME
             f"gta-verl: the retriever actor did not load the KB at {kb_dir} within {timeout_s:g}s; "
             "check the actor's log (ray logs) or the KB size"
         ) from exc
-    except Exception as exc:  # noqa: BLE001 - any actor failure fails the job with the KB named
+    except Exception as exc:  # any actor failure fails the job with the KB named
         raise RuntimeError(f"gta-verl: the retriever actor could not load the KB at {kb_dir}: {exc}") from exc

@@ -167,7 +167,7 @@ class GraphSearchTool(BaseTool):
             (result,) = await aretrieve_guarded(
                 await self._retriever(), [query], float(self.settings.timeout_s)
             )
-        except Exception as exc:  # noqa: BLE001 - no client: shown to the policy as a failure
+        except Exception as exc:  # no client: shown to the policy as a failure
             result = RetrievalResult(query=query, error=f"{type(exc).__name__}: {exc}")
         fitted = fit_observation(
             result.hits, result.error, int(self.settings.max_obs_chars), _chars, _unchars

@@ -56,8 +56,8 @@ from gta_verl.algos.route_weights import apply_route_weights, route_metrics, uns
 from gta_verl.algos.schedule import warmup_lambda
 from gta_verl.algos.step_metrics import evidence_step_metrics, kl_token_frac
 from gta_verl.data.schema import DISTILL_SELECT_DEFAULT, RI_DISTILL_SELECT
-from gta_verl.rewards.path_router import path_router_config_from_trainer
 from gta_verl.preflight import trainer_name
+from gta_verl.rewards.path_router import path_router_config_from_trainer
 from gta_verl.verl_compat import (
     PPOTrainerColocateAsync,
     PPOTrainerSeparateAsync,

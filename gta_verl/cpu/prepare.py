@@ -44,8 +44,8 @@ def default_root() -> Path:
 
 
 def _ensure_kb(kb_dir: Path) -> Path:
-    from gta_verl.kb.build import KBConfig, build_kb_from_files
     from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_OPENIE
+    from gta_verl.kb.build import KBConfig, build_kb_from_files
 
     if not (kb_dir / "manifest.json").is_file():
         build_kb_from_files(MUSIQUE_CORPUS, "hipporag", f"precomputed:{MUSIQUE_OPENIE}", kb_dir, KBConfig())

@@ -87,8 +87,8 @@ def replay_rows(
         1 on generated tokens, and ``n_searches``, ``answered`` of the replay (a check on the data).
     """
     from gta_verl.agent.backends import ScriptedServerManager
-    from gta_verl.data import schema
     from gta_verl.agent.runner import make_trainer_config, run_agent_rollouts
+    from gta_verl.data import schema
     from gta_verl.eval.replay import reference_scripts
     from gta_verl.eval.runner import build_retriever_client
 

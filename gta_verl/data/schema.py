@@ -21,7 +21,6 @@ use the ``gta/`` namespace below; all values are plain lists / scalars / strings
 from __future__ import annotations
 
 import math
-
 from collections.abc import Mapping, Sequence
 from typing import Any
 

@@ -44,7 +44,7 @@ BACKENDS = ("hf", "vllm")
 TRAINING_CONFIG = "gta_grpo.yaml"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def training_budget(config_name: str = TRAINING_CONFIG) -> tuple[int, int]:
     """``(data.max_prompt_length, data.max_response_length)`` of a packaged training config.
 
@@ -251,9 +251,9 @@ def build_policy(settings: EvalSettings) -> tuple[Any, Any]:
 
 def build_retriever_client(kb_dir: Path | str, knobs: Mapping[str, Any]) -> Any:
     """The in-process client over the training retriever (``gta.retriever`` knobs)."""
+    from gta_verl.retrieval.retriever import GraphRetriever
     from gta_verl.retrieval.section import RetrieverSection
     from gta_verl.retrieval.serving.clients import InProcessRetrieverClient
-    from gta_verl.retrieval.retriever import GraphRetriever
 
     section = RetrieverSection.from_mapping({**dict(knobs), "kb_dir": str(kb_dir)})
     return InProcessRetrieverClient(GraphRetriever.from_kb_dir(str(kb_dir), section.retrieval))

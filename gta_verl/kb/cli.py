@@ -213,7 +213,7 @@ def cmd_check_coverage(args: argparse.Namespace) -> int:
     for path in args.qa:
         try:
             df = pd.read_parquet(path, columns=["reward_model"])
-        except Exception as exc:  # noqa: BLE001 - one line naming the file
+        except Exception as exc:  # one line naming the file
             raise DataFormatError(
                 f"{path}: not a verl QA parquet with reward_model ({exc})".splitlines()[0]
             ) from None

@@ -25,7 +25,7 @@ class CoverageReport:
         n = self.n_questions - self.n_without_gold
         return "\n".join(
             [
-                f"| QA set | questions | with gold ids | mean gold coverage | fully covered | none covered |",
+                "| QA set | questions | with gold ids | mean gold coverage | fully covered | none covered |",
                 "|---|---:|---:|---:|---:|---:|",
                 f"| {name} | {self.n_questions} | {n} | {self.mean_coverage:.3f} | {self.n_fully_covered} | "
                 f"{self.n_uncovered} |",

@@ -300,7 +300,7 @@ def _cached_snapshot(repo_id: str) -> str:
 
     try:
         hit = try_to_load_from_cache(repo_id, "config.json")
-    except Exception:  # noqa: BLE001 - not a valid repo id either
+    except Exception:  # not a valid repo id either
         hit = None
     if not isinstance(hit, str):
         raise _unavailable(repo_id)

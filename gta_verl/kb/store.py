@@ -414,7 +414,7 @@ def _read_table(kb_dir: Path, name: str, columns: tuple[str, ...]) -> Any:
     path = _regular_file(kb_dir, name, "KB table")
     try:
         df = pd.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a damaged file
+    except Exception as exc:  # pyarrow raises many types for a damaged file
         raise KBLoadError(f"{path}: unreadable parquet: {type(exc).__name__}: {exc}") from None
     absent = [c for c in columns if c not in df.columns]
     if absent:
@@ -426,7 +426,7 @@ def _read_array(kb_dir: Path, name: str) -> np.ndarray:
     path = _regular_file(kb_dir, name, "KB array")
     try:
         arr = np.load(path, allow_pickle=False)
-    except Exception as exc:  # noqa: BLE001 - truncated header, bad magic, pickled object, ...
+    except Exception as exc:  # truncated header, bad magic, pickled object, ...
         raise KBLoadError(f"{path}: unreadable .npy array: {type(exc).__name__}: {exc}") from None
     if not isinstance(arr, np.ndarray):
         raise KBLoadError(f"{path}: not a single .npy array")

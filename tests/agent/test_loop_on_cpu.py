@@ -13,12 +13,12 @@ import pytest
 
 from gta_verl.agent.backends import ScriptedServerManager
 from gta_verl.agent.loop import EF_PLACE_TURN_REWARDS, EF_TRAILING_DROPPED
-from gta_verl.protocol import INVALID_ACTION_MESSAGE, format_observation
 from gta_verl.agent.runner import make_trainer_config, run_agent_rollouts
 from gta_verl.agent.spans import response_mask_from_spans
 from gta_verl.data import schema
 from gta_verl.data.schema import make_verl_row
 from gta_verl.data.types import QAExample
+from gta_verl.protocol import INVALID_ACTION_MESSAGE, format_observation
 
 from .conftest import ErrorResultRetriever, HangingRetriever, RaisingRetriever
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gta_verl.protocol import build_messages
 from gta_verl.agent.tokenizer import load_qwen_tokenizer
 from gta_verl.algos.teacher import (
     EVIDENCE_HEADER,
@@ -21,6 +20,7 @@ from gta_verl.algos.teacher import (
     realign_teacher_topk,
 )
 from gta_verl.data.schema import make_ground_truth
+from gta_verl.protocol import build_messages
 
 K = 4
 SUPPORT = ["Alpha Corp\nAlpha Corp was founded by Jane Roe.", "Jane Roe\nJane Roe was born in Lyon."]

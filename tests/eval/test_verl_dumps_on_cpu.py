@@ -7,12 +7,12 @@ import json
 import pandas as pd
 import pytest
 
-from gta_verl.protocol import build_messages, build_user_prompt, format_observation
 from gta_verl.data.ids import make_doc_id
 from gta_verl.data.schema import make_ground_truth
 from gta_verl.data.types import RetrievalHit
 from gta_verl.eval.metrics import score_record
 from gta_verl.eval.verl_dumps import question_index, read_verl_dump
+from gta_verl.protocol import build_messages, build_user_prompt, format_observation
 
 DOCS = {
     "p1": ("Paris (film)", "A 2008 French film.\nDirected by Cédric Klapisch."),

@@ -42,7 +42,6 @@ def real_texts(musique_passages) -> list[str]:
     from gta_verl.kb.graph import collect_nodes
     from gta_verl.kb.openie.base import run_openie
     from gta_verl.kb.openie.precomputed import PrecomputedOpenIE
-
     from tests.conftest import MUSIQUE_OPENIE
 
     exs, _ = run_openie(PrecomputedOpenIE(MUSIQUE_OPENIE), musique_passages, progress=False)

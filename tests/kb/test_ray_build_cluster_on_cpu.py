@@ -46,7 +46,7 @@ def two_nodes():
         try:
             cluster, worker_id = _start_cluster()
             break
-        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for a start-up timeout
+        except Exception as exc:  # Ray raises a bare Exception for a start-up timeout
             if "timed out during startup" not in str(exc) or attempt == 1:
                 raise
     try:

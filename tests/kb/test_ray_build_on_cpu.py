@@ -46,7 +46,7 @@ def local_ray():
         try:
             ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
             break
-        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for a start-up timeout
+        except Exception as exc:  # Ray raises a bare Exception for a start-up timeout
             ray.shutdown()
             if "timed out during startup" not in str(exc) or attempt == 2:
                 raise

@@ -18,8 +18,6 @@ observation mask dropped. Marked ``verl_e2e`` (CI runs it).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 pytestmark = pytest.mark.verl_e2e

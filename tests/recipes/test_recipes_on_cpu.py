@@ -16,13 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.support.dry_run import command_blocks
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import gta_verl
 from gta_verl.config import GTAConfig
+from tests.support.dry_run import command_blocks
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = REPO / "recipes" / "gta_rag"

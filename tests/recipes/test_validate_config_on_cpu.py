@@ -24,13 +24,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.support.dry_run import command_blocks
 from hydra import compose, initialize_config_dir
 
 import gta_verl
 from gta_verl.bundled import CPU_RUN_SH
 from gta_verl.config import GTAConfig
+from tests.support.dry_run import command_blocks
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = Path(gta_verl.__file__).parent / "config"

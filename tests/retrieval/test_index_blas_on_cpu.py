@@ -88,7 +88,6 @@ def test_make_scaled_graph_counts_uniqueness_and_seed() -> None:
 def test_sweep_retriever_equals_igraph_built_one() -> None:
     """The sweep's retriever (edgeless igraph + attached CSR) answers like one built from igraph."""
     from benchmarks.retriever import PrecomputedEncoder, attach_graph, query_vectors, synthetic_kb
-
     from gta_verl.retrieval.retriever import FLAG_NO_ENTITIES, GraphRetriever
 
     sg = make_scaled_graph(scale_spec(HOTPOTQA_10K, 300), seed=0)

@@ -28,7 +28,7 @@ def _make_handler(next_reply: Callable[[dict[str, Any]], Reply], log: list[dict[
         def log_message(self, *args: Any) -> None:  # keep pytest output clean
             return
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server API
+        def do_POST(self) -> None:  # http.server API
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
             log.append(body)

@@ -46,7 +46,7 @@ class PrecomputedOpenIE:
             raise ValueError(f"{self.path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
         docs = data.get("docs") if isinstance(data, dict) else data
         if not isinstance(docs, list):
-            raise ValueError(  # noqa: TRY004 - a file-format error, reported like the JSON error above
+            raise ValueError(  # a file-format error, reported like the JSON error above
                 f"{self.path}: expected {{'docs': [...]}} (HippoRAG OpenIE output)"
             )
         self.by_id: dict[str, dict[str, Any]] = {}

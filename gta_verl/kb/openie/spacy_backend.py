@@ -18,7 +18,6 @@ objects:
 from __future__ import annotations
 
 import logging
-
 from collections.abc import Iterator, Sequence
 from typing import Any
 

@@ -101,7 +101,7 @@ def pick_solver(ppr_method: str, passage_seed_top: int, device: str) -> Solver:
     return Solver(ppr_method)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def choose_solver(ppr_method: str, passage_seed_top: int, device: str) -> Solver:
     """:func:`pick_solver`, logging the reason of a substitution once per process and configuration."""
     solver = pick_solver(ppr_method, passage_seed_top, device)

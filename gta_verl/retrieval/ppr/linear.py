@@ -32,8 +32,8 @@ import scipy.sparse as sp
 
 from gta_verl.retrieval import gemm
 from gta_verl.retrieval.ppr.fused_power import fused_power_block
-from gta_verl.retrieval.ppr.transition import Transition
 from gta_verl.retrieval.ppr.push import _push_graph, _push_one, push_scratch, push_threshold
+from gta_verl.retrieval.ppr.transition import Transition
 
 
 @dataclass(frozen=True, eq=False)

@@ -278,7 +278,7 @@ class MicroBatcher:
                 results = await loop.run_in_executor(self._executor(), self.rank_fn, flat, topk)
             if len(results) != len(flat):
                 raise RuntimeError(f"{len(results)} results for {len(flat)} queries")
-        except Exception as exc:  # noqa: BLE001 - every caller gets an error result instead
+        except Exception as exc:  # every caller gets an error result instead
             self.n_errors += len(flat)
             results = error_results(flat, f"retrieval failed: {type(exc).__name__}: {exc}")
         pos = 0

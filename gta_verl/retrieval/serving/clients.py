@@ -162,7 +162,7 @@ class RayRetrieverClient:
         if service is not None and hasattr(service, "report_failure") and key != ("single", 0):
             try:
                 service.report_failure.remote(key)
-            except Exception:  # noqa: BLE001 - the service itself is down: found at the next refresh
+            except Exception:  # the service itself is down: found at the next refresh
                 pass
 
     # ------------------------------------------------------------ calls
@@ -216,7 +216,7 @@ class RayRetrieverClient:
         self.metrics["calls"] += 1
         try:
             return await self._call(queries, t0 + self.timeout_s)
-        except Exception as exc:  # noqa: BLE001 - converted to error results by design
+        except Exception as exc:  # converted to error results by design
             return self._failed(queries, exc, t0)
 
     def _loop(self) -> asyncio.AbstractEventLoop:
@@ -279,7 +279,7 @@ class InProcessRetrieverClient:
             except (ValueError, TypeError):
                 # one bad query must not fail the others: answer them one by one
                 return [self._one(q) for q in queries]
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 return error_results(
                     queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000
                 )
@@ -289,7 +289,7 @@ class InProcessRetrieverClient:
             return self.retriever.retrieve([query])[0]
         except (ValueError, TypeError) as exc:
             return RetrievalResult(query=str(query), error=f"invalid query: {exc}")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return RetrievalResult(query=str(query), error=f"retrieval failed: {_describe(exc)}")
 
     def batcher(self) -> MicroBatcher:
@@ -366,7 +366,7 @@ class HTTPRetrieverClient:
             resp = httpx.post(self.url, json=self._body(queries), timeout=self.timeout_s)
             resp.raise_for_status()
             return results_from_response(queries, resp.json())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return error_results(
                 queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000
             )
@@ -380,7 +380,7 @@ class HTTPRetrieverClient:
                 resp = await client.post(self.url, json=self._body(queries))
             resp.raise_for_status()
             return results_from_response(queries, resp.json())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return error_results(
                 queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000
             )

@@ -142,7 +142,7 @@ def disk_digest(kb_dir: str) -> str | None:
 
     try:
         return manifest_digest(read_manifest(kb_dir))
-    except Exception:  # noqa: BLE001 - the service may run where the KB is not mounted
+    except Exception:  # the service may run where the KB is not mounted
         return None
 
 

@@ -130,7 +130,7 @@ class RetrieverService:
     async def _await_ready(self, slot: _Slot) -> None:
         try:
             info = await slot.handle.health.remote()
-        except Exception as exc:  # noqa: BLE001 - the constructor failed: record why
+        except Exception as exc:  # the constructor failed: record why
             if slot is not self._current(slot.index, slot.generation):
                 return
             slot.failures += 1
@@ -162,7 +162,7 @@ class RetrieverService:
         self.replaced += 0 if keep_failures else 1
         try:
             ray.kill(slot.handle, no_restart=True)
-        except Exception:  # noqa: BLE001 - already gone
+        except Exception:  # already gone
             pass
         self._spawn(self._await_ready(new))
 
@@ -172,7 +172,7 @@ class RetrieverService:
             slot.load = await asyncio.wait_for(slot.handle.load.remote(), self.PING_TIMEOUT_S)
             # a replica Ray restarted in place re-ran its constructor: it may hold a newer KB
             slot.digest = await asyncio.wait_for(slot.handle.kb_version.remote(), self.PING_TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if is_dead_for_good(exc) and slot in self.slots and slot.ready:
                 logger.warning("retriever replica %d died (%s): replacing it", slot.index, _first_line(exc))
                 self._replace(slot)
@@ -295,7 +295,7 @@ class RetrieverService:
             self._out[key] = self._out.get(key, 0) + 1
             try:
                 return await slot.handle.retrieve.remote(list(queries))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 if not is_actor_error(exc):
                     raise
                 tried.add(key)
@@ -340,7 +340,7 @@ class RetrieverService:
         for s in self.slots:
             try:
                 ray.kill(s.handle, no_restart=True)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         self.slots = []
 

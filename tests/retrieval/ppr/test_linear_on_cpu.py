@@ -10,8 +10,8 @@ import scipy.sparse as sp
 
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.evaluate import evaluate_retrieval
-from gta_verl.retrieval.ppr.linear import build_passage_basis, linear_ppr_docs
 from gta_verl.retrieval.ppr.batched import batched_ppr
+from gta_verl.retrieval.ppr.linear import build_passage_basis, linear_ppr_docs
 from gta_verl.retrieval.ppr.transition import transition_from_edges
 from gta_verl.retrieval.retriever import GraphRetriever
 from tests.retrieval.ppr.rankings import assert_same_rankings, exact_config

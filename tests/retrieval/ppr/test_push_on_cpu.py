@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gta_verl.retrieval.ppr.transition import build_transition, transition_from_edges
 from gta_verl.retrieval.ppr.push import push_ppr
+from gta_verl.retrieval.ppr.transition import build_transition, transition_from_edges
 from gta_verl.testing.synthetic_graphs import GraphSpec, make_seed_personalization, make_synthetic_graph
 
 

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from gta_verl.retrieval.base import AsyncRetriever, Retriever
-from gta_verl.retrieval.serving.clients import HTTPRetrieverClient, InProcessRetrieverClient
 from gta_verl.retrieval.retriever import GraphRetriever
+from gta_verl.retrieval.serving.clients import HTTPRetrieverClient, InProcessRetrieverClient
 
 QS = ["Where was the president of France born?", "capital of Japan"]
 

@@ -177,7 +177,7 @@ def _raw(url: str, request: bytes) -> bytes:
         try:
             while chunk := s.recv(65536):
                 out += chunk
-        except socket.timeout:
+        except TimeoutError:
             pass
     return out
 

@@ -16,9 +16,9 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
+from gta_verl.retrieval.retriever import GraphRetriever
 from gta_verl.retrieval.serving.http_limits import Limits, RateLimitFilter, fd_capped
 from gta_verl.retrieval.serving.http_protocol import make_server
-from gta_verl.retrieval.retriever import GraphRetriever
 
 HEADER_S, BODY_S = 0.5, 1.0
 
@@ -74,7 +74,7 @@ def _read_until_closed(s: socket.socket) -> tuple[bytes, float | None]:
     try:
         while chunk := s.recv(65536):
             out += chunk
-    except socket.timeout:
+    except TimeoutError:
         return out, None
     except ConnectionResetError:
         pass
@@ -167,7 +167,7 @@ def test_normal_client_served_while_idle_sockets_exceed_the_cap(retriever: Graph
                 s.settimeout(0.05)
                 try:
                     closed += s.recv(1) == b""
-                except socket.timeout:
+                except TimeoutError:
                     pass
                 except ConnectionResetError:
                     closed += 1

@@ -16,10 +16,10 @@ ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from gta_verl.retrieval.serving.service import get_or_create_retriever_actor  # noqa: E402
+from gta_verl.retrieval.retriever import GraphRetriever  # noqa: E402
 from gta_verl.retrieval.serving.clients import RayRetrieverClient  # noqa: E402
 from gta_verl.retrieval.serving.config import ServingConfig  # noqa: E402
-from gta_verl.retrieval.retriever import GraphRetriever  # noqa: E402
+from gta_verl.retrieval.serving.service import get_or_create_retriever_actor  # noqa: E402
 
 EMB = "gta_verl.testing.toy_kb:HashEmbedder"
 NS = "gta_verl_cluster_test"

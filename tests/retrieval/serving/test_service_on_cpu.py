@@ -9,9 +9,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
-from gta_verl.retrieval.serving.clients import RayRetrieverClient
 from gta_verl.retrieval.retriever import GraphRetriever
+from gta_verl.retrieval.serving.clients import RayRetrieverClient
+from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
 
 EMB = "gta_verl.testing.toy_kb:HashEmbedder"
 QS = [
@@ -176,8 +176,7 @@ def test_health_names_unreadable_kb_dir(ray_session, tmp_path) -> None:
     """A replica whose node cannot read kb_dir fails the health call loudly (not per search)."""
     from dataclasses import asdict
 
-    from gta_verl.retrieval.serving.service import RetrieverSpec
-    from gta_verl.retrieval.serving.service import RetrieverService
+    from gta_verl.retrieval.serving.service import RetrieverService, RetrieverSpec
 
     missing = tmp_path / "kb_not_on_this_node"
     with pytest.raises(FileNotFoundError, match="kb_not_on_this_node"):
