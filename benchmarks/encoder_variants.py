@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     lines = [
         f"\n### Encoder variants: all-MiniLM-L6-v2, torch {torch.get_num_threads()} threads, "
-        f"{len(qs)} MuSiQue questions, {len(sample):,} of {len(texts):,} KB build texts (every {args.step}th)\n",
+        f"{len(qs)} MuSiQue questions, {len(sample):,} of {len(texts):,} KB build texts "
+        f"(every {args.step}th)\n",
         "| encoder | single query ms (p50) | batch 8 ms/query | build sample s | build speed-up | "
         "min cosine to fp32: queries | build texts |",
         "|---|---:|---:|---:|---:|---:|---:|",

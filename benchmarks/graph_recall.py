@@ -66,7 +66,7 @@ def linking(r, questions: list[str], gold_idx: list[list[int]]) -> dict[str, flo
         fact_docs.setdefault((t.subject, t.relation, t.object), set()).add(idx[t.doc_id])
     docs_of_fact = list(fact_docs.values())
     ent_docs: dict[int, set[int]] = {}
-    for (a, b), kind in zip(kb.graph.get_edgelist(), kb.graph.es["kind"]):
+    for (a, b), kind in zip(kb.graph.get_edgelist(), kb.graph.es["kind"], strict=True):
         if kind == "doc_entity":
             d, e = (a, b) if a < kb.n_docs else (b, a)
             ent_docs.setdefault(e - kb.n_docs, set()).add(d)

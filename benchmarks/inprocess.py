@@ -132,7 +132,7 @@ async def _closed_loop(client, qs: list[str], callers: int, calls: int) -> tuple
 def concurrent_table(r, qs: list[str], callers: list[int], calls: int) -> list[str]:
     from gta_verl.retrieval.serving.clients import InProcessRetrieverClient
 
-    truth = {q: res.doc_ids for q, res in zip(qs, r.retrieve(qs))}
+    truth = {q: res.doc_ids for q, res in zip(qs, r.retrieve(qs), strict=True)}
     lines = [
         f"\n### Concurrent callers, one query per call, back to back ({calls} calls per row, bundled "
         "MuSiQue KB)\n",

@@ -12,7 +12,8 @@ by characters), per stage, with the per-row cosine between the two builds' vecto
 Then the stages, on the bundled MuSiQue subset (precomputed GPT-3.5 triples):
     * OpenIE file load + table normalization;
     * embedding: cold (fresh cache, ``--cold-sample`` texts, after warm-up) vs disk-cached (all texts);
-    * synonymy (faiss range search, δ = 0.8, ≤ k = 2047 per entity) vs HippoRAG 2's faiss k-NN search + threshold;
+    * synonymy (faiss range search, δ = 0.8, ≤ k = 2047 per entity) vs HippoRAG 2's faiss k-NN search
+      + threshold;
     * graph: one ``igraph.Graph`` call from edge lists vs HippoRAG-style per-edge ``add_edge``;
     * spaCy extraction passages/s on ``--spacy-corpus`` (e.g. the 2Wiki corpus, 6,119 passages).
 Prints one markdown table; peak RSS is the process high-water mark after each stage.
@@ -273,7 +274,7 @@ def knn_synonymy(emb: np.ndarray, ok: np.ndarray, thr: float, k: int) -> int:
     pairs = set()
     for s in range(0, len(idx), 2048):
         scores, nbrs = index.search(e[s : s + 2048], min(k + 1, len(idx)))
-        for r, c in zip(*np.nonzero(scores >= thr)):
+        for r, c in zip(*np.nonzero(scores >= thr), strict=True):
             a, b = int(idx[s + r]), int(idx[nbrs[r, c]])
             if a != b:
                 pairs.add((min(a, b), max(a, b)))
@@ -285,7 +286,7 @@ def per_edge_graph(n: int, edges, weights, kinds):
     import igraph as ig
 
     g = ig.Graph(n=n, directed=False)
-    for (a, b), w, kd in zip(edges, weights, kinds):
+    for (a, b), w, kd in zip(edges, weights, kinds, strict=True):
         g.add_edge(a, b, weight=w, kind=kd)
     return g
 

@@ -8,11 +8,11 @@ Usage:
 2. Warm start (:mod:`gta_verl.cpu.warm_start`, cached): Stage-I questions split so that no held-out question
    shares a target document with a training one; a 4,096-token corpus BPE and a 4.2 M-parameter Qwen2 trained
    by verl's own SFT trainer on τ* replays.
-3. Reference rows on the held-out split through ``gta-verl eval``'s runner: the untrained policy, the warm start,
-   the oracle replay of τ*.
-4. GRPO from the warm start through ``recipes/cpu/run.sh`` (stock ``main_ppo``, ``hf_cpu``, our Ray retriever):
-   (a) answer-only reward on Stage-I data (GTA's "w/o TGR"), (b) trajectory-guided reward, (c) PathRouter,
-   (d) GTA + PathRouter, (e) the trajectory-guided reward with the potential-based step term
+3. Reference rows on the held-out split through ``gta-verl eval``'s runner: the untrained policy, the warm
+   start, the oracle replay of τ*.
+4. GRPO from the warm start through ``recipes/cpu/run.sh`` (stock ``main_ppo``, ``hf_cpu``, our Ray
+   retriever): (a) answer-only reward on Stage-I data (GTA's "w/o TGR"), (b) trajectory-guided reward,
+   (c) PathRouter, (d) GTA + PathRouter, (e) the trajectory-guided reward with the potential-based step term
    (``gta.reward.step_shaping=potential``); the same data order per seed (``data.seed``) across conditions.
 5. Each final checkpoint evaluated on the held-out split; ``<out>/learning.md`` gets the Table-3-layout table
    (mean ± std over seeds), the learning-curve PNG and the settings; per-step metrics stay in ``<out>/runs/``.
@@ -197,7 +197,8 @@ def table(rows: list[tuple[str, list[dict[str, float]]]]) -> str:
 
 
 def curve_summary(results: list[dict[str, Any]], first: int = 3, last: int = 3) -> str:
-    """Training-time metrics: mean of the first and of the last ``first``/``last`` steps, mean ± std over seeds."""
+    """Training-time metrics: mean of the first and of the last ``first``/``last`` steps, mean ± std over
+    seeds."""
     from gta_verl.cpu.recipe_run import read_step_metrics
 
     head = "| condition | seeds | " + " | ".join(f"{t} first {first} → last {last}" for _, t in CURVES) + " |"
@@ -248,7 +249,7 @@ def plot_curves(results: list[dict[str, Any]], path: Path) -> Path:
     fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.6))
     for cond in sorted({r["condition"] for r in results}):
         runs = [read_step_metrics(Path(r["metrics"])) for r in results if r["condition"] == cond]
-        for ax, (key, title) in zip(axes, CURVES):
+        for ax, (key, title) in zip(axes, CURVES, strict=True):
             steps = sorted(set.intersection(*[{s for s, m in run.items() if key in m} for run in runs]))
             if not steps:
                 continue

@@ -19,10 +19,12 @@ import numpy as np
 
 
 def _compare(got: list, ref: list) -> tuple[float, float]:
-    same = np.mean([[h.doc_id for h in a.hits] == [h.doc_id for h in b.hits] for a, b in zip(got, ref)])
+    same = np.mean(
+        [[h.doc_id for h in a.hits] == [h.doc_id for h in b.hits] for a, b in zip(got, ref, strict=True)]
+    )
     err = max(
         float(np.max(np.abs(np.array([h.score for h in a.hits]) - [h.score for h in b.hits])))
-        for a, b in zip(got, ref)
+        for a, b in zip(got, ref, strict=True)
     )
     return float(same), err
 
@@ -44,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     lin = r.with_config(dataclasses.replace(graph, ppr_method="linear")).warm()
     print(
-        f"\n### Linear PPR push threshold vs float64 CG (bundled MuSiQue, {len(qs)} questions, graph top-10)\n"
+        f"\n### Linear PPR push threshold vs float64 CG (bundled MuSiQue, {len(qs)} questions, "
+        "graph top-10)\n"
     )
     print("| method | ordered top-10 = reference | max score difference | nodes touched (mean) | ms/query |")
     print("|---|---:|---:|---:|---:|")

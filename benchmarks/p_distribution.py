@@ -95,8 +95,13 @@ def run(kb_dir: Path, cap: int) -> list[dict]:
     from gta_verl.retrieval.retriever import GraphRetriever
 
     tok = load_qwen_tokenizer()
-    encode = lambda s: list(tok.encode(s, add_special_tokens=False))  # noqa: E731
-    decode = lambda ids: tok.decode(list(ids), skip_special_tokens=False)  # noqa: E731
+
+    def encode(s):
+        return list(tok.encode(s, add_special_tokens=False))
+
+    def decode(ids):
+        return tok.decode(list(ids), skip_special_tokens=False)
+
     corpus = {p.doc_id: p for p in read_hipporag_corpus(ASSETS / "musique_train_corpus.json").records}
     qa = read_musique_qa(ASSETS / "musique_train.json", corpus_ids=corpus).records
     by_qid = {ex.qid: ex for ex in qa}
@@ -104,7 +109,7 @@ def run(kb_dir: Path, cap: int) -> list[dict]:
     retriever = GraphRetriever.from_kb_dir(kb_dir)
     plans = _plans(raw)
     queries = sorted({q for _, _, qs in plans for q in qs})
-    results = dict(zip(queries, retriever.retrieve(queries)))
+    results = dict(zip(queries, retriever.retrieve(queries), strict=True))
     rows = []
     for i, strategy, qs in plans:
         ex = by_qid.get(str(raw[i]["id"]))

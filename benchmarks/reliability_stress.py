@@ -1,18 +1,19 @@
 """Reliability stress table: kills during a KB write, two builds at once, malformed batches.
 
-Every case is repeated ``--trials`` times (fresh directories, fresh processes) and reported as passed / N with the
-wall time per trial (median, max), next to the reference behaviour it is checked against. Prints a markdown table.
+Every case is repeated ``--trials`` times (fresh directories, fresh processes) and reported as passed / N
+with the wall time per trial (median, max), next to the reference behaviour it is checked against. Prints a
+markdown table.
 
 * ``kill``: a child writes KB v2 over v1 and is SIGKILLed (a) right between the two renames of the fallback
   swap (exchange forced off; the kill injected after the first ``os.replace``, as
   ``tests/kb/test_store_durability_on_cpu.py`` does), (b) at a random time during the fallback write,
-  (c) at a random time during the default exchange write. Then a fresh process loads the KB (must be v1 or v2),
-  lists the ``.NAME.tmp-*`` / ``.NAME.old-*`` left, writes v3 (the next write) and lists them again.
+  (c) at a random time during the default exchange write. Then a fresh process loads the KB (must be v1 or
+  v2), lists the ``.NAME.tmp-*`` / ``.NAME.old-*`` left, writes v3 (the next write) and lists them again.
 * ``builds``: two processes start the same moment and run ``kb build``'s write path (``recover_interrupted``,
-  ``check_out_dir``, then ``write_lock`` held over the build and ``save_kb``) into one ``--out``; the toy build
-  holds the lock ``--build-s`` seconds (standing in for OpenIE and encoding). Into a missing ``--out`` and
-  over an existing KB; plus ``--cli-trials`` runs of two real ``gta-verl kb build`` processes (spaCy OpenIE,
-  bundled encoder, 2 passages; ~10 s each).
+  ``check_out_dir``, then ``write_lock`` held over the build and ``save_kb``) into one ``--out``; the toy
+  build holds the lock ``--build-s`` seconds (standing in for OpenIE and encoding). Into a missing ``--out``
+  and over an existing KB; plus ``--cli-trials`` runs of two real ``gta-verl kb build`` processes (spaCy
+  OpenIE, bundled encoder, 2 passages; ~10 s each).
 * ``batch``: 64 rows scored by each gta reward manager's real ``run_single``, all awaited in one
   ``asyncio.gather`` without ``return_exceptions`` as verl's agent loop does; k rows replaced by malformed
   variants (cycling through the kinds below, at random positions) and compared with the clean batch.
@@ -264,7 +265,7 @@ def builds_trial(root: Path, existing: bool, build_s: float) -> dict[str, Any]:
             results.append(json.loads(text.strip().splitlines()[-1]))
         except (IndexError, json.JSONDecodeError):
             results.append({"ok": False, "error": f"crashed: {err.strip().splitlines()[-1:]}"})
-    winners = [n for n, r in zip("AB", results) if r["ok"]]
+    winners = [n for n, r in zip("AB", results, strict=True) if r["ok"]]
     errors = [r["error"] for r in results if not r["ok"]]
     marker = _marker(out)
     return {
@@ -310,7 +311,7 @@ def cli_builds_trial(root: Path, existing: bool) -> dict[str, Any]:
     ]
     outs = [p.communicate(timeout=600) for p in procs]
     rcs = [p.returncode for p in procs]
-    errors = [e.strip() for (_, e), rc in zip(outs, rcs) if rc != 0]
+    errors = [e.strip() for (_, e), rc in zip(outs, rcs, strict=True) if rc != 0]
     marker = _marker(out)
     loads = not marker.startswith("error")
     return {
@@ -473,7 +474,7 @@ class BatchCase:
             return {"ok": False, "raised": f"{type(exc).__name__}: {exc}"[:200], "returned": 0}
         clean = self.clean[name]
         errors, good_equal, wrong = 0, 0, []
-        for i, (g, c) in enumerate(zip(got, clean)):
+        for i, (g, c) in enumerate(zip(got, clean, strict=False)):
             err = g["reward_extra_info"].get("reward_error") == 1.0
             errors += err
             expected = _expected(bad[i], name) if i in bad else "clean"
@@ -598,21 +599,23 @@ def main() -> int:
             (
                 "between",
                 "SIGKILL between the two renames (fallback swap, exchange forced off)",
-                "`--out` is missing until the next load/write; a load in a fresh process moves the complete new KB "
-                "back (v2: its manifest was written last); no `.tmp-*`/`.old-*` after that load or the next write",
+                "`--out` is missing until the next load/write; a load in a fresh process moves the complete "
+                "new KB back (v2: its manifest was written last); no `.tmp-*`/`.old-*` after that load or "
+                "the next write",
             ),
             (
                 "fallback",
                 "SIGKILL at a random time during the write (fallback swap)",
-                "a fresh load gets v1 or v2, never an error; no `.tmp-*`/`.old-*` after the load or the next write",
+                "a fresh load gets v1 or v2, never an error; no `.tmp-*`/`.old-*` after the load or the "
+                "next write",
             ),
             (
                 "exchange",
                 "SIGKILL at a random time during the write (default exchange swap"
                 + ("" if has_exchange else "; unavailable here, so the fallback ran")
                 + ")",
-                "`--out` is a complete KB at every instant: a fresh load gets v1 or v2; no leftovers after the load "
-                "or the next write",
+                "`--out` is a complete KB at every instant: a fresh load gets v1 or v2; no leftovers after "
+                "the load or the next write",
             ),
         ):
             rows.append(
@@ -630,8 +633,8 @@ def main() -> int:
             rows.append(
                 run_case(
                     f"two builds at once {where} (library write path, lock held {args.build_s:g} s)",
-                    "exactly one writes; the other fails at once with the one-line `KBWriteError` naming the holder's "
-                    "pid; `--out` then loads the winner's KB; no leftovers",
+                    "exactly one writes; the other fails at once with the one-line `KBWriteError` naming the "
+                    "holder's pid; `--out` then loads the winner's KB; no leftovers",
                     args.trials,
                     lambda i, e=existing: fresh(lambda r: builds_trial(r, e, args.build_s)),
                     builds_outcome,
@@ -653,9 +656,9 @@ def main() -> int:
             rows.append(
                 run_case(
                     f"64-row batch, {k} malformed, through `{'`, `'.join(bc.managers)}`",
-                    "every row returns (no raise out of the gathered `run_single`); each malformed row a manager "
-                    "reads scores 0 with `reward_error` = 1 and the same keys; every other row equals the clean "
-                    "batch exactly",
+                    "every row returns (no raise out of the gathered `run_single`); each malformed row a "
+                    "manager reads scores 0 with `reward_error` = 1 and the same keys; every other row "
+                    "equals the clean batch exactly",
                     args.trials,
                     lambda i, k=k: bc.trial(k, rng),
                     batch_outcome,

@@ -88,7 +88,7 @@ def bench_reference(kb_dir: Path, qs: list[str], n_calls: int) -> tuple[float, d
     t0 = time.perf_counter()
     out = [x for s in range(0, n_calls, 64) for x in r.retrieve(batch[s : s + 64])]
     qps = n_calls / (time.perf_counter() - t0)
-    return qps, {q: res.doc_ids for q, res in zip(batch, out)}
+    return qps, {q: res.doc_ids for q, res in zip(batch, out, strict=True)}
 
 
 def bench_actors(

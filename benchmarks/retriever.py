@@ -101,7 +101,7 @@ def synthetic_kb(sg: SyntheticGraph, n_triples: int, seed: int, dim: int, with_i
     docs = rng.integers(0, nd, n_triples)
     triples = tuple(
         Triple(f"e{a}", f"r{i}", f"e{b}", passages[d].doc_id)
-        for i, ((a, b), d) in enumerate(zip(pairs.tolist(), docs.tolist()))
+        for i, ((a, b), d) in enumerate(zip(pairs.tolist(), docs.tolist(), strict=True))
     )
     if with_igraph:
         g = sg.to_igraph()
@@ -207,7 +207,8 @@ def reference_path(r: Any, q: np.ndarray, k: int) -> tuple[np.ndarray, float, fl
 
 
 def bench_faiss(r: Any, q: np.ndarray, batches: list[int]) -> list[str]:
-    """Flat top-n: faiss at its default BLAS threshold vs lowered, the one-pass float32 scan, the bf16 pre-scan."""
+    """Flat top-n: faiss at its default BLAS threshold vs lowered, the one-pass float32 scan, the bf16
+    pre-scan."""
     import faiss
 
     from gta_verl.retrieval.index import BLAS_THRESHOLD, Bf16Scan
@@ -217,8 +218,9 @@ def bench_faiss(r: Any, q: np.ndarray, batches: list[int]) -> list[str]:
     lines = [
         f"\n#### Exact flat triple search ({idx.n:,} × {idx.dim}, top-{n}), ms/query\n",
         f"| batch | faiss search, threshold {FAISS_DEFAULT_BLAS} (default) | faiss search, threshold "
-        f"{BLAS_THRESHOLD} (BLAS) | speed-up | two searches (reference, BLAS) | one-pass float32 scan + min | "
-        "bf16 pre-scan + float32 rescoring + min | rows certified | same ids (all four) |",
+        f"{BLAS_THRESHOLD} (BLAS) | speed-up | two searches (reference, BLAS) | "
+        "one-pass float32 scan + min | bf16 pre-scan + float32 rescoring + min | rows certified | "
+        "same ids (all four) |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for b in batches:
@@ -301,7 +303,7 @@ def _agreement(rv: Any, ref_ids: np.ndarray) -> str:
     ours = rv.score([f"q{i}" for i in range(len(ref_ids))], k_graph=10)[1][0]
     ok = ref_ids[:, 0] >= 0
     same = np.mean(np.all(ours[ok] == ref_ids[ok], axis=1))
-    sets = np.mean([set(a) == set(b) for a, b in zip(ours[ok].tolist(), ref_ids[ok].tolist())])
+    sets = np.mean([set(a) == set(b) for a, b in zip(ours[ok].tolist(), ref_ids[ok].tolist(), strict=True)])
     return f"{same * 100:.0f} % ({sets * 100:.0f} %)"
 
 
@@ -416,7 +418,7 @@ def plot_sweep(rows: list[dict[str, Any]], path: Path, title: str, variants: str
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 6.6))
-    for (top, eps), line in zip(parse_variants(variants), ("--", "-", ":", "-.", (0, (1, 3)))):
+    for (top, eps), line in zip(parse_variants(variants), ("--", "-", ":", "-.", (0, (1, 3))), strict=False):
         for what, mark in (("ppr", "o"), ("whole", "s")):
             have = [r for r in rows if f"{what}_{top}_{eps}" in r]  # merged runs may lack a variant at a size
             if not have:
@@ -570,7 +572,9 @@ def bench_approx(args: argparse.Namespace) -> list[str]:
         _, ids = idx.search(q, n)
         ms = (time.perf_counter() - t1) * 1e3 / len(q)
         exact = ids if exact is None else exact
-        recall = np.mean([len(set(a) & set(b)) / n for a, b in zip(ids.tolist(), exact.tolist())])
+        recall = np.mean(
+            [len(set(a) & set(b)) / n for a, b in zip(ids.tolist(), exact.tolist(), strict=True)]
+        )
         label = {
             "flat": "flat (exact)",
             "ivf": f"ivf (nlist ≈ 4√n, nprobe {c.ivf_nprobe})",

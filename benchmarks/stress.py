@@ -94,7 +94,10 @@ def fuzz_turn(rng: random.Random) -> str:
     if kind < 0.25:
         return f"{rng.choice(['', 'think. '])}<search> {rng.choice(_FRAGMENTS[16:])} </search>"
     if kind < 0.4:
-        return f"so <answer> {rng.choice(_FRAGMENTS[16:])} </answer>{rng.choice(['', ' trailing <search> q </search>'])}"
+        return (
+            f"so <answer> {rng.choice(_FRAGMENTS[16:])} </answer>"
+            f"{rng.choice(['', ' trailing <search> q </search>'])}"
+        )
     return "".join(rng.choice(_FRAGMENTS) for _ in range(rng.randint(0, 12)))
 
 
@@ -158,7 +161,7 @@ def section_fuzz(n: int, seed: int) -> None:
             bool(spans)
             and spans[0][1] == 0
             and spans[-1][2] == n_tok
-            and all(a[2] == b[1] for a, b in zip(spans, spans[1:]))
+            and all(a[2] == b[1] for a, b in zip(spans, spans[1:], strict=False))
         )
         if (
             not tiles
@@ -188,8 +191,8 @@ def section_fuzz(n: int, seed: int) -> None:
             kinds[k] = kinds.get(k, 0) + 1
     print(f"\n### Fuzzed generations through the agent loop and reward managers (seed {seed})\n")
     print(
-        "| generations | rollouts | loop exceptions | masks ≠ spans | trajectory_guided exc. | exact_match exc. "
-        "| path_router exc. | loop s | scoring s |"
+        "| generations | rollouts | loop exceptions | masks ≠ spans | trajectory_guided exc. "
+        "| exact_match exc. | path_router exc. | loop s | scoring s |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import json
 import os
 import select
@@ -399,7 +400,8 @@ def section_http(n: int, clients: int) -> None:
     wall = time.perf_counter() - t
     ok = [o for o in out if isinstance(o, dict)]
     same = sum(
-        isinstance(o, dict) and [d["doc_id"] for d in o["result"][0]] == e for o, e in zip(out, expected)
+        isinstance(o, dict) and [d["doc_id"] for d in o["result"][0]] == e
+        for o, e in zip(out, expected, strict=True)
     )
     print(f"\n### HTTP load: {len(qs):,} requests (1 query each), {clients} concurrent clients, 127.0.0.1\n")
     print(
@@ -539,7 +541,9 @@ def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
                 svc = ray.get_actor(name, namespace=ns)
                 ray.get(svc.health.remote())
                 out, ms = asyncio.run(
-                    kill_during_calls(client, qs, expected, n_calls, lambda: kill(target, how, svc))
+                    kill_during_calls(
+                        client, qs, expected, n_calls, functools.partial(kill, target, how, svc)
+                    )
                 )
                 rec_s, later = wait_recovered(client, qs, expected, limit_s=180)
                 reasons: dict[str, int] = {}

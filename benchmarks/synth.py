@@ -166,7 +166,8 @@ def render(m: dict, title: str) -> str:
     lines += [
         "Notes: validation issues exactly the bare retriever's `retrieve()` calls (64 queries per call) plus",
         "cheap rule checks, so its queries/s ratio departs from 1 only through CPU load noise on a shared",
-        "machine. Pass rates are over rule-passing trajectories; dense-only = `RetrieverConfig(mode='dense')`",
+        "machine. Pass rates are over rule-passing trajectories; dense-only = "
+        "`RetrieverConfig(mode='dense')`",
         "(the 'w/o graph retrieval' retriever) on the same template trajectories.",
         "",
     ]

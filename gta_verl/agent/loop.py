@@ -79,7 +79,8 @@ def merge_global_steps(
 
 
 def _retrieval_timeout(config: Any) -> float:
-    """``gta.retriever.timeout_s`` (validated by :class:`gta_verl.retrieval.section.RetrieverSection`), default 30 s."""
+    """``gta.retriever.timeout_s`` (validated by :class:`gta_verl.retrieval.section.RetrieverSection`),
+    default 30 s."""
     gta = config.get("gta") if hasattr(config, "get") else None
     node = gta.get("retriever") if gta is not None and hasattr(gta, "get") else None
     value = node.get("timeout_s") if node is not None and hasattr(node, "get") else None

@@ -65,7 +65,8 @@ class ToolSettings(StrictConfig):
 
     @classmethod
     def from_tool_config(cls, config: Mapping[str, Any] | None) -> ToolSettings:
-        """From verl's tool ``config`` (its ``type`` key is verl's); unknown keys raise, naming the valid ones."""
+        """From verl's tool ``config`` (its ``type`` key is verl's); unknown keys raise, naming the valid
+        ones."""
         return cls.from_mapping({k: v for k, v in dict(config or {}).items() if k != "type"})
 
     def trainer_config(self) -> dict[str, Any]:

@@ -206,10 +206,10 @@ class GTATrainerMixin:
             keys=batch.keys, partition_id=batch.partition_id, select_fields=tensors + plain
         )
         keep = _padding_keep(batch, len(batch.keys))
-        rows = {k: [t.tolist() for t, ok in zip(data[k].unbind(0), keep) if ok] for k in tensors}
+        rows = {k: [t.tolist() for t, ok in zip(data[k].unbind(0), keep, strict=True) if ok] for k in tensors}
         for k in plain:
             values = data[k].tolist() if hasattr(data[k], "tolist") else list(data[k])
-            rows[k] = [v for v, ok in zip(values, keep) if ok]
+            rows[k] = [v for v, ok in zip(values, keep, strict=True) if ok]
         os.makedirs(rollout_data_dir, exist_ok=True)
         path = os.path.join(rollout_data_dir, f"{self.global_steps}.tokens.pt")
         torch.save({"step": int(self.global_steps), **rows}, path + ".tmp")

@@ -6,9 +6,10 @@ and expects a ``TokenOutput`` whose ``extra_fields["global_steps"]`` is the int 
 (``llm_server.py:161`` copies it into ``min/max_global_steps``; the V1 trainer builds an int array
 from them). The replica and the trainer also call the lifecycle methods below (sleep / wake-up /
 abort / profiling / KV-cache); on a CPU with one in-process model they have nothing to free, except
-that abort / resume are verl's partial rollouts (``colocate_async``): :meth:`HFRolloutServer.abort_all_requests`
-answers the requests in flight with their tokens so far (stop reason ``"aborted"``) and parks new
-ones until :meth:`HFRolloutServer.resume_generation`, as verl's vLLM server does.
+that abort / resume are verl's partial rollouts (``colocate_async``):
+:meth:`HFRolloutServer.abort_all_requests` answers the requests in flight with their tokens so far
+(stop reason ``"aborted"``) and parks new ones until :meth:`HFRolloutServer.resume_generation`, as
+verl's vLLM server does.
 
 Weights arrive through :meth:`HFRolloutServer.load_weights` from the in-worker adapter
 (:class:`gta_verl.cpu.rollout.HFCPUServerAdapter`), then :meth:`set_global_steps` stamps the version.

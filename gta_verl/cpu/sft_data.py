@@ -1,4 +1,5 @@
-"""Warm-start inputs: Stage-I questions split by target document, a corpus tokenizer, SFT rows from τ* replays.
+"""Warm-start inputs: Stage-I questions split by target document, a corpus tokenizer, SFT rows from τ*
+replays.
 
 The SFT rows are recorded from the real ``gta_search_agent`` loop replaying each reference trajectory τ* (a
 :class:`~gta_verl.agent.backends.ScriptedServerManager` speaks the reference turns) against the deployed

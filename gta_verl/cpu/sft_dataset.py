@@ -2,9 +2,10 @@
 
 verl's ``MultiTurnSFTDataset`` renders each message through the chat template, so after the first
 ``</search>`` it trains ``<|im_end|>\\n<|im_start|>user\\n<info>…`` — a context the ``gta_search_agent`` loop
-never produces (it appends the observation raw, ``\\n\\n<info>…</info>\\n\\n``, inside one assistant response).
-The rows read here were recorded from the real loop replaying τ* (:mod:`gta_verl.cpu.sft_data`): ``input_ids``
-= prompt ids + response ids, ``loss_mask`` = 0 on the prompt and on every observation, 1 on generated tokens.
+never produces (it appends the observation raw, ``\\n\\n<info>…</info>\\n\\n``, inside one assistant
+response). The rows read here were recorded from the real loop replaying τ* (:mod:`gta_verl.cpu.sft_data`):
+``input_ids`` = prompt ids + response ids, ``loss_mask`` = 0 on the prompt and on every observation, 1 on
+generated tokens.
 Item layout is verl's ``no_padding`` mode (``multiturn_sft_dataset.py:404-420``).
 """
 
@@ -40,7 +41,7 @@ class AgentLayoutSFTDataset(Dataset):
             if missing:
                 raise ValueError(f"{f}: SFT parquet needs columns {COLUMNS}, missing {missing}")
             for i, (ids, mask) in enumerate(
-                zip(table["input_ids"].to_pylist(), table["loss_mask"].to_pylist())
+                zip(table["input_ids"].to_pylist(), table["loss_mask"].to_pylist(), strict=True)
             ):
                 if len(ids) != len(mask):
                     raise ValueError(f"{f}: row {i}: {len(ids)} input_ids but {len(mask)} loss_mask entries")

@@ -96,7 +96,8 @@ class WarmStart:
 
 
 def settings_key(settings: SFTSettings) -> dict[str, Any]:
-    """The settings that name a cached warm start (knobs left at a :data:`_KEY_DEFAULTS` value are omitted)."""
+    """The settings that name a cached warm start (knobs left at a :data:`_KEY_DEFAULTS` value are
+    omitted)."""
     return {k: v for k, v in asdict(settings).items() if k not in _KEY_DEFAULTS or _KEY_DEFAULTS[k] != v}
 
 

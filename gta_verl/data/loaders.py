@@ -355,7 +355,9 @@ def read_musique_qa(
             col.reject(i, "bad field: supporting paragraph without text")
             continue
         ids = [make_doc_id(t, x) for t, x in gold]
-        missing = [t for (t, _), d in zip(gold, ids) if corpus_ids is not None and d not in corpus_ids]
+        missing = [
+            t for (t, _), d in zip(gold, ids, strict=True) if corpus_ids is not None and d not in corpus_ids
+        ]
         if missing:
             col.reject(i, f"gold paragraph not in corpus: {missing[0]!r}")
             continue

@@ -118,7 +118,8 @@ def prepare_hipporag_style(
     strict: bool = False,
     verbose: bool = True,
 ) -> dict[str, Path]:
-    """HippoRAG-format corpus + MuSiQue-style question file → ``<name>_corpus.parquet``, ``<name>_<split>.parquet``."""
+    """HippoRAG-format corpus + MuSiQue-style question file → ``<name>_corpus.parquet``,
+    ``<name>_<split>.parquet``."""
     out_dir = Path(out_dir)
     passages, c = prepare_corpus(corpus_in, out_dir / f"{name}_corpus.parquet", "hipporag", strict, verbose)
     qa = read_musique_qa(

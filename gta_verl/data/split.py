@@ -1,10 +1,11 @@
 """Train/held-out split of synthetic questions that share no target document across the split.
 
 Two questions are linked when their target sets S(x) intersect; every connected component of that graph goes
-wholly to one side, so no held-out question can be answered by recalling a document seen in training. Components
-are shuffled with ``seed`` and taken into the held-out side until it reaches ``heldout_fraction`` of the rows.
-When that graph is one giant component (many questions over a small corpus), :func:`split_by_document_communities`
-partitions the documents instead and drops the questions that straddle two sides.
+wholly to one side, so no held-out question can be answered by recalling a document seen in training.
+Components are shuffled with ``seed`` and taken into the held-out side until it reaches ``heldout_fraction``
+of the rows. When that graph is one giant component (many questions over a small corpus),
+:func:`split_by_document_communities` partitions the documents instead and drops the questions that straddle
+two sides.
 """
 
 from __future__ import annotations

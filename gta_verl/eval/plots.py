@@ -100,7 +100,7 @@ def plot_route_shares(series: Mapping[str, Sequence[tuple[int, float]]], out: Pa
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for route, points in series.items():
-        steps, shares = zip(*points) if points else ((), ())
+        steps, shares = zip(*points, strict=True) if points else ((), ())
         ax.plot(steps, [100 * s for s in shares], marker="o", markersize=3, label=route)
     ax.set_xlabel("training step")
     ax.set_ylabel("share of rollouts (%)")
@@ -153,7 +153,7 @@ def plot_route_distribution(per_dataset: Mapping[str, Mapping[str, float]], out:
     for key in routes:
         vals = [100 * per_dataset[d].get(key, 0.0) for d in names]
         ax.bar(names, vals, bottom=bottom, label=key.split("/", 1)[1])
-        bottom = [b + v for b, v in zip(bottom, vals)]
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_ylim(0, 100)
     ax.set_ylabel("share of rollouts (%)")
     ax.set_title("PathRouter routes at evaluation")

@@ -77,7 +77,8 @@ class EvalSettings:
         n_samples: Rollouts per question (metrics are pooled = avg@n).
         temperature: Sampling temperature; None = greedy (0.0) for one sample, 1.0 otherwise.
         max_actions: Action budget B of the agent loop (paper default 5).
-        max_obs_tokens: Cap on one observation (``gta.agent.max_obs_tokens``; must match the policy's training).
+        max_obs_tokens: Cap on one observation (``gta.agent.max_obs_tokens``; must match the policy's
+            training).
         prompt_length, response_length: Token budgets, as ``actor_rollout_ref.rollout``; default: the
             training config's (:func:`training_budget`, ``gta_grpo.yaml``: 1,024 / 3,072).
         retriever: ``gta.retriever`` knobs (e.g. ``{"mode": "dense"}`` for the w/o-graph ablation).

@@ -309,7 +309,7 @@ def kb_doc_index(kb_dir: Path | str) -> dict[str, list[tuple[str, str]]]:
         raise FileNotFoundError(f"{path}: not a KB directory (built by `gta-verl kb build`)")
     cols = pq.read_table(path, columns=["doc_id", "title", "text"]).to_pydict()
     index: dict[str, list[tuple[str, str]]] = {}
-    for doc_id, title, text in zip(cols["doc_id"], cols["title"], cols["text"]):
+    for doc_id, title, text in zip(cols["doc_id"], cols["title"], cols["text"], strict=True):
         index.setdefault(_nfc(title), []).append((doc_id, _nfc(text)))
     return index
 

@@ -91,9 +91,9 @@ def _known_vectors(kb: KnowledgeBase | None) -> tuple[dict[str, np.ndarray], ...
     if kb is None:
         return {}, {}, {}
     return (
-        dict(zip((p.contents for p in kb.passages), kb.passage_emb)),
-        dict(zip(kb.entities, kb.entity_emb)),
-        dict(zip((t.text for t in kb.triples), kb.triple_emb)),
+        dict(zip((p.contents for p in kb.passages), kb.passage_emb, strict=True)),
+        dict(zip(kb.entities, kb.entity_emb, strict=True)),
+        dict(zip((t.text for t in kb.triples), kb.triple_emb, strict=True)),
     )
 
 
@@ -224,7 +224,8 @@ def extract_passages(
 
 
 def check_not_empty(openie: Mapping[str, Any], corpus_path: str | Path) -> None:
-    """Refuse a build whose OpenIE found no triple at all: the graph would have no entity, PPR nothing to walk.
+    """Refuse a build whose OpenIE found no triple at all: the graph would have no entity, PPR nothing to
+    walk.
 
     Typical cause: a precomputed OpenIE file for another corpus (every passage unmatched).
 
@@ -256,8 +257,9 @@ def build_kb_from_files(
 ) -> KnowledgeBase:
     """Read a corpus, run OpenIE, build, save to ``out_dir``; return the saved KB.
 
-    ``force`` lets the save replace a non-empty ``out_dir`` that is not a KB (see :func:`~gta_verl.kb.store.check_out_dir`);
-    ``allow_empty`` builds even when OpenIE found no triple in any passage (see :func:`check_not_empty`).
+    ``force`` lets the save replace a non-empty ``out_dir`` that is not a KB (see
+    :func:`~gta_verl.kb.store.check_out_dir`); ``allow_empty`` builds even when OpenIE found no triple in
+    any passage (see :func:`check_not_empty`).
 
     Rejected corpus records are logged with reasons and counted in the manifest
     (``corpus``: in / loaded / rejected).

@@ -395,7 +395,8 @@ class EmbeddingCache:
             self._seen_shards.add(shard.name)
             # numpy's "S20" drops trailing NUL bytes on read: pad back, or the ~1/256 digests ending in
             # 0x00 would never hit and be re-encoded (in other batches, so other last bits) every build.
-            for k, v in zip(keys.tolist(), vecs):
+            # not strict: a damaged shard's unmatched keys stay uncached (re-encoded), never a crash
+            for k, v in zip(keys.tolist(), vecs, strict=False):
                 self._mem[k.ljust(20, b"\0")] = v
 
     def get_many(self, keys: Sequence[bytes]) -> list[np.ndarray | None]:
@@ -413,7 +414,7 @@ class EmbeddingCache:
         np.savez(tmp, keys=np.array(list(keys), dtype="S20"), vecs=vecs.astype(np.float32))
         os.replace(tmp, self.dir / name)
         self._seen_shards.add(name)
-        for k, v in zip(keys, vecs):
+        for k, v in zip(keys, vecs, strict=True):
             self._mem[k] = v
 
 
@@ -439,9 +440,9 @@ class CachedEmbedder:
         texts = [str(t) for t in texts]
         keys = [text_key(t) for t in texts]
         found = self.cache.get_many(keys)
-        missing = list(dict.fromkeys(k for k, v in zip(keys, found) if v is None))
+        missing = list(dict.fromkeys(k for k, v in zip(keys, found, strict=True) if v is None))
         if missing:
-            first = {k: t for k, t in zip(keys, texts)}
+            first = {k: t for k, t in zip(keys, texts, strict=True)}
             bar = None
             if show_progress:
                 from tqdm.auto import tqdm
@@ -453,7 +454,9 @@ class CachedEmbedder:
                 todo = [
                     k
                     for k, v in zip(
-                        missing[s : s + self.chunk], self.cache.get_many(missing[s : s + self.chunk])
+                        missing[s : s + self.chunk],
+                        self.cache.get_many(missing[s : s + self.chunk]),
+                        strict=True,
                     )
                     if v is None
                 ]

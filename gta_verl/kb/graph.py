@@ -153,7 +153,7 @@ def synonymy_edges(
                 top = np.argsort(-sc, kind="stable")[: k + 1]
                 sc, nb = sc[top], nb[top]
             a = int(idx_ok[s + r])
-            for b_local, w in zip(nb.tolist(), sc.tolist()):
+            for b_local, w in zip(nb.tolist(), sc.tolist(), strict=True):
                 b = int(idx_ok[b_local])
                 if a != b:
                     key = (a, b) if a < b else (b, a)
@@ -196,7 +196,7 @@ def graph_from_edge_table(
 
     return ig.Graph(
         n=n_nodes,
-        edges=list(zip(src.tolist(), dst.tolist())),
+        edges=list(zip(src.tolist(), dst.tolist(), strict=True)),
         directed=False,
         edge_attrs={"weight": np.asarray(weight, dtype=np.float64).tolist(), "kind": [str(k) for k in kind]},
     )

@@ -343,7 +343,7 @@ def plan_chunks(lists: Iterable[Sequence[str]], is_known: Any, chunk: int) -> li
     out: list[list[str]] = []
     for texts in lists:
         uniq = [t for t in dict.fromkeys(str(t) for t in texts) if t not in planned]
-        missing = [t for t, k in zip(uniq, is_known(uniq)) if not k]
+        missing = [t for t, k in zip(uniq, is_known(uniq), strict=True) if not k]
         planned.update(missing)
         out += [missing[s : s + chunk] for s in range(0, len(missing), chunk)]
     return out
@@ -388,7 +388,7 @@ class TableEmbedder:
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         keys = [text_key(str(t)) for t in texts]
-        missing = [t for t, k in zip(texts, keys) if k not in self.table]
+        missing = [t for t, k in zip(texts, keys, strict=True) if k not in self.table]
         if missing:
             raise KeyError(f"{len(missing)} texts have no vector from the Ray pool, e.g. {missing[0][:80]!r}")
         return np.stack([self.table[k] for k in keys]) if keys else np.zeros((0, self.dim), np.float32)
@@ -443,13 +443,13 @@ def ray_embed(
     )
     new_keys: list[bytes] = []
     new_vecs: list[np.ndarray] = []
-    for n, texts in zip(names, chunks):
+    for n, texts in zip(names, chunks, strict=True):
         keys, vecs = _read_vectors(out_dir, n, [text_key(t) for t in texts])
         new_keys += keys
         new_vecs.append(vecs)
-    table = dict(zip(new_keys, (v for block in new_vecs for v in block)))
+    table = dict(zip(new_keys, (v for block in new_vecs for v in block), strict=True))
     all_keys = list(dict.fromkeys(text_key(str(t)) for texts in lists for t in texts))
-    for k, v in zip(all_keys, cache.get_many(all_keys)):
+    for k, v in zip(all_keys, cache.get_many(all_keys), strict=True):
         if v is not None and k not in table:
             table[k] = np.asarray(v, dtype=np.float32)
     if new_keys:  # one atomic cache shard: later builds (Ray or not) reuse these exact vectors

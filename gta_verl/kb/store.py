@@ -13,8 +13,8 @@ Layout (``SCHEMA_VERSION`` 1)::
 
 The directory is written next to the target, fsynced, and exchanged with the old
 one in a single rename under a one-writer lock, so a crash never leaves a half-written KB
-or no KB (:mod:`gta_verl.kb.atomic`); only a KB or an empty directory is replaced; loading checks schema version and every
-checksum and says which file is wrong. The manifest cannot switch those checks
+or no KB (:mod:`gta_verl.kb.atomic`); only a KB or an empty directory is replaced; loading checks schema
+version and every checksum and says which file is wrong. The manifest cannot switch those checks
 off: its ``files`` must list exactly the files of its schema version, each a
 regular file inside the directory, and every table and array must agree with
 the others in shape (see :meth:`KnowledgeBase.problems`).
@@ -155,7 +155,8 @@ def check_out_dir(out_dir: str | Path, force: bool = False) -> None:
     """Refuse to replace anything at ``out_dir`` but a KB (or an empty directory), unless ``force``.
 
     Raises:
-        KBWriteError: ``out_dir`` is a file, the working directory (or above it), or a non-empty non-KB directory.
+        KBWriteError: ``out_dir`` is a file, the working directory (or above it), or a non-empty non-KB
+            directory.
     """
     out = Path(out_dir).resolve()
     if not out.exists():
@@ -477,14 +478,16 @@ def load_kb(kb_dir: str | Path, verify: bool = True) -> KnowledgeBase:
     recover_interrupted(kb_dir)
     manifest = verify_kb(kb_dir) if verify else read_manifest(kb_dir)
     pdf = _read_table(kb_dir, "passages.parquet", ("doc_id", "title", "text"))
-    passages = tuple(Passage(d, t, x) for d, t, x in zip(pdf["doc_id"], pdf["title"], pdf["text"]))
+    passages = tuple(
+        Passage(d, t, x) for d, t, x in zip(pdf["doc_id"], pdf["title"], pdf["text"], strict=True)
+    )
     entities = tuple(_read_table(kb_dir, "entities.parquet", ("entity",))["entity"].tolist())
     tdf = _read_table(
         kb_dir, "triples.parquet", ("subject", "relation", "object", "doc_id", "subject_idx", "object_idx")
     )
     triples = tuple(
         Triple(s, r, o, d)
-        for s, r, o, d in zip(tdf["subject"], tdf["relation"], tdf["object"], tdf["doc_id"])
+        for s, r, o, d in zip(tdf["subject"], tdf["relation"], tdf["object"], tdf["doc_id"], strict=True)
     )
     try:
         tei = tdf[["subject_idx", "object_idx"]].to_numpy(dtype=np.int64).reshape(-1, 2)

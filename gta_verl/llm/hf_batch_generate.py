@@ -292,7 +292,7 @@ class GenerationBatcher:
                     if not g.future.done():
                         g.future.set_exception(exc)
                 continue
-            for g, out in zip(group, outs):
+            for g, out in zip(group, outs, strict=True):
                 g.tokens += out.token_ids
                 if out.log_probs is not None:
                     g.log_probs += out.log_probs

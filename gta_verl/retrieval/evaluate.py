@@ -126,7 +126,7 @@ def _mode_recall(retriever: Any, qa: Sequence[QAExample], ks: Sequence[int]) -> 
     per_k: dict[int, list[float]] = {k: [] for k in ks}
     by_hops: dict[int, dict[int, list[float]]] = {}
     flags: dict[str, int] = {}
-    for ex, res in zip(qa, results):
+    for ex, res in zip(qa, results, strict=True):
         ids = res.doc_ids
         for f in res.flags:
             flags[f] = flags.get(f, 0) + 1

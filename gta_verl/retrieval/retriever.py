@@ -79,7 +79,9 @@ def seed_entities(
     ([0, 1, 2], [1.0, 0.375, 0.5])
     """
     sums: dict[int, list[float]] = {}
-    for score, pair in zip(np.asarray(triple_scores, dtype=np.float64), np.asarray(entity_pairs)):
+    for score, pair in zip(
+        np.asarray(triple_scores, dtype=np.float64), np.asarray(entity_pairs), strict=True
+    ):
         for ent in dict.fromkeys(int(e) for e in pair):  # a self-relation counts once
             sums.setdefault(ent, []).append(float(score))
     if not sums:
@@ -434,7 +436,7 @@ class GraphRetriever:
             return [self._hit(int(d), "dense", float(dense[d])) for d in d_order]
         ids, scores = graph[0][:k_g], graph[1][:k_g]
         g_order = ids[ids >= 0]
-        ppr = dict(zip(g_order.tolist(), scores[ids >= 0].tolist()))
+        ppr = dict(zip(g_order.tolist(), scores[ids >= 0].tolist(), strict=True))
         want = min(k_g, len(dense))
         if len(g_order) < want:
             rest = np.setdiff1d(np.arange(want + len(g_order)), g_order)

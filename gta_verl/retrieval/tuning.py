@@ -143,9 +143,18 @@ def select_fusion(
         return float(np.mean([objective(t[key], objective_ks) for t in tables]))
 
     def shortfall(key: K) -> float:
-        return max(ref[k] - t[key][k] for t, refs in zip(tables, references) for ref in refs for k in ref)
+        return max(
+            ref[k] - t[key][k]
+            for t, refs in zip(tables, references, strict=True)
+            for ref in refs
+            for k in ref
+        )
 
-    passing = [key for key in keys if all(dominates(t[key], refs) for t, refs in zip(tables, references))]
+    passing = [
+        key
+        for key in keys
+        if all(dominates(t[key], refs) for t, refs in zip(tables, references, strict=True))
+    ]
     if passing:
         best = max(range(len(passing)), key=lambda i: (score(passing[i]), -i))  # first wins a tie
         return passing[best], True
@@ -302,11 +311,13 @@ def tune_fusion(
     seed_tops = list(dict.fromkeys(c.passage_seed_top for c in grid))
     tables = [_Tables(ds, seed_tops, ks) for ds in datasets]
     splits = [split_halves([q.qid for q in t.qa], split_seed) for t in tables]
-    tune_tables = [{c: t.row(tune, c, "hybrid") for c in grid} for t, (tune, _) in zip(tables, splits)]
-    tune_refs = [t.references(tune, seed_tops) for t, (tune, _) in zip(tables, splits)]
+    tune_tables = [
+        {c: t.row(tune, c, "hybrid") for c in grid} for t, (tune, _) in zip(tables, splits, strict=True)
+    ]
+    tune_refs = [t.references(tune, seed_tops) for t, (tune, _) in zip(tables, splits, strict=True)]
     chosen, met = select_fusion(tune_tables, [list(r.values()) for r in tune_refs], objective_ks)
     results = []
-    for ds, t, (tune, held), tt, refs in zip(datasets, tables, splits, tune_tables, tune_refs):
+    for ds, t, (tune, held), tt, refs in zip(datasets, tables, splits, tune_tables, tune_refs, strict=True):
         b = t.base
         base_choice = FusionChoice(b.fusion, b.dense_head, b.fusion_weight, b.passage_seed_top)
         held_rows = {

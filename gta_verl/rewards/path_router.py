@@ -333,9 +333,9 @@ def shaping_reward(
     * timeout penalty r_o: budget exhausted / truncated without taking the answer action;
     * redundancy penalty r_d: per repeated normalized query, capped.
 
-    The empty answer ``<answer></answer>`` is an answer action with nothing in it: it ends the episode, so it
-    takes the lazy penalty without a search, but earns no exploration bonus — it never pays better than a wrong
-    guess (docs/path_router.md, "The empty answer").
+    The empty answer ``<answer></answer>`` is an answer action with nothing in it: it ends the episode, so
+    it takes the lazy penalty without a search, but earns no exploration bonus — it never pays better than a
+    wrong guess (docs/path_router.md, "The empty answer").
 
     Args:
         answered: A non-empty answer was given.

@@ -87,9 +87,9 @@ def test_search_then_answer_masks_spans_doc_ids(qwen_tokenizer, musique_retrieve
     assert ef[schema.EF_TURN_DOC_IDS] == [r.doc_ids for r in expected]
     assert ef[schema.EF_TURN_TEXTS][0] == [f"{h.title}\n{h.text}" for h in expected[0].hits]
     # the observation tokens decode to exactly the formatted R(q_t)
-    for (s, e), res in zip(spans_of(out, "observation"), expected):
+    for (s, e), res in zip(spans_of(out, "observation"), expected, strict=True):
         assert tok.decode(out.response_ids[s:e]) == format_observation(res.hits)
-    for (s, e), title in zip(spans_of(out, "query"), titles):
+    for (s, e), title in zip(spans_of(out, "query"), titles, strict=True):
         assert tok.decode(out.response_ids[s:e]).strip().replace(
             " ", ""
         ) == f"<search>{title}</search>".replace(" ", "")
@@ -238,7 +238,7 @@ def test_default_cap_on_long_real_passages_records_only_what_was_shown(
     assert ef[schema.EF_TURN_DOC_IDS] == [[h.doc_id for h in hits]]
     texts = ef[schema.EF_TURN_TEXTS][0]
     assert len(texts) == len(hits)
-    for i, (text, hit) in enumerate(zip(texts, hits)):
+    for i, (text, hit) in enumerate(zip(texts, hits, strict=True)):
         title, body = text.split("\n", 1)
         assert title == hit.title and hit.text.startswith(body)
         # what the reward reads is literally in the observation the policy saw
@@ -268,7 +268,7 @@ def test_as_dict_places_turn_rewards_and_distill_mask(qwen_tokenizer, fake_retri
     # not " <answer> x </answer>"
     out.extra_fields["reward_extra_info"]["distill_select"] = 1.0
     mask = out.output.as_dict()["distill_mask"].tolist()
-    kept = [t for t, m in zip(out.response_ids, mask) if m == 1.0]
+    kept = [t for t, m in zip(out.response_ids, mask, strict=True) if m == 1.0]
     assert qwen_tokenizer.decode(kept) == "a <search> q1 </search>b <search> q2 </search>c"
     assert set(mask) == {0.0, 1.0} and mask[q_ends[0]] == 1.0 and mask[-1] == 0.0
     out.extra_fields["reward_extra_info"]["distill_select"] = 0.0  # evidence-rich

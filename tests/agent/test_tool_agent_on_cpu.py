@@ -48,7 +48,7 @@ QUESTION = QAExample(
 
 
 def _call(query: str) -> str:
-    return '\n<tool_call>\n{"name": "search", "arguments": {"query": "%s"}}\n</tool_call>' % query
+    return f'\n<tool_call>\n{{"name": "search", "arguments": {{"query": "{query}"}}}}\n</tool_call>'
 
 
 TURNS = ["I need the film." + _call("film"), "Now the award." + _call("award"), "<answer> Nolan </answer>"]
@@ -154,10 +154,10 @@ def test_tool_agent_trains_on_our_reward(tool_tokenizer, retriever, monkeypatch)
 
     # Loss mask: 1 on exactly the scripted (policy) tokens, in order; the tool responses are 0.
     ids, mask = output.response_ids, output.response_mask
-    policy = [t for t, m in zip(ids, mask) if m == 1]
+    policy = [t for t, m in zip(ids, mask, strict=True) if m == 1]
     generated = [t for turn in TURNS for t in tool_tokenizer.encode(turn, add_special_tokens=False)]
     assert policy == generated
-    observed = tool_tokenizer.decode([t for t, m in zip(ids, mask) if m == 0])
+    observed = tool_tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m == 0])
     assert observed.count("<tool_response>") == 2 and "Doc 1(Title: T film) text about film" in observed
     assert captured["fields"]["loss_mask"][0].tolist() == list(mask)
 

@@ -126,7 +126,7 @@ def test_vanilla_is_verls_clipped_pg_loss() -> None:
     assert get_policy_loss_fn("vanilla") is compute_policy_loss_vanilla
 
 
-def test_rollouts_mask_observations_and_invalid_actions(group, qwen_tokenizer) -> None:  # noqa: F811
+def test_rollouts_mask_observations_and_invalid_actions(group, qwen_tokenizer) -> None:  # noqa: F811 - the imported fixture
     rollouts, mask, old, _ = group
     kinds = {k for r in rollouts for k, _, _ in r.extra_fields[schema.EF_TURN_SPANS]}
     assert {"observation", "invalid", "reasoning", "query", "answer"} <= kinds
@@ -188,7 +188,7 @@ def test_the_mask_alone_zeroes_the_gradient(group) -> None:
         assert (grad[mask == 1] != 0).all()
 
 
-def test_one_rollout_token_gradient_by_hand(qwen_tokenizer) -> None:  # noqa: F811
+def test_one_rollout_token_gradient_by_hand(qwen_tokenizer) -> None:  # noqa: F811 - the imported fixture
     """1 rollout, token-mean, ratio 1: d loss / d logp_t = -A / (number of mask-1 tokens)."""
     script = GROUP_SCRIPTS[0]
     (rollout,) = _rollouts(qwen_tokenizer, [script])

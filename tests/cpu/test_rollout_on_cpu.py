@@ -151,6 +151,6 @@ def test_concurrent_requests_share_one_batched_call(replica):
     together = ray.get(refs)
     batches = ray.get(replica.server_handle.state.remote())["batches"][calls_before:]
     assert sum(batches) == 8 and len(batches) < 8 and max(batches) > 1
-    for one, many in zip(singles, together):
+    for one, many in zip(singles, together, strict=True):
         assert many.token_ids == one.token_ids
         assert torch.allclose(torch.tensor(many.log_probs), torch.tensor(one.log_probs), atol=1e-4)

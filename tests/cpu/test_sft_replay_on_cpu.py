@@ -41,7 +41,7 @@ def test_replayed_rows_train_the_reference_turns_and_mask_the_observations(
     tok = train_corpus_tokenizer(sft_data.tokenizer_texts(musique_kb.passages[:300], stage1_rows), 1024)
     rows = sft_data.replay_rows(stage1_rows, tok, musique_kb_dir)
     assert len(rows) == len(stage1_rows)
-    for row, src in zip(rows, stage1_rows):
+    for row, src in zip(rows, stage1_rows, strict=True):
         assert row["answered"] and not row["truncated"]
         script = reference_script(src)
         assert row["n_searches"] == len(script) - 1

@@ -87,13 +87,13 @@ def test_sample_20_seed_0_counts_and_gold_ids_in_corpus(tmp_path):
     paragraphs = [(t, "".join(s)) for r in kept for t, s in r["context"]]
     assert (len(qa), len(paragraphs), len(set(paragraphs))) == (20, 200, 200)
     assert len(corpus) == len(set(paragraphs)) == 200
-    assert set(zip(corpus["title"], corpus["text"])) == set(paragraphs)
+    assert set(zip(corpus["title"], corpus["text"], strict=True)) == set(paragraphs)
     # Kept in file order.
     order = [r["_id"] for r in _raw()]
     assert _qids(qa) == sorted(_qids(qa), key=order.index)
     # Gold = each question's supporting-fact paragraphs, as corpus doc ids.
-    ids = dict(zip(zip(corpus["title"], corpus["text"]), corpus["doc_id"]))
-    for r, gold, rm in zip(kept, _gold(qa), qa["reward_model"]):
+    ids = dict(zip(zip(corpus["title"], corpus["text"], strict=True), corpus["doc_id"], strict=True))
+    for r, gold, rm in zip(kept, _gold(qa), qa["reward_model"], strict=True):
         own = {t: "".join(s) for t, s in r["context"]}
         titles = list(dict.fromkeys(t for t, _ in r["supporting_facts"]))
         assert gold == [ids[(t, own[t])] for t in titles] and len(gold) == 2

@@ -294,7 +294,7 @@ def test_verl_dump_of_real_rollouts_matches_agent_records(tmp_path, musique, tok
     want = records_from_rollouts(rollouts)
     assert [g.rollout.turn_doc_ids for g in got] == [w.rollout.turn_doc_ids for w in want]
     assert [g.rollout.answer for g in got] == [w.rollout.answer for w in want]
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         mg, mw = score_record(g.rollout), score_record(w.rollout)
         assert (mg.em, mg.n_targets_hit, mg.zero_target_turns, mg.route) == (
             mw.em,

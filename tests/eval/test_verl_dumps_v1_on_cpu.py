@@ -12,7 +12,10 @@ from gta_verl.eval.verl_dumps import compare_reports, read_verl_dump
 
 trainer_base = pytest.importorskip("verl.trainer.ppo.v1.trainer_base")
 
-PROMPT = "system\nYou are a helpful assistant.\nuser\nAnswer the question.\nQuestion: Who directed Tenet?\nassistant\n"
+PROMPT = (
+    "system\nYou are a helpful assistant.\nuser\nAnswer the question.\nQuestion: Who directed Tenet?\n"
+    "assistant\n"
+)
 OUTPUT = (
     "I should search. <search> Tenet director </search>\n\n<info>Doc 1(Title: Tenet) Tenet is a film "
     "directed by Christopher Nolan.</info>\n\nSo <answer> Christopher Nolan </answer>"

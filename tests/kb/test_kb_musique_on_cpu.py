@@ -63,7 +63,7 @@ def test_relation_and_synonymy_edges(musique_kb):
     rel = {(e.source - n, e.target - n): e["weight"] for e in kb.graph.es if e["kind"] == "relation"}
     assert rel == {k: float(v) for k, v in pair_count.items()}
     syn = [(e.source - n, e.target - n, e["weight"]) for e in kb.graph.es if e["kind"] == "synonymy"]
-    a, b, w = (np.array(x) for x in zip(*syn))
+    a, b, w = (np.array(x) for x in zip(*syn, strict=True))
     cos = np.einsum("ij,ij->i", kb.entity_emb[a], kb.entity_emb[b])
     assert (w >= 0.8).all() and (cos >= 0.8 - 1e-5).all()
     np.testing.assert_allclose(w, cos, atol=1e-5)

@@ -13,13 +13,13 @@ import json
 
 import pytest
 
+from gta_verl.kb.build import build_kb_from_files
+from gta_verl.kb.ray_build import RayOptions, build_kb_ray
+from tests.kb.test_ray_build_on_cpu import _by_stage, _files, _twowiki
+
 ray = pytest.importorskip("ray")
 
-from ray.cluster_utils import Cluster  # noqa: E402
-
-from gta_verl.kb.build import build_kb_from_files  # noqa: E402
-from gta_verl.kb.ray_build import RayOptions, build_kb_ray  # noqa: E402
-from tests.kb.test_ray_build_on_cpu import _by_stage, _files, _twowiki  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402 - needs ray: after the importorskip
 
 pytestmark = pytest.mark.slow  # two raylets, spaCy in two actors and MiniLM in a third: > 30 s on 2 cores
 

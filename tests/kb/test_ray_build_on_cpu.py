@@ -14,14 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray")
-
-from gta_verl.cli import main  # noqa: E402
-from gta_verl.data.ids import make_doc_id  # noqa: E402
-from gta_verl.data.types import Passage  # noqa: E402
-from gta_verl.kb.build import KBConfig, build_kb_from_files, extract_passages  # noqa: E402
-from gta_verl.kb.embed import CachedEmbedder, EmbeddingCache, text_key  # noqa: E402
-from gta_verl.kb.ray_build import (  # noqa: E402
+from gta_verl.cli import main
+from gta_verl.data.ids import make_doc_id
+from gta_verl.data.types import Passage
+from gta_verl.kb.build import KBConfig, build_kb_from_files, extract_passages
+from gta_verl.kb.embed import CachedEmbedder, EmbeddingCache, text_key
+from gta_verl.kb.ray_build import (
     RayOptions,
     StageStats,
     build_kb_ray,
@@ -31,9 +29,11 @@ from gta_verl.kb.ray_build import (  # noqa: E402
     summary_table,
     write_shard,
 )
-from tests.conftest import ASSETS, MUSIQUE_CORPUS, MUSIQUE_OPENIE_SPEC  # noqa: E402
-from tests.kb.helpers import HashEmbedder  # noqa: E402
-from tests.support.openai_server import openai_stub_server  # noqa: E402
+from tests.conftest import ASSETS, MUSIQUE_CORPUS, MUSIQUE_OPENIE_SPEC
+from tests.kb.helpers import HashEmbedder
+from tests.support.openai_server import openai_stub_server
+
+ray = pytest.importorskip("ray")
 
 TWOWIKI = ASSETS / "2wiki" / "2wikimultihopqa_corpus.json"
 

@@ -164,7 +164,8 @@ def test_a_second_writer_fails_with_one_line(toy, tmp_path: Path) -> None:
 
 
 def test_a_second_writer_arriving_before_the_holder_wrote_its_pid_still_names_it(tmp_path: Path) -> None:
-    """benchmarks/reliability_stress.py: 1 of 2 simultaneous builds said `pid ?` (the file was still empty)."""
+    """The lock file is still empty between the holder's flock and its pid write; the second writer waits
+    for the pid rather than naming `pid ?` (two simultaneous builds, benchmarks/reliability_stress.py)."""
     import fcntl
     import threading
 
@@ -216,7 +217,8 @@ def test_stale_tmp_of_a_killed_writer_is_removed(toy, tmp_path: Path) -> None:
 
 
 def test_a_load_removes_a_killed_writers_copy_but_not_a_live_one(toy, tmp_path: Path) -> None:
-    """benchmarks/reliability_stress.py: a SIGKILL mid-write left a partial `.kb.tmp-*` after the next load."""
+    """A writer SIGKILLed mid-write leaves a partial `.kb.tmp-*`; the next load removes it once no writer
+    holds the lock (benchmarks/reliability_stress.py's kill case)."""
     out = tmp_path / "kb"
     save_kb(toy, out)
     stale = out.parent / ".kb.tmp-deadbeef"

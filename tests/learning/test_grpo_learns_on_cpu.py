@@ -69,8 +69,10 @@ def test_one_grpo_step_moves_the_policy_toward_above_average_rollouts(one_step):
     tok = AutoTokenizer.from_pretrained(str(ws.model))
     res = probe_step(dump, before, after, tok)
     ours = grpo_advantages(rescored_rewards(dump, tok), dump["uid"])
-    verls = [sequence_advantage(a, m) for a, m in zip(dump["advantages"], dump["response_mask"])]
-    disagree = [(round(o, 3), round(v, 3)) for o, v in zip(ours, verls) if abs(o) > 1e-3 and o * v <= 0]
+    verls = [sequence_advantage(a, m) for a, m in zip(dump["advantages"], dump["response_mask"], strict=True)]
+    disagree = [
+        (round(o, 3), round(v, 3)) for o, v in zip(ours, verls, strict=True) if abs(o) > 1e-3 and o * v <= 0
+    ]
     print(f"learning probe: {res} (step metrics {run.steps.get(1)})")
     assert res.n_positive > 0 and res.n_negative > 0, "no reward spread within groups: nothing to learn from"
     assert not disagree, (

@@ -155,7 +155,7 @@ def test_batched_greedy_rows_equal_single_requests(tiny):
     prompts = _prompts(tok)
     budgets = [7, 12, 3]  # different per-row budgets in one call
     batch = hf_generate_batch(model, tok, prompts, GREEDY, budgets, 64)
-    for p, b, got in zip(prompts, budgets, batch):
+    for p, b, got in zip(prompts, budgets, batch, strict=True):
         want = hf_generate(model, tok, p, {**GREEDY, "max_tokens": b}, 64)
         assert got.token_ids == want.token_ids
         assert len(got.token_ids) == b  # a random model does not stop by itself within 12 tokens
@@ -214,14 +214,14 @@ def test_chunked_batcher_equals_single_requests(tiny):
     async def run():
         batcher = GenerationBatcher(model, tok, 64, max_batch=8, chunk=3)
         outs = await asyncio.gather(
-            *[batcher.generate(p, {**GREEDY, "max_tokens": b}) for p, b in zip(prompts, budgets)]
+            *[batcher.generate(p, {**GREEDY, "max_tokens": b}) for p, b in zip(prompts, budgets, strict=True)]
         )
         return outs, batcher.batches
 
     outs, batches = asyncio.run(run())
     # 10 tokens in chunks of 3 → 4 calls for the longest row; the first call carries all three rows
     assert batches[0] == 3 and len(batches) == 4
-    for p, b, got in zip(prompts, budgets, outs):
+    for p, b, got in zip(prompts, budgets, outs, strict=True):
         want = hf_generate(model, tok, p, {**GREEDY, "max_tokens": b}, 64)
         assert got.token_ids == want.token_ids and got.stop_reason == want.stop_reason == "length"
         assert torch.allclose(torch.tensor(got.log_probs), torch.tensor(want.log_probs), atol=1e-4)

@@ -39,8 +39,9 @@ pytestmark = pytest.mark.verl_e2e
 
 # The random tiny policy never writes <search>/<answer>, so every rollout of a group gets the same
 # reward and GRPO's advantages are all 0: nothing would change the weights. An entropy term and a
-# large learning rate make step 1 move them (Adam steps ~lr whatever the gradient's size), so that step 2's rollout log-probs
-# equal the actor's recomputation only if the new weights reached the rollout server.
+# large learning rate make step 1 move them (Adam steps ~lr whatever the gradient's size), so that
+# step 2's rollout log-probs equal the actor's recomputation only if the new weights reached the
+# rollout server.
 PROVE_SYNC = ("actor_rollout_ref.actor.optim.lr=1e-2", "actor_rollout_ref.actor.entropy_coeff=0.01")
 
 
@@ -80,7 +81,8 @@ def _run_group(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
 def run_recipe(
     recipe: str, inputs, tmp_path: Path, *overrides: str, **knobs: str
 ) -> tuple[subprocess.CompletedProcess, dict]:
-    """``[KNOB=…] bash recipes/cpu/run.sh <recipe> [overrides]``; returns the process and verl's metrics per step."""
+    """``[KNOB=…] bash recipes/cpu/run.sh <recipe> [overrides]``; returns the process and verl's metrics
+    per step."""
     metrics_path = tmp_path / "metrics.jsonl"
     env = _env(
         METRICS_JSONL=str(metrics_path),

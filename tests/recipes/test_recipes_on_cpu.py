@@ -112,7 +112,7 @@ def check_cfg(cfg) -> GTAConfig:
 def _plugins():
     """Import verl (loads our plugins: managers, agent loop, estimator)."""
     pytest.importorskip("verl")
-    import gta_verl.verl_compat  # noqa: F401
+    import gta_verl.verl_compat  # noqa: F401  (imports verl → our plugins register)
 
 
 def test_every_script_is_covered():

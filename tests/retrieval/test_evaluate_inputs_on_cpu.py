@@ -1,4 +1,4 @@
-"""eval-retrieval / eval inputs: gold ids checked against the KB, wrong files named in one line (issue 20 items 10-11)."""
+"""eval-retrieval / eval inputs: gold ids checked against the KB, wrong files named in one line."""
 
 from __future__ import annotations
 

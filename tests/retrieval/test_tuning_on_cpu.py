@@ -123,7 +123,11 @@ def test_tune_fusion_rows_equal_eval_retrieval_on_the_held_out_half(toy_kb, hash
     # R(q): the K_g ∪ K_d hits retrieve() returns under the chosen order
     hits = r.with_config(rep.chosen.apply(cfg)).retrieve([q.question for q in held_qa])
     want = {
-        k: round(sum(recall_at_k(h.doc_ids, q.supporting_doc_ids, k) for h, q in zip(hits, held_qa)) / 4, 4)
+        k: round(
+            sum(recall_at_k(h.doc_ids, q.supporting_doc_ids, k) for h, q in zip(hits, held_qa, strict=True))
+            / 4,
+            4,
+        )
         for k in ks
     }
     assert rows["R(q) (chosen; K_g=2, K_d=2)"] == want

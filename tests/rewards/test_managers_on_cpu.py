@@ -211,7 +211,7 @@ async def test_without_gta_agent_loop_fields(tok, prompt_ids):
     assert out["reward_score"] == 1.0 and out["reward_extra_info"]["num_searches"] == 0
 
 
-# --- one malformed row never fails the batch (issue 20 items 12-13) ---------------------------------------------
+# --- one malformed row never fails the batch ----------------------------------------------------------------
 def _with_gt(tok, prompt_ids, gt, fields_patch=None):
     data = make_data(tok, prompt_ids, CASES[0])
     data.non_tensor_batch["reward_model"] = np.array([{"style": "rule", "ground_truth": gt}], dtype=object)

@@ -18,9 +18,9 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Union
+from typing import Any
 
-Reply = Union[str, int]
+Reply = str | int
 
 
 def _make_handler(next_reply: Callable[[dict[str, Any]], Reply], log: list[dict[str, Any]]):

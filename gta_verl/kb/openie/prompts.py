@@ -17,8 +17,8 @@ PROMPT_VERSION = "v1"
 NER_SYSTEM = (
     "You are an information extraction system. Read the passage and list every named entity in it: "
     "people, organizations, places, works, events, dates, quantities and other specific names. "
-    'Copy each entity as it appears in the passage. Reply with a single JSON object {"named_entities": [...]} '
-    "and nothing else."
+    "Copy each entity as it appears in the passage. "
+    'Reply with a single JSON object {"named_entities": [...]} and nothing else.'
 )
 
 _EXAMPLE_PASSAGE = (

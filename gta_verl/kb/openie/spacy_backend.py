@@ -117,7 +117,7 @@ class SpacyOpenIE:
         ]
         docs = self.nlp.pipe((c for _, c in pieces), batch_size=self.batch_size)
         merged: dict[int, tuple[list[str], list[tuple[str, str, str]]]] = {}
-        for (i, _), doc in zip(pieces, docs):
+        for (i, _), doc in zip(pieces, docs, strict=True):
             ents, triples = merged.setdefault(i, ([], []))
             ents.extend((e[1:] if len(e) > 1 and e[0].pos_ == "DET" else e).text for e in doc.ents)
             triples.extend(svo_triples(doc, passages[i].title))
@@ -133,7 +133,8 @@ class SpacyOpenIE:
             yield make_extraction(p.doc_id, ents, triples)
 
 
-#: Longest text handed to spaCy in one piece (its ``nlp.max_length`` is 1,000,000; parsing memory grows with it).
+#: Longest text handed to spaCy in one piece (its ``nlp.max_length`` is 1,000,000; parsing memory grows
+#: with it).
 CHUNK_CHARS = 100_000
 
 

@@ -62,7 +62,8 @@ class PassageBasis:
 
 
 def _solve_block(mat: sp.csr_matrix, rhs: np.ndarray, alpha: float, tol: float) -> np.ndarray:
-    """``G rhs`` for one block ``rhs`` ``[N, b]`` (any sign) by the fused power iteration, no dangling restart.
+    """``G rhs`` for one block ``rhs`` ``[N, b]`` (any sign) by the fused power iteration, no dangling
+    restart.
 
     ``x ← α b + (1 − α) M x`` converges to ``α G b`` (L1 contraction 1 − α); columns are scaled to
     unit L1 first so that ``tol`` is relative. Returns float64 ``[N, b]``.

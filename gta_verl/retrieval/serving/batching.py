@@ -240,7 +240,7 @@ class MicroBatcher:
             finally:  # a cancelled caller (timeout, disconnect) frees its unscheduled queries
                 if req in self._active:
                     self._active.remove(req)
-            for i, res in zip(good, results):
+            for i, res in zip(good, results, strict=True):
                 out[i] = res
         self._latency_ms.append((time.perf_counter() - t0) * 1000)
         return [r for r in out if r is not None]

@@ -316,7 +316,7 @@ def results_from_response(queries: Sequence[str], payload: dict[str, Any]) -> li
     """Rebuild results from a ``/retrieve`` response (see :mod:`gta_verl.retrieval.serving.http`)."""
     out = []
     metas = payload.get("meta") or [{} for _ in queries]
-    for q, docs, meta in zip(queries, payload["result"], metas):
+    for q, docs, meta in zip(queries, payload["result"], metas, strict=True):
         hits = tuple(
             RetrievalHit(
                 doc_id=d["document"]["id"],

@@ -161,7 +161,7 @@ def _cancel(timer: Any) -> None:
 
 
 def _peer(client: tuple[str, int] | None) -> str:
-    return "%s:%d" % client if client else "client"
+    return f"{client[0]}:{client[1]}" if client else "client"
 
 
 def limited_protocol(limits: Limits) -> type[LimitedH11Protocol]:

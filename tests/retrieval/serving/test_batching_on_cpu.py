@@ -1,4 +1,4 @@
-"""The micro-batcher: bounded batches, round-robin fairness across callers, a character cap (issue 14 item 2)."""
+"""The micro-batcher: bounded batches, round-robin fairness across callers, a character cap."""
 
 from __future__ import annotations
 

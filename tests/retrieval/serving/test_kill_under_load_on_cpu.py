@@ -19,14 +19,14 @@ import time
 
 import pytest
 
+from gta_verl.retrieval.config import RetrieverConfig
+from gta_verl.retrieval.retriever import GraphRetriever
+from gta_verl.retrieval.serving.clients import RayRetrieverClient
+from gta_verl.retrieval.serving.config import ServingConfig
+from gta_verl.retrieval.serving.service import RetrieverSpec
+
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
-
-from gta_verl.retrieval.config import RetrieverConfig  # noqa: E402
-from gta_verl.retrieval.retriever import GraphRetriever  # noqa: E402
-from gta_verl.retrieval.serving.clients import RayRetrieverClient  # noqa: E402
-from gta_verl.retrieval.serving.config import ServingConfig  # noqa: E402
-from gta_verl.retrieval.serving.service import RetrieverSpec  # noqa: E402
 
 EMB = "gta_verl.testing.toy_kb:HashEmbedder"
 NS, NAME = "gta_verl_kill_test", "rt_kill_matrix"

@@ -18,7 +18,8 @@ def test_power_of_two_choices() -> None:
     # the strictly most loaded of three is never chosen: it always loses its pair
     picks = [pick_replica([1, 2, 3], rng) for _ in range(300)]
     assert 2 not in picks
-    # index 0 wins whenever drawn: P = P(0 in the pair) = 2/3 of 3000 ≈ 2000 (±5 σ, σ = √(3000·2/3·1/3) ≈ 25.8)
+    # index 0 wins whenever drawn: P = P(0 in the pair) = 2/3 of 3000 ≈ 2000
+    # (±5 σ, σ = √(3000·2/3·1/3) ≈ 25.8)
     wins = sum(pick_replica([0, 9, 9], rng) == 0 for _ in range(3000))
     assert 2000 - 130 < wins < 2000 + 130
     with pytest.raises(ValueError):

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from gta_verl.retrieval.retriever import GraphRetriever
+from gta_verl.retrieval.serving.clients import RayRetrieverClient
+from gta_verl.retrieval.serving.config import ServingConfig
+from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
+
 ray = pytest.importorskip("ray")
 
-from ray.cluster_utils import Cluster  # noqa: E402
-
-from gta_verl.retrieval.retriever import GraphRetriever  # noqa: E402
-from gta_verl.retrieval.serving.clients import RayRetrieverClient  # noqa: E402
-from gta_verl.retrieval.serving.config import ServingConfig  # noqa: E402
-from gta_verl.retrieval.serving.service import get_or_create_retriever_actor  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402 - needs ray: after the importorskip
 
 EMB = "gta_verl.testing.toy_kb:HashEmbedder"
 NS = "gta_verl_cluster_test"
@@ -64,7 +64,7 @@ def service(cluster, toy_kb_dir):
 @pytest.fixture(scope="module")
 def expected(toy_kb, hash_embedder) -> dict[str, tuple[str, ...]]:
     local = GraphRetriever(toy_kb, hash_embedder)
-    return {q: r.doc_ids for q, r in zip(QS, local.retrieve(list(QS)))}
+    return {q: r.doc_ids for q, r in zip(QS, local.retrieve(list(QS)), strict=True)}
 
 
 @ray.remote(num_cpus=0, resources={"caller": 1})

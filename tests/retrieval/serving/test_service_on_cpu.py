@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-ray = pytest.importorskip("ray")
-
 from gta_verl.retrieval.retriever import GraphRetriever
 from gta_verl.retrieval.serving.clients import RayRetrieverClient
 from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
+
+ray = pytest.importorskip("ray")
 
 EMB = "gta_verl.testing.toy_kb:HashEmbedder"
 QS = [
@@ -38,7 +38,7 @@ def test_actor_end_to_end(ray_session, toy_kb_dir, toy_kb, hash_embedder) -> Non
     same = get_or_create_retriever_actor(toy_kb_dir, name="rt_test", num_cpus=0.5, embedder=EMB)
     assert actor._actor_id == same._actor_id  # get_if_exists shares one actor
     local = GraphRetriever(toy_kb, hash_embedder)
-    expected = {q: r.doc_ids for q, r in zip(QS, local.retrieve(QS))}
+    expected = {q: r.doc_ids for q, r in zip(QS, local.retrieve(QS), strict=True)}
     client = RayRetrieverClient("rt_test", timeout_s=60, namespace="gta_verl_test")
 
     async def many() -> list:
