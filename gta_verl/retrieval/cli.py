@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from typing import Any
 
 from gta_verl.retrieval.config import FUSIONS, MODES, RetrieverConfig
 from gta_verl.retrieval.serving.http_limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
@@ -48,7 +49,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _config(args: argparse.Namespace, **extra: object) -> RetrieverConfig:
+def _config(args: argparse.Namespace, **extra: Any) -> RetrieverConfig:
     return RetrieverConfig(
         k_graph=args.k_graph,
         k_dense=args.k_dense,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gta_verl.data.types import QAExample
-from gta_verl.retrieval.config import MODES, RetrieverConfig
+from gta_verl.retrieval.config import MODES, RetrieverConfig, as_mode
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ def evaluate_retrieval(
         "modes": {},
     }
     for mode in modes:
-        retriever = base.with_config(dataclasses.replace(config, mode=mode))
+        retriever = base.with_config(dataclasses.replace(config, mode=as_mode(mode)))
         out["modes"][mode] = _mode_recall(retriever, qa, ks)
     return out
 

@@ -205,13 +205,15 @@ class VectorIndex:
         self.n, self.dim = x.shape
         self.kind = kind
         # IVF needs ~39 training points per list; small tables get an exact index.
+        index: faiss.Index
         if kind == "ivf" and self.n >= 39 * 4:
             nlist = int(min(4 * np.sqrt(self.n), self.n // 39))
             quantizer = faiss.IndexFlatIP(self.dim)
-            index = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
-            index.train(x)
-            index.nprobe = max(1, min(nprobe, nlist))
+            ivf = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            ivf.train(x)
+            ivf.nprobe = max(1, min(nprobe, nlist))
             self._keep = quantizer  # the IVF index does not own its quantizer in Python
+            index = ivf
         elif kind == "hnsw":
             index = faiss.IndexHNSWFlat(self.dim, max(hnsw_m, 4), faiss.METRIC_INNER_PRODUCT)
         else:

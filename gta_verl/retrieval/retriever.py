@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from gta_verl.data.types import RetrievalHit, RetrievalResult
+from gta_verl.data.types import HitSource, RetrievalHit, RetrievalResult
 from gta_verl.retrieval import gemm
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.fusion import fuse
@@ -416,7 +416,7 @@ class GraphRetriever:
         )
 
     # ------------------------------------------------------------------ results
-    def _hit(self, doc: int, source: str, score: float) -> RetrievalHit:
+    def _hit(self, doc: int, source: HitSource, score: float) -> RetrievalHit:
         p = self.kb.passages[doc]
         return RetrievalHit(doc_id=p.doc_id, title=p.title, text=p.text, score=score, source=source)
 

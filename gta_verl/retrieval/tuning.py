@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gta_verl.data.types import QAExample
-from gta_verl.retrieval.config import Fusion, RetrieverConfig
+from gta_verl.retrieval.config import Fusion, Mode, RetrieverConfig
 from gta_verl.retrieval.evaluate import DEFAULT_KS, recall_at_k
 
 K = TypeVar("K", bound=Hashable)
@@ -72,7 +72,7 @@ def default_grid(seed_tops: Sequence[int] = (0,)) -> tuple[FusionChoice, ...]:
     for top in seed_tops:
         heads = dict.fromkeys((RetrieverConfig().dense_head, 1, 2, 3))  # today's default first
         grid += [FusionChoice("dense_head", h, passage_seed_top=top) for h in heads]
-        rank_rules = ("interleave", "rrf", "graph_first", "dense_first")
+        rank_rules: tuple[Fusion, ...] = ("interleave", "rrf", "graph_first", "dense_first")
         grid += [FusionChoice(m, passage_seed_top=top) for m in rank_rules]
         grid += [FusionChoice("score", fusion_weight=w / 10, passage_seed_top=top) for w in range(1, 10)]
     return tuple(grid)
@@ -262,7 +262,9 @@ class _Tables:
             for top in seed_tops
         }
 
-    def row(self, idx: Sequence[int], choice: FusionChoice, mode: str, r_q: bool = False) -> dict[int, float]:
+    def row(
+        self, idx: Sequence[int], choice: FusionChoice, mode: Mode, r_q: bool = False
+    ) -> dict[int, float]:
         cfg = dataclasses.replace(choice.apply(self.base), mode=mode)
         kg, kd = (cfg.k_graph, cfg.k_dense) if r_q else (None, None)
         scored = self.scored[choice.passage_seed_top]

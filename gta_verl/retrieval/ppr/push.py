@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 from gta_verl.retrieval.ppr.transition import Transition
 
-_JIT = {"cache": True, "nogil": True, "fastmath": False}
+_JIT: dict[str, Any] = {"cache": True, "nogil": True, "fastmath": False}
 
 
 @numba.njit(**_JIT)
@@ -221,7 +221,7 @@ class PushResult:
     touched: np.ndarray
 
 
-def _push_graph(tr: Transition) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _push_graph(tr: Transition) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Row-stochastic ``P = D^{-1} A`` in internal order (row ``u`` = where ``u`` pushes), cached."""
     if "push" not in tr._cache:
         if tr.sym is None:

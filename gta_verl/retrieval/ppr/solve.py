@@ -26,16 +26,27 @@ from gta_verl.retrieval.ppr.transition import Transition
 class SolverKnobs(Protocol):
     """The knobs the solvers read: ``RetrieverConfig`` has them (its docstring says what each does)."""
 
-    alpha: float
-    passage_node_weight: float
-    passage_seed_top: int
-    ppr_push_eps: float
-    ppr_linear_eps: float
-    ppr_tol: float
-    ppr_max_iter: int
-    ppr_block_size: int
-    ppr_dtype: str
-    device: str
+    # Read-only properties, so that a frozen dataclass (and a Literal-typed field) satisfies them.
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def passage_node_weight(self) -> float: ...
+    @property
+    def passage_seed_top(self) -> int: ...
+    @property
+    def ppr_push_eps(self) -> float: ...
+    @property
+    def ppr_linear_eps(self) -> float: ...
+    @property
+    def ppr_tol(self) -> float: ...
+    @property
+    def ppr_max_iter(self) -> int: ...
+    @property
+    def ppr_block_size(self) -> int: ...
+    @property
+    def ppr_dtype(self) -> str: ...
+    @property
+    def device(self) -> str: ...
 
 
 def topk_stable(x: np.ndarray, k: int) -> np.ndarray:

@@ -75,8 +75,8 @@ class RayRetrieverClient:
         self.recreate = recreate
         self.lookup_grace_s = lookup_grace_s
         by_name = isinstance(actor_name_or_handle, str)
-        self._name = actor_name_or_handle if by_name else name
-        self._service = None if by_name else actor_name_or_handle
+        self._name: str | None = actor_name_or_handle if by_name else name
+        self._service: Any = None if by_name else actor_name_or_handle  # a Ray actor handle, None until found
         self._seen = self._service is not None
         self._version = -1
         self._replicas: list[tuple[Any, Any]] = []
@@ -90,14 +90,14 @@ class RayRetrieverClient:
     def _label(self) -> str:
         return f"retriever {self._name or 'actor'!r} (namespace {self.namespace!r})"
 
-    def _lookup(self, deadline: float) -> Any:
-        """The service handle by name; recreate or raise :class:`RetrieverGone` when absent."""
+    def _lookup(self, name: str, deadline: float) -> Any:
+        """The service handle by ``name``; recreate or raise :class:`RetrieverGone` when absent."""
         import ray
 
         t_end = min(deadline, time.perf_counter() + (0 if self._seen else self.lookup_grace_s))
         while True:
             try:
-                handle = ray.get_actor(self._name, namespace=self.namespace)
+                handle = ray.get_actor(name, namespace=self.namespace)
                 self._seen = True
                 return handle
             except ValueError:
@@ -124,7 +124,7 @@ class RayRetrieverClient:
         if self._service is None:
             if self._name is None:
                 raise RetrieverGone(f"{self._label()} handle is dead and this client has no name to look up")
-            self._service = await asyncio.to_thread(self._lookup, deadline)
+            self._service = await asyncio.to_thread(self._lookup, self._name, deadline)
         service = self._service
         if not hasattr(service, "replicas"):  # a single replica's handle
             self._replicas, self._version = [(("single", 0), service)], 0

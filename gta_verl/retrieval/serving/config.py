@@ -68,6 +68,7 @@ class ServingConfig(StrictConfig):
             raise bad("min_replicas", "set both min_replicas and max_replicas for autoscaling, or neither")
         if (
             self.min_replicas is not None
+            and self.max_replicas is not None
             and not 1 <= self.min_replicas <= self.num_replicas <= self.max_replicas
         ):
             raise bad(

@@ -64,21 +64,24 @@ class LimitedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.waiting.pop(self, None)
-        self._header_timer = _cancel(self._header_timer)
-        self._body_timer = _cancel(self._body_timer)
+        _cancel(self._header_timer)
+        _cancel(self._body_timer)
+        self._header_timer = self._body_timer = None
         super().connection_lost(exc)
 
     def _track_state(self) -> None:
         """Move the deadlines along h11's view of the request: headers parsed, body complete."""
         their = self.conn.their_state
         if their is not h11.IDLE:
-            self._header_timer = _cancel(self._header_timer)
+            _cancel(self._header_timer)
+            self._header_timer = None
             self.waiting.pop(self, None)
         if their is h11.SEND_BODY:
             if self._body_timer is None:
                 self._body_timer = self.loop.call_later(self.limits.body_timeout_s, self._body_deadline)
         else:
-            self._body_timer = _cancel(self._body_timer)
+            _cancel(self._body_timer)
+            self._body_timer = None
 
     def _enforce_cap(self) -> None:
         """Past the cap, close the oldest connection awaiting a request (this one if it is the only one)."""

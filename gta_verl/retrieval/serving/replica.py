@@ -51,7 +51,8 @@ def limit_threads(n: int) -> dict[str, int]:
     import torch
 
     torch.set_num_threads(n)
-    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    # numba.config sets NUMBA_NUM_THREADS at import from the environment, out of mypy's sight
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     faiss.omp_set_num_threads(n)
     return {
         "torch": torch.get_num_threads(),

@@ -428,7 +428,7 @@ def get_or_create_retriever_actor(
     if num_gpus:
         raise ValueError("the retriever takes no GPU (verl's placement groups hold them); use num_gpus=0")
     # only what the caller passed replaces the serving config's own settings
-    given = {"num_cpus": num_cpus, "max_batch": max_batch, "max_wait_ms": max_wait_ms}
+    given: dict[str, Any] = {"num_cpus": num_cpus, "max_batch": max_batch, "max_wait_ms": max_wait_ms}
     serving = dataclasses.replace(
         serving or ServingConfig(), **{k: v for k, v in given.items() if v is not None}
     )

@@ -64,7 +64,10 @@ def shared_cache_key(manifest: dict[str, Any], config: Any) -> str:
         ).encode()
     )
     for name in _CODE:
-        h.update(Path(importlib.util.find_spec(name).origin).read_bytes())
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise ImportError(f"{name}: no source file to fingerprint the cache with")
+        h.update(Path(spec.origin).read_bytes())
     return h.hexdigest()
 
 
