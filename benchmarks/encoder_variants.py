@@ -4,9 +4,9 @@ Usage:
     python -m benchmarks.encoder_variants [--step 24] [--queries 40]
 
 Query encoding is the floor of a single retrieval call (≈ 2/3 of it on the bundled KB) and
-≈ 95 % of a cold KB build, so both unmet issue-12 rows (quickstart evaluation p50 ≤ 20 ms,
+≈ 95 % of a cold KB build, so both unmet latency targets (quickstart evaluation p50 ≤ 20 ms,
 cold build ≤ 60 s) come down to MiniLM's forward on 2 cores. Same process, same weights
-(bundled all-MiniLM-L6-v2), ``HFEmbedder.encode`` in every row; the reference is today's
+(bundled all-MiniLM-L6-v2), ``HFEmbedder.encode`` in every row; the reference is the package's
 fp32 eager forward **in the same run**:
 
 * **fp32, TorchScript trace + freeze**: ``torch.jit.trace`` of the Hugging Face model,

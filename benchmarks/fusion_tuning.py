@@ -11,7 +11,7 @@ several are given) is chosen on all tune halves together (mean over datasets of
 (R@2 + R@5) / 2, among the rules ≥ dense and ≥ graph at every k on every tune half;
 :func:`gta_verl.retrieval.tuning.select_fusion`), and R@1/2/5/10 are printed on the
 held-out halves for dense, graph, the chosen hybrid, R(q) (K_g ∪ K_d, what the agent
-sees) and today's configured order. A summary table lists the choice per split seed.
+sees) and the configured order. A summary table lists the choice per split seed.
 Prints markdown with ``uptime`` (machine load) first.
 """
 

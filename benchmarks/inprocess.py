@@ -35,7 +35,7 @@ import numpy as np
 
 
 class LockedClient:
-    """The in-process client before this change: every call alone under a lock, in a thread."""
+    """The reference client: every call alone under a lock, in a thread (no micro-batching)."""
 
     def __init__(self, retriever) -> None:
         self.retriever, self._lock = retriever, threading.Lock()

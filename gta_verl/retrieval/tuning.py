@@ -65,12 +65,12 @@ class FusionChoice:
 def default_grid(seed_tops: Sequence[int] = (0,)) -> tuple[FusionChoice, ...]:
     """Candidates: rank rules, then score fusion λ = 0.1 … 0.9, for each seeding value.
 
-    Today's default (``dense_head(3)``, every document seeded) comes first, so a tie
-    on the tune half keeps it.
+    The configured default (``dense_head(3)``, every document seeded) comes first, so a
+    tie on the tune half keeps it.
     """
     grid: list[FusionChoice] = []
     for top in seed_tops:
-        heads = dict.fromkeys((RetrieverConfig().dense_head, 1, 2, 3))  # today's default first
+        heads = dict.fromkeys((RetrieverConfig().dense_head, 1, 2, 3))  # the configured default first
         grid += [FusionChoice("dense_head", h, passage_seed_top=top) for h in heads]
         rank_rules: tuple[Fusion, ...] = ("interleave", "rrf", "graph_first", "dense_first")
         grid += [FusionChoice(m, passage_seed_top=top) for m in rank_rules]

@@ -151,7 +151,7 @@ def test_truncation_at_response_length(qwen_tokenizer, fake_retriever) -> None:
     assert out.extra_fields[schema.EF_TRUNCATED] is True and out.extra_fields[schema.EF_ANSWER] is None
     assert out.extra_fields[schema.EF_TURN_SPANS][-1] == ["observation", limit - 5, limit]
     # the observation was fitted to the 5 tokens left: its passage was not shown, so the
-    # search records no document (before: ["d:first query"], credited by the rewards)
+    # search records no document (recording ["d:first query"] would credit an unseen passage)
     assert qwen_tokenizer.decode(out.response_ids[obs_start:]).endswith("</info>\n\n")
     assert out.extra_fields[schema.EF_TURN_DOC_IDS] == [[]] and out.extra_fields[schema.EF_TURN_TEXTS] == [[]]
 
@@ -349,6 +349,6 @@ def test_reward_parser_reads_the_answer_the_loop_recorded(qwen_tokenizer, fake_r
     out, _ = rollout(qwen_tokenizer, fake_retriever, [script])
     assert out.extra_fields[schema.EF_ANSWER] == "Lyon"
     # what a reward manager decodes (special tokens skipped) parses to the same answer;
-    # the old reward regex read "might be Paris, let me check … <answer> Lyon" here
+    # a regex over the whole text would read "might be Paris, let me check … <answer> Lyon" here
     text = qwen_tokenizer.decode(out.response_ids, skip_special_tokens=True)
     assert final_answer(text) == "Lyon"

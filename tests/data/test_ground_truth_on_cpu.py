@@ -9,7 +9,8 @@ from gta_verl.data.schema import parse_ground_truth
 
 
 def test_a_string_id_list_is_refused_not_split_into_characters() -> None:
-    # before: target_doc_ids="d1" became ['d', '1'] and a rollout scored 0.9 where 2.0 was right
+    # split into characters, target_doc_ids="d1" would become ['d', '1'] and a rollout score 0.9
+    # where 2.0 is right
     with pytest.raises(ValueError, match="target_doc_ids must be a list of strings, got the string 'd1'"):
         parse_ground_truth({"target": ["x"], "target_doc_ids": "d1"})
     with pytest.raises(ValueError, match="support_texts must be a list"):

@@ -12,8 +12,8 @@ rollout with the pure trajectory-guided reward, takes GRPO advantages of those r
 * S_obs < S_policy / 2 — retriever observations, masked out of the loss, moved much less than the
   policy's tokens (a dropped observation mask trains on them directly).
 
-The closing note of issue 19 shows this test failing with the reward sign flipped and with the
-observation mask dropped. Marked ``verl_e2e`` (CI runs it).
+The test fails with the reward sign flipped and with the observation mask dropped (both checked
+by hand), so it guards both. Marked ``verl_e2e`` (CI runs it).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Faiss's BLAS threshold (issue 12) and the size-sweep builders of ``benchmarks/retriever.py``.
+"""Faiss's BLAS threshold and the size-sweep builders of ``benchmarks/retriever.py``.
 
 No timings here: speed is in ``benchmarks/retriever.py``; these tests check that the
 settings and builders the benchmark relies on give the same answers.

@@ -78,8 +78,8 @@ def test_final_answer(response, expected):
 
 
 def test_stray_opener_scored_as_the_loop_recorded():
-    # Before the one parser, the reward regex ran from the first "<answer>" to the first
-    # "</answer>": ŷ = "might be Paris, … Lyon" → EM 0. Now ŷ = "Lyon" → EM 1, F1 1.
+    # The reward reads the answer the loop's parser recorded, ŷ = "Lyon" → EM 1, F1 1; a regex from
+    # the first "<answer>" to the first "</answer>" would read ŷ = "might be Paris, … Lyon" → EM 0.
     response = (
         "I think <answer> might be Paris, let me check <search> capital </search>"
         "\n\n<info>Doc 1(Title: Lyon) x</info>\n\n<answer> Lyon </answer>"

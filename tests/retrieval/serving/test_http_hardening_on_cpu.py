@@ -1,4 +1,4 @@
-"""Hostile input to the HTTP retriever (issue 14 items 1-3): refused with 4xx, never a 500.
+"""Hostile input to the HTTP retriever: refused with 4xx, never a 500.
 
 Loopback only, one uvicorn server per module, bounded bodies (tens of KB).
 """
@@ -183,7 +183,7 @@ def _raw(url: str, request: bytes) -> bytes:
 
 
 def test_content_length_with_chunked_is_refused_and_closed(url: str) -> None:
-    """Issue 20 item 6: RFC 9112 §6.1 — both framing headers: refuse and close (request smuggling shape)."""
+    """RFC 9112 §6.1 — both framing headers: refuse and close (request smuggling shape)."""
     body = b'{"queries": ["capital of Japan"]}'
     chunked = f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
     req = (

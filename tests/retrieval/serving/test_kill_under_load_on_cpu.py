@@ -1,4 +1,4 @@
-"""The retriever killed three ways while 64 calls are in flight (issue 14 item 4, the kill matrix).
+"""The retriever killed three ways while 64 calls are in flight (the kill matrix).
 
 A replica, then the service actor, is killed with ``ray.kill(no_restart=True)`` (Ray's
 default, permanent), ``ray.kill(no_restart=False)`` and SIGKILL of its process, while 64

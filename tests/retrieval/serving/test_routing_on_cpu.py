@@ -115,7 +115,7 @@ def test_gta_retriever_section_keys() -> None:
         RetrieverSection.from_dict({"kb_dir": "/kb", "min_replicas": 2})
 
 
-# --- why a replica failed (reliability round 3, item 8) -----------------------------------------
+# --- why a replica failed -----------------------------------------------------------------------
 
 # Ray's text for a constructor that raised EmbedderUnavailable (captured from ray 2.x: ANSI colour,
 # caret lines, the frame, then the exception header and its continuation line).
@@ -155,7 +155,7 @@ def test_a_message_line_that_looks_like_a_header_is_not_a_cause():
     assert _first_line(ValueError("bad config\nNote: see docs")) == "ValueError: bad config"
 
 
-# --- one KB version per service (reliability round 3, item 7) ---------------------------------
+# --- one KB version per service ---------------------------------------------------------------
 
 
 def test_plan_versions_pins_the_disk_version_and_replaces_the_rest():
