@@ -34,8 +34,10 @@ SPECS = {"2wiki": TWOWIKI, "hotpotqa": HOTPOTQA_10K}
 
 def step_rates(tr, spec, widths: list[int], reps: int) -> list[str]:
     m = tr.matrix.astype(np.float32)
-    lines = ["| block width b | ms / iteration | ms / query / iteration | G multiply-adds/s |",
-             "|---:|---:|---:|---:|"]
+    lines = [
+        "| block width b | ms / iteration | ms / query / iteration | G multiply-adds/s |",
+        "|---:|---:|---:|---:|",
+    ]
     for b in widths:
         pers = make_seed_personalization(spec, b, seed=1)
         x = np.ascontiguousarray((pers / pers.sum(1, keepdims=True))[:, tr.perm].T, dtype=np.float32)

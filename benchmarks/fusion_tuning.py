@@ -11,7 +11,7 @@ several are given) is chosen on all tune halves together (mean over datasets of
 (R@2 + R@5) / 2, among the rules ≥ dense and ≥ graph at every k on every tune half;
 :func:`gta_verl.retrieval.tuning.select_fusion`), and R@1/2/5/10 are printed on the
 held-out halves for dense, graph, the chosen hybrid, R(q) (K_g ∪ K_d, what the agent
-sees) and today's configured order. A summary table lists the choice per split seed.
+sees) and the configured order. A summary table lists the choice per split seed.
 Prints markdown with ``uptime`` (machine load) first.
 """
 
@@ -49,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", action="append", required=True, help="NAME=KB_DIR:QA_PATH (repeat)")
     p.add_argument("--split-seeds", default="0", help="comma list of split seeds (default 0)")
-    p.add_argument("--seed-tops", default="0",
-                   help="passage_seed_top values tried (default 0 = all documents)")
+    p.add_argument(
+        "--seed-tops", default="0", help="passage_seed_top values tried (default 0 = all documents)"
+    )
     p.add_argument("--k", default="1,2,5,10", help="cut-offs reported")
     args = p.parse_args(argv)
     ks = [int(k) for k in args.k.split(",")]
@@ -58,19 +59,27 @@ def main(argv: list[str] | None = None) -> int:
     print(f"`uptime`: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}\n")
     t0 = time.perf_counter()
     datasets = _datasets(args.dataset)
-    summary = ["| split seed | chosen on tune halves | guard met on tune | "
-               + " | ".join(f"held-out {d.name}: hybrid ≥ dense, graph" for d in datasets) + " |",
-               "|---|---|---|" + "---|" * len(datasets)]
+    summary = [
+        "| split seed | chosen on tune halves | guard met on tune | "
+        + " | ".join(f"held-out {d.name}: hybrid ≥ dense, graph" for d in datasets)
+        + " |",
+        "|---|---|---|" + "---|" * len(datasets),
+    ]
     for seed in (int(s) for s in args.split_seeds.split(",")):
         rep = tune_fusion(datasets, grid, seed, ks)
         print(f"## Split seed {seed}\n\n{format_tune_report(rep)}\n")
         shorts = [held_out_shortfalls(d, ks) for d in rep.datasets]
         cells = ["yes" if not s else "no: " + "; ".join(s) for s in shorts]
-        summary.append(f"| {seed} | {rep.chosen.label} | {'yes' if rep.guard_met else 'no'} | "
-                       + " | ".join(cells) + " |")
+        summary.append(
+            f"| {seed} | {rep.chosen.label} | {'yes' if rep.guard_met else 'no'} | "
+            + " | ".join(cells)
+            + " |"
+        )
     print("## Summary\n\n" + "\n".join(summary))
-    print(f"\n{time.perf_counter() - t0:.0f} s; `uptime` after: "
-          f"{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(
+        f"\n{time.perf_counter() - t0:.0f} s; `uptime` after: "
+        f"{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}"
+    )
     return 0
 
 

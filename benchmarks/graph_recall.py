@@ -66,7 +66,7 @@ def linking(r, questions: list[str], gold_idx: list[list[int]]) -> dict[str, flo
         fact_docs.setdefault((t.subject, t.relation, t.object), set()).add(idx[t.doc_id])
     docs_of_fact = list(fact_docs.values())
     ent_docs: dict[int, set[int]] = {}
-    for (a, b), kind in zip(kb.graph.get_edgelist(), kb.graph.es["kind"]):
+    for (a, b), kind in zip(kb.graph.get_edgelist(), kb.graph.es["kind"], strict=True):
         if kind == "doc_entity":
             d, e = (a, b) if a < kb.n_docs else (b, a)
             ent_docs.setdefault(e - kb.n_docs, set()).add(d)
@@ -79,12 +79,15 @@ def linking(r, questions: list[str], gold_idx: list[list[int]]) -> dict[str, flo
         span = scores[b, 0] - mins[b]
         norm = (scores[b] - mins[b]) / span if span > 0 else np.ones_like(scores[b])
         ok = (ids[b] >= 0) & (scores[b] > c.min_triple_score)
-        ents, _ = seed_entities(norm[ok], r._fact_pairs[ids[b][ok]], r._doc_freq, c.max_seed_entities,
-                                c.doc_frequency_norm)
+        ents, _ = seed_entities(
+            norm[ok], r._fact_pairs[ids[b][ok]], r._doc_freq, c.max_seed_entities, c.doc_frequency_norm
+        )
         reach = set().union(*(ent_docs.get(int(e), set()) for e in ents)) if len(ents) else set()
         seed_cover.append(len(reach & set(gold)) / len(gold))
-    return {f"questions with a gold fact in the top {c.top_n_triples}": float(np.mean(fact_hit)),
-            "gold passages adjacent to a seed entity": float(np.mean(seed_cover))}
+    return {
+        f"questions with a gold fact in the top {c.top_n_triples}": float(np.mean(fact_hit)),
+        "gold passages adjacent to a seed entity": float(np.mean(seed_cover)),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,8 +35,8 @@ def _free_port() -> int:
 
 def run_server(mode: str, port: int, header_timeout: float) -> None:
     """The child: serve the toy KB without limits (``old``) or through ``serve_app`` (``limited``); blocks."""
-    from gta_verl.retrieval.serving.http import KEEP_ALIVE_S, Limits, create_app, serve_app
     from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.serving.http import KEEP_ALIVE_S, Limits, create_app, serve_app
     from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
 
     embedder = HashEmbedder()
@@ -80,8 +80,10 @@ def measure(mode: str, args: argparse.Namespace, log_path: Path) -> dict:
     """One mode: start the child, open the idle sockets, probe, return the row."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    child = (f"ulimit -n {args.nofile} && exec {sys.executable} -m benchmarks.http_lockout --server {mode} "
-             f"--port {port} --header-timeout {args.header_timeout}")
+    child = (
+        f"ulimit -n {args.nofile} && exec {sys.executable} -m benchmarks.http_lockout --server {mode} "
+        f"--port {port} --header-timeout {args.header_timeout}"
+    )
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(["bash", "-c", child], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     idle: list[socket.socket] = []
@@ -109,13 +111,25 @@ def measure(mode: str, args: argparse.Namespace, log_path: Path) -> dict:
         with open(log_path, "rb") as f:
             f.seek(log0)
             window_log = f.read(4000).decode(errors="replace").splitlines()
-        print(f"{mode}: first log lines after the idle sockets opened:", *window_log[:4], sep="\n  ",
-              file=sys.stderr)
-        return {"mode": mode, "idle": args.idle, "connect_failed": failed, "open_s": t0 - t_open,
-                "locked_out_s": served_at, "window_s": args.window, "log_bytes": log_bytes,
-                "log_bytes_per_s": log_bytes / (time.monotonic() - t_open),
-                "emfile_lines": log_path.read_text(errors="replace").count("out of system resource"),
-                "closed_by_server": _closed_by_server(idle), "peak_fds": peak_fds}
+        print(
+            f"{mode}: first log lines after the idle sockets opened:",
+            *window_log[:4],
+            sep="\n  ",
+            file=sys.stderr,
+        )
+        return {
+            "mode": mode,
+            "idle": args.idle,
+            "connect_failed": failed,
+            "open_s": t0 - t_open,
+            "locked_out_s": served_at,
+            "window_s": args.window,
+            "log_bytes": log_bytes,
+            "log_bytes_per_s": log_bytes / (time.monotonic() - t_open),
+            "emfile_lines": log_path.read_text(errors="replace").count("out of system resource"),
+            "closed_by_server": _closed_by_server(idle),
+            "peak_fds": peak_fds,
+        }
     finally:
         for s in idle:
             s.close()
@@ -128,15 +142,22 @@ def measure(mode: str, args: argparse.Namespace, log_path: Path) -> dict:
 
 def table(rows: list[dict]) -> str:
     """Markdown table of :func:`measure` rows."""
-    out = ["| server | idle sockets (connect failed) | normal client locked out | log bytes (per s) "
-           "| EMFILE log lines | idle closed by server | server fds peak |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| server | idle sockets (connect failed) | normal client locked out | log bytes (per s) "
+        "| EMFILE log lines | idle closed by server | server fds peak |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        locked = (f"{r['locked_out_s']:.2f} s" if r["locked_out_s"] is not None
-                  else f"> {r['window_s']:.0f} s (never served)")
-        out.append(f"| {r['mode']} | {r['idle']:,} ({r['connect_failed']:,}) | {locked} | "
-                   f"{r['log_bytes']:,} ({r['log_bytes_per_s']:,.0f}) | {r['emfile_lines']:,} | "
-                   f"{r['closed_by_server']:,} | {r['peak_fds']:,} |")
+        locked = (
+            f"{r['locked_out_s']:.2f} s"
+            if r["locked_out_s"] is not None
+            else f"> {r['window_s']:.0f} s (never served)"
+        )
+        out.append(
+            f"| {r['mode']} | {r['idle']:,} ({r['connect_failed']:,}) | {locked} | "
+            f"{r['log_bytes']:,} ({r['log_bytes_per_s']:,.0f}) | {r['emfile_lines']:,} | "
+            f"{r['closed_by_server']:,} | {r['peak_fds']:,} |"
+        )
     return "\n".join(out)
 
 
@@ -158,8 +179,10 @@ def main() -> int:
         for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
             rows.append(measure(mode, args, Path(tmp) / f"{mode}.log"))
             print(f"{mode}: {rows[-1]}", file=sys.stderr, flush=True)
-    print(f"\n{args.idle:,} idle sockets, server under `ulimit -n {args.nofile}`, probe every 0.2 s "
-          f"(2 s timeout) for {args.window:g} s after they are open\n")
+    print(
+        f"\n{args.idle:,} idle sockets, server under `ulimit -n {args.nofile}`, probe every 0.2 s "
+        f"(2 s timeout) for {args.window:g} s after they are open\n"
+    )
     print(table(rows))
     return 0
 

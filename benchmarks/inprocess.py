@@ -35,23 +35,23 @@ import numpy as np
 
 
 class LockedClient:
-    """The in-process client before this change: every call alone under a lock, in a thread."""
+    """The reference client: every call alone under a lock, in a thread (no micro-batching)."""
 
-    def __init__(self, retriever) -> None:  # noqa: ANN001
+    def __init__(self, retriever) -> None:
         self.retriever, self._lock = retriever, threading.Lock()
 
-    def _call(self, queries: list[str]):  # noqa: ANN202
+    def _call(self, queries: list[str]):
         with self._lock:
             return self.retriever.retrieve(queries)
 
-    async def aretrieve(self, queries: list[str]):  # noqa: ANN201
+    async def aretrieve(self, queries: list[str]):
         return await asyncio.to_thread(self._call, list(queries))
 
 
 class PrePath:
     """Context: numpy's BLAS for the products and the padding-capped batches for every encode call."""
 
-    def __enter__(self) -> "PrePath":
+    def __enter__(self) -> PrePath:
         from gta_verl.kb import embed
         from gta_verl.retrieval import gemm
 
@@ -71,14 +71,14 @@ def pct(xs: list[float], p: float) -> float:
     return float(np.percentile(np.asarray(xs), p))
 
 
-def single_table(r, qs: list[str], n: int, rounds: int) -> list[str]:  # noqa: ANN001
+def single_table(r, qs: list[str], n: int, rounds: int) -> list[str]:
     """``retrieve([q])`` p50/p95 per path, interleaved rounds; the encoder alone as the floor."""
     from gta_verl.retrieval import gemm
 
     per = max(1, n // rounds)
     times: dict[str, list[float]] = {"pre": [], "now": [], "encode": []}
     for rd in range(rounds):
-        chunk = qs[(rd * per) % len(qs):][:per]
+        chunk = qs[(rd * per) % len(qs) :][:per]
         for label in ("pre", "now"):
             with PrePath() if label == "pre" else contextlib.nullcontext():
                 r.retrieve(chunk[:2])  # settle the pools after the switch
@@ -96,16 +96,21 @@ def single_table(r, qs: list[str], n: int, rounds: int) -> list[str]:  # noqa: A
         (f"now: torch products (`gemm` backend {gemm.backend()!r})", "now"),
         ("encoder alone (MiniLM, one query)", "encode"),
     ]
-    lines = [f"\n### One query per `retrieve` call, bundled MuSiQue KB ({len(times['now'])} calls per path, "
-             f"{rounds} interleaved rounds)\n",
-             "| path | p50 ms | p95 ms | p50 speed-up vs reference |", "|---|---:|---:|---:|"]
+    lines = [
+        f"\n### One query per `retrieve` call, bundled MuSiQue KB ({len(times['now'])} calls per path, "
+        f"{rounds} interleaved rounds)\n",
+        "| path | p50 ms | p95 ms | p50 speed-up vs reference |",
+        "|---|---:|---:|---:|",
+    ]
     for label, key in rows:
-        lines.append(f"| {label} | {pct(times[key], 50):.1f} | {pct(times[key], 95):.1f} | "
-                     f"{pre50 / pct(times[key], 50):.2f}× |")
+        lines.append(
+            f"| {label} | {pct(times[key], 50):.1f} | {pct(times[key], 95):.1f} | "
+            f"{pre50 / pct(times[key], 50):.2f}× |"
+        )
     return lines
 
 
-async def _closed_loop(client, qs: list[str], callers: int, calls: int) -> tuple[list[float], float, list]:  # noqa: ANN001
+async def _closed_loop(client, qs: list[str], callers: int, calls: int) -> tuple[list[float], float, list]:
     """``callers`` coroutines, back to back, ``calls`` calls in all → (latencies ms, wall s, (q, result))."""
     per = [list(range(i, calls, callers)) for i in range(callers)]
     lat: list[float] = []
@@ -124,14 +129,16 @@ async def _closed_loop(client, qs: list[str], callers: int, calls: int) -> tuple
     return lat, time.perf_counter() - t0, got
 
 
-def concurrent_table(r, qs: list[str], callers: list[int], calls: int) -> list[str]:  # noqa: ANN001
+def concurrent_table(r, qs: list[str], callers: list[int], calls: int) -> list[str]:
     from gta_verl.retrieval.serving.clients import InProcessRetrieverClient
 
-    truth = {q: res.doc_ids for q, res in zip(qs, r.retrieve(qs))}
-    lines = [f"\n### Concurrent callers, one query per call, back to back ({calls} calls per row, bundled "
-             "MuSiQue KB)\n",
-             "| client | callers | p50 ms | p95 ms | queries/s | p50 vs reference | answers = `retrieve` |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    truth = {q: res.doc_ids for q, res in zip(qs, r.retrieve(qs), strict=True)}
+    lines = [
+        f"\n### Concurrent callers, one query per call, back to back ({calls} calls per row, bundled "
+        "MuSiQue KB)\n",
+        "| client | callers | p50 ms | p95 ms | queries/s | p50 vs reference | answers = `retrieve` |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for c in callers:
         ref50 = None
         for label in ("reference: lock per call, numpy products", "`InProcessRetrieverClient`"):
@@ -143,8 +150,10 @@ def concurrent_table(r, qs: list[str], callers: list[int], calls: int) -> list[s
             p50 = pct(lat, 50)
             ref50 = p50 if pre else ref50
             same = sum(res.doc_ids == truth[q] for q, res in got)
-            lines.append(f"| {label} | {c} | {p50:.1f} | {pct(lat, 95):.1f} | {len(lat) / wall:.1f} | "
-                         f"{(ref50 or p50) / p50:.2f}× | {same}/{len(got)} |")
+            lines.append(
+                f"| {label} | {c} | {p50:.1f} | {pct(lat, 95):.1f} | {len(lat) / wall:.1f} | "
+                f"{(ref50 or p50) / p50:.2f}× | {same}/{len(got)} |"
+            )
             print(lines[-1], flush=True)
     return lines
 
@@ -161,16 +170,18 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from benchmarks.replicas import musique_kb_dir, questions
-    from gta_verl.retrieval.section import RetrieverSection
     from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.section import RetrieverSection
 
     kb = Path(args.kb) if args.kb else musique_kb_dir()
     r = GraphRetriever.from_kb_dir(str(kb), RetrieverSection.from_mapping({"kb_dir": str(kb)}).retrieval)
     r.warm()
     qs = questions()
     r.retrieve(qs[:8])
-    out = [f"KB {kb}; torch {torch.get_num_threads()} threads; retriever defaults "
-           f"(ppr_method={r.config.ppr_method!r}, triple_scan={r.config.triple_scan!r})"]
+    out = [
+        f"KB {kb}; torch {torch.get_num_threads()} threads; retriever defaults "
+        f"(ppr_method={r.config.ppr_method!r}, triple_scan={r.config.triple_scan!r})"
+    ]
     out += single_table(r, qs, args.single, args.rounds)
     print("\n".join(out), flush=True)
     out += concurrent_table(r, qs, [int(c) for c in args.callers.split(",")], args.calls)

@@ -12,7 +12,8 @@ by characters), per stage, with the per-row cosine between the two builds' vecto
 Then the stages, on the bundled MuSiQue subset (precomputed GPT-3.5 triples):
     * OpenIE file load + table normalization;
     * embedding: cold (fresh cache, ``--cold-sample`` texts, after warm-up) vs disk-cached (all texts);
-    * synonymy (faiss range search, δ = 0.8, ≤ k = 2047 per entity) vs HippoRAG 2's faiss k-NN search + threshold;
+    * synonymy (faiss range search, δ = 0.8, ≤ k = 2047 per entity) vs HippoRAG 2's faiss k-NN search
+      + threshold;
     * graph: one ``igraph.Graph`` call from edge lists vs HippoRAG-style per-edge ``add_edge``;
     * spaCy extraction passages/s on ``--spacy-corpus`` (e.g. the 2Wiki corpus, 6,119 passages).
 Prints one markdown table; peak RSS is the process high-water mark after each stage.
@@ -66,8 +67,13 @@ def legacy_encode(self, texts, batch_size: int = 64, show_progress: bool = False
     with self._lock, torch.inference_mode():
         for s in range(0, len(texts), batch_size):
             idx = order[s : s + batch_size]
-            enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                 max_length=self.max_length, return_tensors="pt").to(self.device)
+            enc = self.tokenizer(
+                [texts[i] for i in idx],
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            ).to(self.device)
             hidden = self.model(**enc).last_hidden_state  # [b, L, dim]
             if self.pooling == "cls":
                 pooled = hidden[:, 0]
@@ -97,24 +103,35 @@ def one_cold_build(mode: str, out: Path) -> dict:
                 return fn(*a, **k)
             finally:
                 spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
+
         return wrapped
 
     build.load_embedder = clock("model load (with torch, transformers imports)", build.load_embedder)
     store.save_kb = clock("save (parquet, npy, sha256)", store.save_kb)
     build.extract_passages = clock("read OpenIE file", build.extract_passages)
     t = time.perf_counter()
-    kb = build.build_kb_from_files(MUSIQUE / "musique_train_corpus.json", "hipporag", f"precomputed:{OPENIE}",
-                                   out, progress=False)
+    kb = build.build_kb_from_files(
+        MUSIQUE / "musique_train_corpus.json", "hipporag", f"precomputed:{OPENIE}", out, progress=False
+    )
     total = time.perf_counter() - t
     tm = kb.manifest["timings"]
-    stages = {**spent, "normalize → tables": tm["tables_s"], "embedding": tm["embedding_s"],
-              "synonymy (faiss range search)": tm["synonymy_s"], "graph (igraph)": tm["graph_s"]}
+    stages = {
+        **spent,
+        "normalize → tables": tm["tables_s"],
+        "embedding": tm["embedding_s"],
+        "synonymy (faiss range search)": tm["synonymy_s"],
+        "graph (igraph)": tm["graph_s"],
+    }
     stages["read corpus, stats, other"] = total - sum(stages.values())
     stages = {"imports (gta_verl.kb, igraph, faiss)": t_import, **stages}
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    return {"stages": stages, "total": t_import + total, "peak_mb": peak_mb(),
-            "cpu_s": ru.ru_utime + ru.ru_stime,
-            "synonymy_edges": kb.manifest["counts"].get("synonymy_edges")}
+    return {
+        "stages": stages,
+        "total": t_import + total,
+        "peak_mb": peak_mb(),
+        "cpu_s": ru.ru_utime + ru.ru_stime,
+        "synonymy_edges": kb.manifest["counts"].get("synonymy_edges"),
+    }
 
 
 def bench_cold_builds(modes: list[str], threads: int = 0) -> tuple[list[str], dict[str, dict]]:
@@ -128,13 +145,22 @@ def bench_cold_builds(modes: list[str], threads: int = 0) -> tuple[list[str], di
             out = Path(tmp) / f"kb-{mode}"
             t = time.perf_counter()
             cmd = [sys.executable, "-m", "benchmarks.kb_build", "--_one-build", mode, "--_out", str(out)]
-            proc = subprocess.run(cmd, env=env, cwd=Path(__file__).resolve().parents[1], capture_output=True,
-                                  text=True, check=False)
+            proc = subprocess.run(
+                cmd,
+                env=env,
+                cwd=Path(__file__).resolve().parents[1],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             wall = time.perf_counter() - t
             if proc.returncode:
                 raise RuntimeError(f"{mode} build failed:\n{proc.stderr[-3000:]}")
-            res[mode] = {**json.loads(proc.stdout.strip().splitlines()[-1]), "wall": wall,
-                         "load_after": os.getloadavg()}
+            res[mode] = {
+                **json.loads(proc.stdout.strip().splitlines()[-1]),
+                "wall": wall,
+                "load_after": os.getloadavg(),
+            }
         lines = _build_table(res)
         if {"old", "new"} <= set(res):
             lines += _agreement(Path(tmp) / "kb-old", Path(tmp) / "kb-new", res)
@@ -144,25 +170,40 @@ def bench_cold_builds(modes: list[str], threads: int = 0) -> tuple[list[str], di
 def _build_table(res: dict[str, dict]) -> list[str]:
     modes = list(res)
     tail = " | old / new |" if len(modes) > 1 else " |"
-    lines = ["| stage | " + " | ".join(f"{m} (s)" for m in modes) + tail,
-             "|---|" + "---:|" * (len(modes) + (len(modes) > 1))]
+    lines = [
+        "| stage | " + " | ".join(f"{m} (s)" for m in modes) + tail,
+        "|---|" + "---:|" * (len(modes) + (len(modes) > 1)),
+    ]
     for stage in res[modes[0]]["stages"]:
         vals = [res[m]["stages"][stage] for m in modes]
-        ratio = f" {vals[modes.index('old')] / max(vals[modes.index('new')], 1e-9):.2f}× |" \
-            if {"old", "new"} <= set(modes) else ""
+        ratio = (
+            f" {vals[modes.index('old')] / max(vals[modes.index('new')], 1e-9):.2f}× |"
+            if {"old", "new"} <= set(modes)
+            else ""
+        )
         lines.append(f"| {stage} | " + " | ".join(f"{v:.2f}" for v in vals) + " |" + ratio)
     tot = [res[m]["wall"] for m in modes]
     ratio = f" **{res['old']['wall'] / res['new']['wall']:.2f}×** |" if {"old", "new"} <= set(modes) else ""
     lines.append("| **cold build, process wall** | " + " | ".join(f"**{v:.1f}**" for v in tot) + " |" + ratio)
     both = {"old", "new"} <= set(modes)
-    lines.append("| CPU seconds, all threads (user + sys) | "
-                 + " | ".join(f"{res[m]['cpu_s']:.0f}" for m in modes) + " |"
-                 + (f" {res['old']['cpu_s'] / res['new']['cpu_s']:.2f}× |" if both else ""))
-    lines.append("| peak RSS (MB) | " + " | ".join(f"{res[m]['peak_mb']:,.0f}" for m in modes) + " |"
-                 + (" |" if len(modes) > 1 else ""))
-    lines.append("| load average (1 min) after | "
-                 + " | ".join(f"{res[m]['load_after'][0]:.1f}" for m in modes)
-                 + " |" + (" |" if len(modes) > 1 else ""))
+    lines.append(
+        "| CPU seconds, all threads (user + sys) | "
+        + " | ".join(f"{res[m]['cpu_s']:.0f}" for m in modes)
+        + " |"
+        + (f" {res['old']['cpu_s'] / res['new']['cpu_s']:.2f}× |" if both else "")
+    )
+    lines.append(
+        "| peak RSS (MB) | "
+        + " | ".join(f"{res[m]['peak_mb']:,.0f}" for m in modes)
+        + " |"
+        + (" |" if len(modes) > 1 else "")
+    )
+    lines.append(
+        "| load average (1 min) after | "
+        + " | ".join(f"{res[m]['load_after'][0]:.1f}" for m in modes)
+        + " |"
+        + (" |" if len(modes) > 1 else "")
+    )
     return lines
 
 
@@ -173,8 +214,9 @@ def _agreement(old: Path, new: Path, res: dict[str, dict]) -> list[str]:
         a, b = np.load(old / f"{name}.npy"), np.load(new / f"{name}.npy")
         cos = np.einsum("ij,ij->i", a, b)
         out.append(f"| {name} | {len(cos):,} | {cos.min():.7f} | {cos.mean():.7f} |")
-    out.append(f"\nsynonymy edges: old {res['old']['synonymy_edges']:,}, "
-               f"new {res['new']['synonymy_edges']:,}")
+    out.append(
+        f"\nsynonymy edges: old {res['old']['synonymy_edges']:,}, new {res['new']['synonymy_edges']:,}"
+    )
     return out
 
 
@@ -206,12 +248,17 @@ def bench_embed_sample(step: int) -> list[str]:
         t, c = time.perf_counter(), time.process_time()
         res[name] = (fn(), time.perf_counter() - t, time.process_time() - c)
     cos = np.einsum("ij,ij->i", res["old"][0], res["new"][0])
-    lines = [f"encoder only: {len(sample):,} of {len(texts):,} build texts (every {step}th), "
-             f"torch threads {__import__('torch').get_num_threads()}", "",
-             "| path | wall s | CPU s | old / new (CPU) |", "|---|---:|---:|---:|"]
+    lines = [
+        f"encoder only: {len(sample):,} of {len(texts):,} build texts (every {step}th), "
+        f"torch threads {__import__('torch').get_num_threads()}",
+        "",
+        "| path | wall s | CPU s | old / new (CPU) |",
+        "|---|---:|---:|---:|",
+    ]
     for name in ("old", "new"):
-        lines.append(f"| {name} | {res[name][1]:.1f} | {res[name][2]:.1f} | "
-                     f"{res['old'][2] / res[name][2]:.2f}× |")
+        lines.append(
+            f"| {name} | {res[name][1]:.1f} | {res[name][2]:.1f} | {res['old'][2] / res[name][2]:.2f}× |"
+        )
     lines.append(f"\nper-row cosine new vs old: min {cos.min():.7f}")
     return lines
 
@@ -227,7 +274,7 @@ def knn_synonymy(emb: np.ndarray, ok: np.ndarray, thr: float, k: int) -> int:
     pairs = set()
     for s in range(0, len(idx), 2048):
         scores, nbrs = index.search(e[s : s + 2048], min(k + 1, len(idx)))
-        for r, c in zip(*np.nonzero(scores >= thr)):
+        for r, c in zip(*np.nonzero(scores >= thr), strict=True):
             a, b = int(idx[s + r]), int(idx[nbrs[r, c]])
             if a != b:
                 pairs.add((min(a, b), max(a, b)))
@@ -239,7 +286,7 @@ def per_edge_graph(n: int, edges, weights, kinds):
     import igraph as ig
 
     g = ig.Graph(n=n, directed=False)
-    for (a, b), w, kd in zip(edges, weights, kinds):
+    for (a, b), w, kd in zip(edges, weights, kinds, strict=True):
         g.add_edge(a, b, weight=w, kind=kd)
     return g
 
@@ -258,7 +305,9 @@ def bench_musique(cold_sample: int) -> list[tuple[str, float, str]]:
     (exs, _), t = timed(lambda: run_openie(PrecomputedOpenIE(OPENIE), passages, progress=False))
     rows.append(("OpenIE file load (1,890 passages)", t, ""))
     nodes, t = timed(collect_nodes, passages, exs)
-    rows.append((f"normalize → tables ({len(nodes.entities):,} entities, {len(nodes.triples):,} triples)", t, ""))
+    rows.append(
+        (f"normalize → tables ({len(nodes.entities):,} entities, {len(nodes.triples):,} triples)", t, "")
+    )
     texts = [p.contents for p in passages] + nodes.entities + [tr.text for tr in nodes.triples]
 
     emb = load_embedder()
@@ -272,24 +321,44 @@ def bench_musique(cold_sample: int) -> list[tuple[str, float, str]]:
         sample = texts[:: max(1, len(texts) // cold_sample)][:cold_sample]
         _, t_cold = timed(cold.encode, sample)
     rate = len(sample) / t_cold
-    rows.append((f"embedding, cold ({len(sample):,} texts, warm model)", t_cold,
-                 f"{rate:.0f} texts/s → all {len(texts):,} ≈ {len(texts) / rate:.0f} s"))
+    rows.append(
+        (
+            f"embedding, cold ({len(sample):,} texts, warm model)",
+            t_cold,
+            f"{rate:.0f} texts/s → all {len(texts):,} ≈ {len(texts) / rate:.0f} s",
+        )
+    )
     _, t_cached = timed(emb.encode, texts)  # the second call is always a cache hit
     vecs, t_cached = timed(emb.encode, texts)
-    rows.append((f"embedding, disk-cached (all {len(texts):,} texts)", t_cached,
-                 f"{(len(texts) / rate) / t_cached:.0f}× faster than cold"))
+    rows.append(
+        (
+            f"embedding, disk-cached (all {len(texts):,} texts)",
+            t_cached,
+            f"{(len(texts) / rate) / t_cached:.0f}× faster than cold",
+        )
+    )
     ent = vecs[len(passages) : len(passages) + len(nodes.entities)]
     cfg = KBConfig()
     syn, t_faiss = timed(synonymy_edges, ent, nodes.entities, cfg.synonymy_threshold, cfg.synonymy_k)
     ok = np.array([alnum_count(e) >= 3 for e in nodes.entities])
     n_ref, t_knn = timed(knn_synonymy, ent, ok, cfg.synonymy_threshold, cfg.synonymy_k)
-    rows.append((f"synonymy, faiss range search capped at k ({len(syn):,} pairs)", t_faiss,
-                 f"{t_knn / t_faiss:.1f}× vs faiss k-NN k=2047 then threshold ({t_knn:.1f} s, {n_ref:,} pairs)"))
+    rows.append(
+        (
+            f"synonymy, faiss range search capped at k ({len(syn):,} pairs)",
+            t_faiss,
+            f"{t_knn / t_faiss:.1f}× vs faiss k-NN k=2047 then threshold ({t_knn:.1f} s, {n_ref:,} pairs)",
+        )
+    )
     rel = relation_edges(nodes.triple_entity_ids)
     (g, _), t_graph = timed(assemble_graph, len(passages), len(nodes.entities), nodes.doc_entity, rel, syn)
     _, t_ref = timed(per_edge_graph, g.vcount(), g.get_edgelist(), g.es["weight"], g.es["kind"])
-    rows.append((f"graph, one igraph call ({g.ecount():,} edges)", t_graph,
-                 f"{t_ref / t_graph:.0f}× vs per-edge add_edge ({t_ref:.1f} s)"))
+    rows.append(
+        (
+            f"graph, one igraph call ({g.ecount():,} edges)",
+            t_graph,
+            f"{t_ref / t_graph:.0f}× vs per-edge add_edge ({t_ref:.1f} s)",
+        )
+    )
     rows.append(("peak RSS after MuSiQue stages", 0.0, f"{peak_mb():,.0f} MB"))
     return rows
 
@@ -305,9 +374,16 @@ def bench_spacy(corpus: Path, sample: int) -> list[tuple[str, float, str]]:
     list(be.extract(passages[:8]))  # warm-up
     exs, t = timed(lambda: list(be.extract(chosen)))
     n_tr = sum(len(e.triples) for e in exs)
-    return [(f"spaCy NER+SVO on {corpus.name} ({len(chosen):,} of {len(passages):,} passages)", t,
-             (f"{len(chosen) / t:.1f} passages/s, {n_tr / len(chosen):.1f} triples/passage → full corpus "
-              f"≈ {len(passages) / (len(chosen) / t):.0f} s"))]
+    return [
+        (
+            f"spaCy NER+SVO on {corpus.name} ({len(chosen):,} of {len(passages):,} passages)",
+            t,
+            (
+                f"{len(chosen) / t:.1f} passages/s, {n_tr / len(chosen):.1f} triples/passage → full corpus "
+                f"≈ {len(passages) / (len(chosen) / t):.0f} s"
+            ),
+        )
+    ]
 
 
 def main() -> None:
@@ -317,10 +393,18 @@ def main() -> None:
     ap.add_argument("--cold-sample", type=int, default=1000, help="texts embedded without cache")
     ap.add_argument("--builds", default="new,old", help="cold whole builds to run, in this order ('' = none)")
     ap.add_argument("--only-builds", action="store_true", help="skip the per-stage table")
-    ap.add_argument("--embed-sample", type=int, default=0,
-                    help="also time the encoder alone, old vs new, on every Nth build text")
-    ap.add_argument("--threads", type=int, default=0,
-                    help="OMP_NUM_THREADS for both builds (1: CPU seconds that contention does not inflate)")
+    ap.add_argument(
+        "--embed-sample",
+        type=int,
+        default=0,
+        help="also time the encoder alone, old vs new, on every Nth build text",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="OMP_NUM_THREADS for both builds (1: CPU seconds that contention does not inflate)",
+    )
     ap.add_argument("--_one-build", dest="one_build", choices=("new", "old"), help=argparse.SUPPRESS)
     ap.add_argument("--_out", dest="out", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()

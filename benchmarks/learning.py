@@ -8,11 +8,11 @@ Usage:
 2. Warm start (:mod:`gta_verl.cpu.warm_start`, cached): Stage-I questions split so that no held-out question
    shares a target document with a training one; a 4,096-token corpus BPE and a 4.2 M-parameter Qwen2 trained
    by verl's own SFT trainer on τ* replays.
-3. Reference rows on the held-out split through ``gta-verl eval``'s runner: the untrained policy, the warm start,
-   the oracle replay of τ*.
-4. GRPO from the warm start through ``recipes/cpu/run.sh`` (stock ``main_ppo``, ``hf_cpu``, our Ray retriever):
-   (a) answer-only reward on Stage-I data (GTA's "w/o TGR"), (b) trajectory-guided reward, (c) PathRouter,
-   (d) GTA + PathRouter, (e) the trajectory-guided reward with the potential-based step term
+3. Reference rows on the held-out split through ``gta-verl eval``'s runner: the untrained policy, the warm
+   start, the oracle replay of τ*.
+4. GRPO from the warm start through ``recipes/cpu/run.sh`` (stock ``main_ppo``, ``hf_cpu``, our Ray
+   retriever): (a) answer-only reward on Stage-I data (GTA's "w/o TGR"), (b) trajectory-guided reward,
+   (c) PathRouter, (d) GTA + PathRouter, (e) the trajectory-guided reward with the potential-based step term
    (``gta.reward.step_shaping=potential``); the same data order per seed (``data.seed``) across conditions.
 5. Each final checkpoint evaluated on the held-out split; ``<out>/learning.md`` gets the Table-3-layout table
    (mean ± std over seeds), the learning-curve PNG and the settings; per-step metrics stay in ``<out>/runs/``.
@@ -36,26 +36,63 @@ CONDITIONS = {
     "b": ("trajectory-guided (GTA Stage I)", "gta_stage1", ()),
     "c": ("PathRouter", "path_router", ()),
     "d": ("GTA + PathRouter", "gta_path_router", ()),
-    "e": ("trajectory-guided, potential-based step reward", "gta_stage1", ("gta.reward.step_shaping=potential",)),
+    "e": (
+        "trajectory-guided, potential-based step reward",
+        "gta_stage1",
+        ("gta.reward.step_shaping=potential",),
+    ),
 }
-METRICS = (("em", "EM"), ("f1", "F1"), ("target_doc_cov", "TargetDocCov"), ("complete_traj_cov", "CompleteTrajCov"),
-           ("zero_target_turns_per_q", "zero-target turns/q"), ("search_turns", "search turns"),
-           ("answered", "answered"), ("uar", "UAR"))
-CURVES = (("critic/score/mean", "training reward"), ("gta/target_doc_cov", "gta/target_doc_cov"),
-          ("gta/acc", "gta/acc"), ("gta/num_searches", "gta/num_searches"),
-          ("gta/invalid_actions", "gta/invalid_actions"))
+METRICS = (
+    ("em", "EM"),
+    ("f1", "F1"),
+    ("target_doc_cov", "TargetDocCov"),
+    ("complete_traj_cov", "CompleteTrajCov"),
+    ("zero_target_turns_per_q", "zero-target turns/q"),
+    ("search_turns", "search turns"),
+    ("answered", "answered"),
+    ("uar", "UAR"),
+)
+CURVES = (
+    ("critic/score/mean", "training reward"),
+    ("gta/target_doc_cov", "gta/target_doc_cov"),
+    ("gta/acc", "gta/acc"),
+    ("gta/num_searches", "gta/num_searches"),
+    ("gta/invalid_actions", "gta/invalid_actions"),
+)
 
 
-def evaluate(policy: str, data: Path, kb: Path, out: Path, n: int | None, name: str,
-             server_manager: Any = None, tokenizer: Any = None) -> dict[str, float]:
+def evaluate(
+    policy: str,
+    data: Path,
+    kb: Path,
+    out: Path,
+    n: int | None,
+    name: str,
+    server_manager: Any = None,
+    tokenizer: Any = None,
+) -> dict[str, float]:
     from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
     from gta_verl.eval.runner import EvalSettings, evaluate_policy
 
-    settings = EvalSettings(policy=policy, max_obs_tokens=MAX_OBS_TOKENS, prompt_length=PROMPT_LENGTH,
-                            response_length=RESPONSE_LENGTH)
+    settings = EvalSettings(
+        policy=policy,
+        max_obs_tokens=MAX_OBS_TOKENS,
+        prompt_length=PROMPT_LENGTH,
+        response_length=RESPONSE_LENGTH,
+    )
     # 32 rollouts in flight: the HF server batches concurrent turns (greedy rows equal the one-by-one result).
-    res = evaluate_policy(name, [data], kb, out_dir=out, max_questions=n, settings=settings,
-                          server_manager=server_manager, tokenizer=tokenizer, batch_size=32, concurrency=32)
+    res = evaluate_policy(
+        name,
+        [data],
+        kb,
+        out_dir=out,
+        max_questions=n,
+        settings=settings,
+        server_manager=server_manager,
+        tokenizer=tokenizer,
+        batch_size=32,
+        concurrency=32,
+    )
     return dict(res.summary.overall)
 
 
@@ -68,8 +105,16 @@ def oracle(ws: Any, kb: Path, out: Path, n: int | None) -> dict[str, float]:
 
     tok = AutoTokenizer.from_pretrained(str(ws.model))
     rows = pd.read_parquet(ws.heldout).to_dict("records")[:n]
-    return evaluate("reference-replay", ws.heldout, kb, out, n, "reference-replay",
-                    ScriptedServerManager(tok, reference_scripts(rows)), tok)
+    return evaluate(
+        "reference-replay",
+        ws.heldout,
+        kb,
+        out,
+        n,
+        "reference-replay",
+        ScriptedServerManager(tok, reference_scripts(rows)),
+        tok,
+    )
 
 
 def _bundled_musique_qa(data_dir: Path) -> Path:
@@ -80,7 +125,9 @@ def _bundled_musique_qa(data_dir: Path) -> Path:
     return qa if qa.is_file() else Path(prepare_musique(data_dir, verbose=False)["qa"])
 
 
-def run_condition(cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
+def run_condition(
+    cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argparse.Namespace
+) -> dict[str, Any]:
     from gta_verl.cpu.recipe_run import run_cpu_recipe
 
     run_dir = out / "runs" / f"{cond}_s{seed}"
@@ -89,8 +136,13 @@ def run_condition(cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argp
         return json.loads(done.read_text())
     label, recipe, extra = CONDITIONS[cond]
     rl = ws.rl_questions
-    env = {"MODEL_PATH": str(ws.model), "KB_DIR": str(kb), "STAGE1_TRAIN": str(rl), "QA_FILES": str(rl),
-           "STEPS": str(args.steps)}
+    env = {
+        "MODEL_PATH": str(ws.model),
+        "KB_DIR": str(kb),
+        "STAGE1_TRAIN": str(rl),
+        "QA_FILES": str(rl),
+        "STEPS": str(args.steps),
+    }
     from gta_verl.cpu.warm_start import checkpoint_dir, grpo_overrides
 
     overrides = grpo_overrides(args.steps, seed, args.lr, args.n, args.batch) + extra
@@ -98,18 +150,30 @@ def run_condition(cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argp
     if run.returncode != 0:
         raise RuntimeError(f"{cond} seed {seed}: run.sh {recipe} exited {run.returncode}; see {run.log}")
     ckpt = checkpoint_dir(run_dir, args.steps)
-    final = evaluate(str(ckpt), ws.heldout, kb, run_dir / "eval_heldout", args.eval_questions, f"{cond}_s{seed}")
-    result = {"condition": cond, "seed": seed, "seconds": run.seconds, "heldout": final,
-              "metrics": str(run_dir / "metrics.jsonl"), "rl_questions": str(rl)}
+    final = evaluate(
+        str(ckpt), ws.heldout, kb, run_dir / "eval_heldout", args.eval_questions, f"{cond}_s{seed}"
+    )
+    result = {
+        "condition": cond,
+        "seed": seed,
+        "seconds": run.seconds,
+        "heldout": final,
+        "metrics": str(run_dir / "metrics.jsonl"),
+        "rl_questions": str(rl),
+    }
     if args.real_qa:
-        result["real"] = evaluate(str(ckpt), Path(args.real_qa), kb, run_dir / "eval_real", None, f"{cond}_s{seed}")
+        result["real"] = evaluate(
+            str(ckpt), Path(args.real_qa), kb, run_dir / "eval_real", None, f"{cond}_s{seed}"
+        )
     done.write_text(json.dumps(result, indent=2))
     return result
 
 
 def run_order(conditions: list[str], seeds_ab: str, seeds_cd: str) -> list[tuple[str, int]]:
     """Seed-major order (a0, b0, c0, d0, a1, b1, …): a cut-short experiment still has every condition."""
-    seeds = {c: [int(x) for x in (seeds_ab if c in ("a", "b") else seeds_cd).split(",") if x] for c in conditions}
+    seeds = {
+        c: [int(x) for x in (seeds_ab if c in ("a", "b") else seeds_cd).split(",") if x] for c in conditions
+    }
     depth = max((len(v) for v in seeds.values()), default=0)
     return [(c, seeds[c][k]) for k in range(depth) for c in conditions if k < len(seeds[c])]
 
@@ -133,7 +197,8 @@ def table(rows: list[tuple[str, list[dict[str, float]]]]) -> str:
 
 
 def curve_summary(results: list[dict[str, Any]], first: int = 3, last: int = 3) -> str:
-    """Training-time metrics: mean of the first and of the last ``first``/``last`` steps, mean ± std over seeds."""
+    """Training-time metrics: mean of the first and of the last ``first``/``last`` steps, mean ± std over
+    seeds."""
     from gta_verl.cpu.recipe_run import read_step_metrics
 
     head = "| condition | seeds | " + " | ".join(f"{t} first {first} → last {last}" for _, t in CURVES) + " |"
@@ -184,7 +249,7 @@ def plot_curves(results: list[dict[str, Any]], path: Path) -> Path:
     fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.6))
     for cond in sorted({r["condition"] for r in results}):
         runs = [read_step_metrics(Path(r["metrics"])) for r in results if r["condition"] == cond]
-        for ax, (key, title) in zip(axes, CURVES):
+        for ax, (key, title) in zip(axes, CURVES, strict=True):
             steps = sorted(set.intersection(*[{s for s, m in run.items() if key in m} for run in runs]))
             if not steps:
                 continue
@@ -206,8 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=str(REPO / "docs" / "learning"))
     p.add_argument("--kb", default=None, help="KB directory (default: the bundled MuSiQue KB, built once)")
-    p.add_argument("--warm-start-root", default=None,
-                   help="warm-start directory (default: $GTA_VERL_CACHE/warm_start/v<N>-<digest of KB and settings>)")
+    p.add_argument(
+        "--warm-start-root",
+        default=None,
+        help="warm-start directory (default: $GTA_VERL_CACHE/warm_start/v<N>-<digest of KB and settings>)",
+    )
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--batch", type=int, default=8, help="prompts per step")
     p.add_argument("--n", type=int, default=4, help="rollouts per prompt")
@@ -215,21 +283,44 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds-ab", default="0,1,2")
     p.add_argument("--seeds-cd", default="0", help="seeds of (c), (d) and (e)")
     p.add_argument("--conditions", default="a,b,c,d")
-    p.add_argument("--eval-questions", type=int, default=None, help="first N held-out questions (default all)")
+    p.add_argument(
+        "--eval-questions", type=int, default=None, help="first N held-out questions (default all)"
+    )
     p.add_argument("--timeout", type=float, default=7200)
-    p.add_argument("--n-paths", type=int, default=600, help="Stage-I questions synthesized for SFT, RL and held-out")
+    p.add_argument(
+        "--n-paths", type=int, default=600, help="Stage-I questions synthesized for SFT, RL and held-out"
+    )
     p.add_argument("--sft-steps", type=int, default=1000, help="verl SFT steps of the warm start")
-    p.add_argument("--rl-fraction", type=float, default=0.0,
-                   help="share of the training questions kept out of SFT for the GRPO prompts (0: GRPO on SFT's)")
-    p.add_argument("--split", default="components", choices=("components", "documents"),
-                   help="how questions are split (SFTSettings.split): whole components, or document communities")
-    p.add_argument("--heldout-fraction", type=float, default=0.2,
-                   help="held-out share (of questions for --split components, of documents for documents)")
-    p.add_argument("--sft-val-rows", type=int, default=0, help="held-out questions in SFT's validation loss (0: all)")
-    p.add_argument("--untrained-questions", type=int, default=32, help="questions the random policy is run on")
-    p.add_argument("--real-qa", default="bundled",
-                   help="real QA parquet every checkpoint is also evaluated on ('bundled': the 100 MuSiQue "
-                        "questions the KB was built from; '' to skip)")
+    p.add_argument(
+        "--rl-fraction",
+        type=float,
+        default=0.0,
+        help="share of the training questions kept out of SFT for the GRPO prompts (0: GRPO on SFT's)",
+    )
+    p.add_argument(
+        "--split",
+        default="components",
+        choices=("components", "documents"),
+        help="how questions are split (SFTSettings.split): whole components, or document communities",
+    )
+    p.add_argument(
+        "--heldout-fraction",
+        type=float,
+        default=0.2,
+        help="held-out share (of questions for --split components, of documents for documents)",
+    )
+    p.add_argument(
+        "--sft-val-rows", type=int, default=0, help="held-out questions in SFT's validation loss (0: all)"
+    )
+    p.add_argument(
+        "--untrained-questions", type=int, default=32, help="questions the random policy is run on"
+    )
+    p.add_argument(
+        "--real-qa",
+        default="bundled",
+        help="real QA parquet every checkpoint is also evaluated on ('bundled': the 100 MuSiQue "
+        "questions the KB was built from; '' to skip)",
+    )
     args = p.parse_args(argv)
 
     from gta_verl.cpu.prepare import _ensure_kb, default_root
@@ -241,8 +332,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.real_qa == "bundled":
         args.real_qa = str(_bundled_musique_qa(default_root() / "data"))
     t0 = time.perf_counter()
-    settings = SFTSettings(n_paths=args.n_paths, steps=args.sft_steps, rl_fraction=args.rl_fraction,
-                           split=args.split, heldout_fraction=args.heldout_fraction, val_rows=args.sft_val_rows)
+    settings = SFTSettings(
+        n_paths=args.n_paths,
+        steps=args.sft_steps,
+        rl_fraction=args.rl_fraction,
+        split=args.split,
+        heldout_fraction=args.heldout_fraction,
+        val_rows=args.sft_val_rows,
+    )
     ws = build_warm_start(kb, args.warm_start_root, settings=settings)
     print(f"warm start: {ws.model} ({time.perf_counter() - t0:.0f} s)", flush=True)
     n = args.eval_questions
@@ -250,32 +347,73 @@ def main(argv: list[str] | None = None) -> int:
     # dozen questions show that as well as all of them.
     n_untrained = min(n or args.untrained_questions, args.untrained_questions)
     untrained = f"untrained (random init, corpus BPE; first {n_untrained} questions)"
-    ref_rows = [(untrained, [evaluate(str(ws.init_model), ws.heldout, kb, out / "eval" / "untrained", n_untrained,
-                                      "untrained")]),
-                ("warm start (verl SFT on τ* replays)", [evaluate(str(ws.model), ws.heldout, kb,
-                                                                 out / "eval" / "warm_start", n, "warm_start")]),
-                ("oracle replay of τ*", [oracle(ws, kb, out / "eval" / "oracle", n)])]
+    ref_rows = [
+        (
+            untrained,
+            [
+                evaluate(
+                    str(ws.init_model), ws.heldout, kb, out / "eval" / "untrained", n_untrained, "untrained"
+                )
+            ],
+        ),
+        (
+            "warm start (verl SFT on τ* replays)",
+            [evaluate(str(ws.model), ws.heldout, kb, out / "eval" / "warm_start", n, "warm_start")],
+        ),
+        ("oracle replay of τ*", [oracle(ws, kb, out / "eval" / "oracle", n)]),
+    ]
     real_rows = []
     if args.real_qa:
-        real_rows = [(untrained, [evaluate(str(ws.init_model), Path(args.real_qa), kb, out / "eval" / "untrained_real",
-                                           n_untrained, "untrained")]),
-                     ("warm start (verl SFT on τ* replays)", [evaluate(str(ws.model), Path(args.real_qa), kb,
-                                                                      out / "eval" / "warm_start_real", None,
-                                                                      "warm_start")])]
+        real_rows = [
+            (
+                untrained,
+                [
+                    evaluate(
+                        str(ws.init_model),
+                        Path(args.real_qa),
+                        kb,
+                        out / "eval" / "untrained_real",
+                        n_untrained,
+                        "untrained",
+                    )
+                ],
+            ),
+            (
+                "warm start (verl SFT on τ* replays)",
+                [
+                    evaluate(
+                        str(ws.model),
+                        Path(args.real_qa),
+                        kb,
+                        out / "eval" / "warm_start_real",
+                        None,
+                        "warm_start",
+                    )
+                ],
+            ),
+        ]
     results = []
     for cond, seed in run_order(args.conditions.split(","), args.seeds_ab, args.seeds_cd):
         print(f"run ({cond}) seed {seed}", flush=True)
         results.append(run_condition(cond, seed, ws, kb, out, args))
-    cond_rows = [(f"({c}) {CONDITIONS[c][0]}", [r["heldout"] for r in results if r["condition"] == c])
-                 for c in args.conditions.split(",")]
-    report = {"settings": vars(args), "warm_start": json.loads((ws.root / "warm_start.json").read_text()),
-              "reference": {k: v for k, v in ref_rows}, "reference_real": {k: v for k, v in real_rows},
-              "runs": results}
+    cond_rows = [
+        (f"({c}) {CONDITIONS[c][0]}", [r["heldout"] for r in results if r["condition"] == c])
+        for c in args.conditions.split(",")
+    ]
+    report = {
+        "settings": vars(args),
+        "warm_start": json.loads((ws.root / "warm_start.json").read_text()),
+        "reference": {k: v for k, v in ref_rows},
+        "reference_real": {k: v for k, v in real_rows},
+        "runs": results,
+    }
     (out / "results.json").write_text(json.dumps(report, indent=2, default=str))
     md = "Held-out synthetic questions:\n\n" + table(ref_rows + cond_rows)
     if real_rows:
-        real_cond = [(f"({c}) {CONDITIONS[c][0]}", [r["real"] for r in results if r["condition"] == c and "real" in r])
-                     for c in args.conditions.split(",")]
+        real_cond = [
+            (f"({c}) {CONDITIONS[c][0]}", [r["real"] for r in results if r["condition"] == c and "real" in r])
+            for c in args.conditions.split(",")
+        ]
         md += "\n\nReal MuSiQue questions (the bundled 100):\n\n" + table(real_rows + real_cond)
     if results:
         plot_curves(results, out / "learning_curves.png")

@@ -19,9 +19,13 @@ import numpy as np
 
 
 def _compare(got: list, ref: list) -> tuple[float, float]:
-    same = np.mean([[h.doc_id for h in a.hits] == [h.doc_id for h in b.hits] for a, b in zip(got, ref)])
-    err = max(float(np.max(np.abs(np.array([h.score for h in a.hits]) - [h.score for h in b.hits])))
-              for a, b in zip(got, ref))
+    same = np.mean(
+        [[h.doc_id for h in a.hits] == [h.doc_id for h in b.hits] for a, b in zip(got, ref, strict=True)]
+    )
+    err = max(
+        float(np.max(np.abs(np.array([h.score for h in a.hits]) - [h.score for h in b.hits])))
+        for a, b in zip(got, ref, strict=True)
+    )
     return float(same), err
 
 
@@ -37,9 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     r = GraphRetriever.from_kb_dir(musique_kb_dir())
     qs = questions()[: args.questions]
     graph = dataclasses.replace(r.config, mode="graph")
-    ref = r.with_config(dataclasses.replace(graph, ppr_method="cg", ppr_dtype="float64", ppr_tol=1e-10)).rank(qs, 10)
+    ref = r.with_config(dataclasses.replace(graph, ppr_method="cg", ppr_dtype="float64", ppr_tol=1e-10)).rank(
+        qs, 10
+    )
     lin = r.with_config(dataclasses.replace(graph, ppr_method="linear")).warm()
-    print(f"\n### Linear PPR push threshold vs float64 CG (bundled MuSiQue, {len(qs)} questions, graph top-10)\n")
+    print(
+        f"\n### Linear PPR push threshold vs float64 CG (bundled MuSiQue, {len(qs)} questions, "
+        "graph top-10)\n"
+    )
     print("| method | ordered top-10 = reference | max score difference | nodes touched (mean) | ms/query |")
     print("|---|---:|---:|---:|---:|")
     for eps in [float(x) for x in args.eps.split(",")]:
@@ -53,8 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         seeds, seeded = rv.entity_seeds(s, ids, mins)
         *_, touched = rv.ppr_top(seeds[seeded], q[seeded], q[seeded] @ rv._passage_emb.T, 10)
         same, err = _compare(got, ref)
-        print(f"| linear, ppr_linear_eps={eps:g} | {same * 100:.0f} % | {err:.1e} | {touched.mean():,.0f} | "
-              f"{ms:.1f} (with encoding) |", flush=True)
+        print(
+            f"| linear, ppr_linear_eps={eps:g} | {same * 100:.0f} % | {err:.1e} | {touched.mean():,.0f} | "
+            f"{ms:.1f} (with encoding) |",
+            flush=True,
+        )
     fused = r.with_config(dataclasses.replace(graph, ppr_method="fused"))
     same, err = _compare(fused.rank(qs, 10), ref)
     print(f"| fused float32 (L1 tol 1e-7) | {same * 100:.0f} % | {err:.1e} | all | |")

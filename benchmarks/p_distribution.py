@@ -58,8 +58,9 @@ def _kb_dir(arg: str | None) -> Path:
 
     out = root / "musique-p-distribution"
     openie = ASSETS / "openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json"
-    build_kb_from_files(ASSETS / "musique_train_corpus.json", "hipporag", f"precomputed:{openie}", out,
-                        progress=False)
+    build_kb_from_files(
+        ASSETS / "musique_train_corpus.json", "hipporag", f"precomputed:{openie}", out, progress=False
+    )
     return out
 
 
@@ -75,8 +76,12 @@ def _plans(raw: list[dict]) -> list[tuple[int, str, list[str]]]:
     for i, rec in enumerate(raw):
         sub = _decomposition(rec)
         other = _decomposition(raw[(i + 1) % len(raw)])
-        plans += [(i, "decomposition", sub), (i, "question", [rec["question"]]), (i, "first_hop", sub[:1]),
-                  (i, "other_question", other)]
+        plans += [
+            (i, "decomposition", sub),
+            (i, "question", [rec["question"]]),
+            (i, "first_hop", sub[:1]),
+            (i, "other_question", other),
+        ]
     return plans
 
 
@@ -90,8 +95,13 @@ def run(kb_dir: Path, cap: int) -> list[dict]:
     from gta_verl.retrieval.retriever import GraphRetriever
 
     tok = load_qwen_tokenizer()
-    encode = lambda s: list(tok.encode(s, add_special_tokens=False))  # noqa: E731
-    decode = lambda ids: tok.decode(list(ids), skip_special_tokens=False)  # noqa: E731
+
+    def encode(s):
+        return list(tok.encode(s, add_special_tokens=False))
+
+    def decode(ids):
+        return tok.decode(list(ids), skip_special_tokens=False)
+
     corpus = {p.doc_id: p for p in read_hipporag_corpus(ASSETS / "musique_train_corpus.json").records}
     qa = read_musique_qa(ASSETS / "musique_train.json", corpus_ids=corpus).records
     by_qid = {ex.qid: ex for ex in qa}
@@ -99,28 +109,35 @@ def run(kb_dir: Path, cap: int) -> list[dict]:
     retriever = GraphRetriever.from_kb_dir(kb_dir)
     plans = _plans(raw)
     queries = sorted({q for _, _, qs in plans for q in qs})
-    results = dict(zip(queries, retriever.retrieve(queries)))
+    results = dict(zip(queries, retriever.retrieve(queries), strict=True))
     rows = []
     for i, strategy, qs in plans:
         ex = by_qid.get(str(raw[i]["id"]))
         if ex is None or not ex.supporting_texts:
             continue
-        shown = [h for q in qs for h in fit_observation(results[q].hits, results[q].error, cap, encode,
-                                                        decode).shown]
+        shown = [
+            h
+            for q in qs
+            for h in fit_observation(results[q].hits, results[q].error, cap, encode, decode).shown
+        ]
         texts = [f"{h.title}\n{h.text}" for h in shown]
-        rows.append({
-            "label": _label({h.doc_id for h in shown}, set(ex.supporting_doc_ids)),
-            "strategy": strategy,
-            "n_shown": len(shown),
-            "best_passage": path_overlap(texts, ex.supporting_texts, "best_passage"),
-            "bag": path_overlap(texts, ex.supporting_texts, "bag"),
-        })
+        rows.append(
+            {
+                "label": _label({h.doc_id for h in shown}, set(ex.supporting_doc_ids)),
+                "strategy": strategy,
+                "n_shown": len(shown),
+                "best_passage": path_overlap(texts, ex.supporting_texts, "best_passage"),
+                "bag": path_overlap(texts, ex.supporting_texts, "bag"),
+            }
+        )
     return rows
 
 
 def _quantile_table(rows: list[dict]) -> str:
-    out = ["| reading | rollouts | n | passages shown (mean) | min | p10 | p25 | median | p75 | p90 | max |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| reading | rollouts | n | passages shown (mean) | min | p10 | p25 | median | p75 | p90 | max |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for reading in ("best_passage", "bag"):
         for label in LABELS:
             sel = [r for r in rows if r["label"] == label]

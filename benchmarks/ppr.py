@@ -21,8 +21,8 @@ import time
 import numpy as np
 
 from gta_verl.retrieval.ppr.batched import batched_ppr
-from gta_verl.retrieval.ppr.transition import build_transition
 from gta_verl.retrieval.ppr.push import push_ppr
+from gta_verl.retrieval.ppr.transition import build_transition
 from gta_verl.testing.synthetic_graphs import (
     HOTPOTQA_10K,
     TWOWIKI,
@@ -74,7 +74,8 @@ def bench_graph(
             f"\n### {spec.name}: {spec.n_docs:,} docs, {spec.n_entities:,} entities, "
             f"{len(sg.edges):,} edges (graph {t1 - t0:.1f} s, transition {t2 - t1:.2f} s)\n"
         ),
-        "| method | batch | ms/query | queries/s | speed-up vs igraph | top-10 identical | max abs diff | iters / touched |",
+        "| method | batch | ms/query | queries/s | speed-up vs igraph | top-10 identical | max abs diff "
+        "| iters / touched |",
         "|---|---|---|---|---|---|---|---|",
         f"| igraph prpack (per query) | 1 | {ig_ms:.1f} | {1000 / ig_ms:.1f} | 1.0× | ref | ref | – |",
     ]
@@ -108,11 +109,16 @@ def bench_graph(
             k = min(b, n_ref)
             ref_top = np.argsort(-ref[:k, : spec.n_docs], axis=1, kind="stable")[:, :10]
             agree = float(np.mean(np.all(res.ids[:k] == ref_top, axis=1)))
-            sets = float(np.mean([set(a) == set(r) for a, r in zip(res.ids[:k].tolist(), ref_top.tolist())]))
+            sets = float(
+                np.mean(
+                    [set(a) == set(r) for a, r in zip(res.ids[:k].tolist(), ref_top.tolist(), strict=True)]
+                )
+            )
             diff = float(np.abs(res.scores[:k] - np.take_along_axis(ref[:k], res.ids[:k], 1)).max())
             lines.append(
-                f"| push eps={eps:g} (top-10 docs; sets {sets * 100:.0f}%) | {b} | {ms:.2f} | {1000 / ms:.0f} | "
-                f"{ig_ms / ms:.0f}× | {agree * 100:.0f}% ({k}) | {diff:.1e} | {res.touched.mean():,.0f} nodes |"
+                f"| push eps={eps:g} (top-10 docs; sets {sets * 100:.0f}%) | {b} | {ms:.2f} | "
+                f"{1000 / ms:.0f} | {ig_ms / ms:.0f}× | {agree * 100:.0f}% ({k}) | {diff:.1e} | "
+                f"{res.touched.mean():,.0f} nodes |"
             )
             print(lines[-1], flush=True)
     return lines
@@ -145,7 +151,7 @@ def _synthetic_kb(n_triples: int, seed: int, dim: int):
     docs = rng.integers(0, spec.n_docs, n_triples)
     triples = tuple(
         Triple(f"e{a}", f"r{i}", f"e{b}", passages[d].doc_id)
-        for i, ((a, b), d) in enumerate(zip(pairs.tolist(), docs.tolist()))
+        for i, ((a, b), d) in enumerate(zip(pairs.tolist(), docs.tolist(), strict=True))
     )
 
     def unit(n: int) -> np.ndarray:
@@ -201,7 +207,8 @@ def main() -> None:
     ap.add_argument(
         "--variants",
         default="default",
-        help="none | default | fast (+float32) | fused (cg + numba fused power f64/f32) | all; push rows always",
+        help="none | default | fast (+float32) | fused (cg + numba fused power f64/f32) | all; "
+        "push rows always",
     )
     ap.add_argument("--retriever", action="store_true", help="also time the whole retriever")
     ap.add_argument("--n-triples", type=int, default=1_300_000)

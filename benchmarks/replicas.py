@@ -61,7 +61,9 @@ def memory_mib(pid: int) -> dict[str, float]:
     return {"rss": vals["Rss"], "pss": vals["Pss"], "uss": vals["Private_Clean"] + vals["Private_Dirty"]}
 
 
-async def _drive(call: Any, qs: list[str], n_calls: int, callers: int) -> tuple[list[Any], list[float], float]:
+async def _drive(
+    call: Any, qs: list[str], n_calls: int, callers: int
+) -> tuple[list[Any], list[float], float]:
     results: list[Any] = [None] * n_calls
     lat: list[float] = [0.0] * n_calls
     nxt = iter(range(n_calls))
@@ -86,16 +88,17 @@ def bench_reference(kb_dir: Path, qs: list[str], n_calls: int) -> tuple[float, d
     t0 = time.perf_counter()
     out = [x for s in range(0, n_calls, 64) for x in r.retrieve(batch[s : s + 64])]
     qps = n_calls / (time.perf_counter() - t0)
-    return qps, {q: res.doc_ids for q, res in zip(batch, out)}
+    return qps, {q: res.doc_ids for q, res in zip(batch, out, strict=True)}
 
 
-def bench_actors(kb_dir: Path, n: int, share: bool, qs: list[str], expected: dict, n_calls: int,
-                 callers: int) -> dict[str, Any]:
+def bench_actors(
+    kb_dir: Path, n: int, share: bool, qs: list[str], expected: dict, n_calls: int, callers: int
+) -> dict[str, Any]:
     import ray
 
-    from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
     from gta_verl.retrieval.serving.clients import RayRetrieverClient
     from gta_verl.retrieval.serving.config import ServingConfig
+    from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
 
     serving = ServingConfig(num_replicas=n, share_arrays=share, placement="any")
     t0 = time.perf_counter()
@@ -114,17 +117,25 @@ def bench_actors(kb_dir: Path, n: int, share: bool, qs: list[str], expected: dic
         ray.get(svc.shutdown.remote())
         ray.kill(svc)
     same = sum(r.ok and r.doc_ids == expected[qs[i % len(qs)]] for i, r in enumerate(res))
-    return {"kind": f"actors{'' if share else ' (private arrays)'}", "n": n, "qps": n_calls / wall,
-            "p50": float(np.percentile(lat, 50)), "p95": float(np.percentile(lat, 95)), "same": same,
-            "ready_s": ready_s, **{k: float(np.mean([m[k] for m in mem])) for k in ("rss", "pss", "uss")},
-            "batch_mean": (st1["queries"] - st0["queries"]) / max(1, st1["batches"] - st0["batches"])}
+    return {
+        "kind": f"actors{'' if share else ' (private arrays)'}",
+        "n": n,
+        "qps": n_calls / wall,
+        "p50": float(np.percentile(lat, 50)),
+        "p95": float(np.percentile(lat, 95)),
+        "same": same,
+        "ready_s": ready_s,
+        **{k: float(np.mean([m[k] for m in mem])) for k in ("rss", "pss", "uss")},
+        "batch_mean": (st1["queries"] - st0["queries"]) / max(1, st1["batches"] - st0["batches"]),
+    }
 
 
-def bench_serve(kb_dir: Path, n: int, qs: list[str], expected: dict, n_calls: int, callers: int) -> dict[str, Any]:
+def bench_serve(
+    kb_dir: Path, n: int, qs: list[str], expected: dict, n_calls: int, callers: int
+) -> dict[str, Any]:
     from ray import serve
 
-    @serve.deployment(num_replicas=n, ray_actor_options={"num_cpus": 0.01},
-                      max_ongoing_requests=4096)
+    @serve.deployment(num_replicas=n, ray_actor_options={"num_cpus": 0.01}, max_ongoing_requests=4096)
     class ServeRetriever:
         def __init__(self, kb_dir: str) -> None:
             from gta_verl.retrieval.serving.shared_arrays import load_shared_retriever
@@ -145,6 +156,7 @@ def bench_serve(kb_dir: Path, n: int, qs: list[str], expected: dict, n_calls: in
     handle = serve.run(ServeRetriever.bind(str(kb_dir)), name="bench_retriever", route_prefix=None)
     ready_s = time.perf_counter() - t0
     try:
+
         async def call(q: list[str]) -> list[Any]:
             return await handle.retrieve.remote(q)
 
@@ -158,9 +170,16 @@ def bench_serve(kb_dir: Path, n: int, qs: list[str], expected: dict, n_calls: in
     finally:
         serve.delete("bench_retriever")
     same = sum(r.ok and r.doc_ids == expected[qs[i % len(qs)]] for i, r in enumerate(res))
-    return {"kind": "Ray Serve + @serve.batch", "n": n, "qps": n_calls / wall,
-            "p50": float(np.percentile(lat, 50)), "p95": float(np.percentile(lat, 95)), "same": same,
-            "ready_s": ready_s, **{k: float(np.mean([m[k] for m in mem])) for k in ("rss", "pss", "uss")}}
+    return {
+        "kind": "Ray Serve + @serve.batch",
+        "n": n,
+        "qps": n_calls / wall,
+        "p50": float(np.percentile(lat, 50)),
+        "p95": float(np.percentile(lat, 95)),
+        "same": same,
+        "ready_s": ready_s,
+        **{k: float(np.mean([m[k] for m in mem])) for k in ("rss", "pss", "uss")},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     qs = questions()
     ref_qps, expected = bench_reference(kb_dir, qs, args.calls)
     counts = [int(x) for x in args.replicas.split(",")]
-    ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, namespace=NS)
+    ray.init(
+        address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, namespace=NS
+    )
     rows = []
     try:
         for n in counts:
@@ -195,16 +216,22 @@ def main(argv: list[str] | None = None) -> int:
                 serve.shutdown()
     finally:
         ray.shutdown()
-    print(f"\n### Replicated retriever: {args.calls} single-query calls from {args.callers} concurrent callers "
-          f"(MuSiQue KB, MiniLM encoder, Ray with {args.num_cpus} CPUs on {os.cpu_count()} cores)\n")
+    print(
+        f"\n### Replicated retriever: {args.calls} single-query calls from {args.callers} concurrent callers "
+        f"(MuSiQue KB, MiniLM encoder, Ray with {args.num_cpus} CPUs on {os.cpu_count()} cores)\n"
+    )
     print(f"In-process reference (`GraphRetriever.retrieve`, batches of 64): **{ref_qps:.1f} queries/s**\n")
-    print("| server | replicas | queries/s | × in-process | p50 ms | p95 ms | equal to in-process | ready s "
-          "| RSS MiB/replica | PSS MiB/replica | USS MiB/replica |")
+    print(
+        "| server | replicas | queries/s | × in-process | p50 ms | p95 ms | equal to in-process | ready s "
+        "| RSS MiB/replica | PSS MiB/replica | USS MiB/replica |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['kind']} | {r['n']} | {r['qps']:.1f} | {r['qps'] / ref_qps:.2f} | {r['p50']:.0f} | "
-              f"{r['p95']:.0f} | {r['same']}/{args.calls} | {r['ready_s']:.1f} | {r['rss']:.0f} | "
-              f"{r['pss']:.0f} | {r['uss']:.0f} |")
+        print(
+            f"| {r['kind']} | {r['n']} | {r['qps']:.1f} | {r['qps'] / ref_qps:.2f} | {r['p50']:.0f} | "
+            f"{r['p95']:.0f} | {r['same']}/{args.calls} | {r['ready_s']:.1f} | {r['rss']:.0f} | "
+            f"{r['pss']:.0f} | {r['uss']:.0f} |"
+        )
     return 0
 
 

@@ -99,15 +99,26 @@ def synthetic_kb(sg: SyntheticGraph, n_triples: int, seed: int, dim: int, with_i
     rel = sg.edges[sg.kinds == 1] - nd
     pairs = rel[rng.integers(0, len(rel), n_triples)]
     docs = rng.integers(0, nd, n_triples)
-    triples = tuple(Triple(f"e{a}", f"r{i}", f"e{b}", passages[d].doc_id)
-                    for i, ((a, b), d) in enumerate(zip(pairs.tolist(), docs.tolist())))
+    triples = tuple(
+        Triple(f"e{a}", f"r{i}", f"e{b}", passages[d].doc_id)
+        for i, ((a, b), d) in enumerate(zip(pairs.tolist(), docs.tolist(), strict=True))
+    )
     if with_igraph:
         g = sg.to_igraph()
         g.es["kind"] = [("doc_entity", "relation", "synonymy")[k] for k in sg.kinds.tolist()]
     else:
         g = ig.Graph(n=spec.n_nodes)
-    return KnowledgeBase(passages, entities, triples, pairs, g, unit_rows(rng, nd, dim),
-                         np.zeros((0, dim), np.float32), unit_rows(rng, n_triples, dim), "random")
+    return KnowledgeBase(
+        passages,
+        entities,
+        triples,
+        pairs,
+        g,
+        unit_rows(rng, nd, dim),
+        np.zeros((0, dim), np.float32),
+        unit_rows(rng, n_triples, dim),
+        "random",
+    )
 
 
 def attach_graph(retriever: Any, sg: SyntheticGraph) -> None:
@@ -137,8 +148,14 @@ def stage_times(r: Any, q: np.ndarray, k: int = 10) -> dict[str, float]:
     # the push-based solvers report what they touched; the global ones touch every node
     touched = float(r.transition.n_nodes) if touched_b is None else float(touched_b.mean())
     ms = [(t1 - t0) * 1e3 / b, (t2 - t1) * 1e3 / b, (t3 - t2) * 1e3 / b, (t4 - t3) * 1e3 / b]
-    return {"dense": ms[0], "triples": ms[1], "pers": ms[2], "ppr": ms[3], "touched": touched,
-            "seeded": float(seeded.mean())}
+    return {
+        "dense": ms[0],
+        "triples": ms[1],
+        "pers": ms[2],
+        "ppr": ms[3],
+        "touched": touched,
+        "seeded": float(seeded.mean()),
+    }
 
 
 def time_retrieve(r: Any, b: int, reps: int = 1) -> float:
@@ -176,27 +193,36 @@ def reference_path(r: Any, q: np.ndarray, k: int) -> tuple[np.ndarray, float, fl
     out = np.full((len(q), k), -1, np.int64)
     t2 = time.perf_counter()
     for i in np.flatnonzero(seeded):
-        row = g.personalized_pagerank(vertices=range(g.vcount()), damping=1 - c.alpha, directed=False,
-                                      weights="weight", reset=pers[i].toarray().ravel().tolist(),
-                                      implementation="prpack")
+        row = g.personalized_pagerank(
+            vertices=range(g.vcount()),
+            damping=1 - c.alpha,
+            directed=False,
+            weights="weight",
+            reset=pers[i].toarray().ravel().tolist(),
+            implementation="prpack",
+        )
         out[i] = np.argsort(-np.asarray(row[:nd]), kind="stable")[:k]
     t3 = time.perf_counter()
     return out, (t1 - t0) * 1e3 / len(q), (t3 - t2) * 1e3 / max(1, int(seeded.sum()))
 
 
 def bench_faiss(r: Any, q: np.ndarray, batches: list[int]) -> list[str]:
-    """Flat top-n: faiss at its default BLAS threshold vs lowered, the one-pass float32 scan, the bf16 pre-scan."""
+    """Flat top-n: faiss at its default BLAS threshold vs lowered, the one-pass float32 scan, the bf16
+    pre-scan."""
     import faiss
 
     from gta_verl.retrieval.index import BLAS_THRESHOLD, Bf16Scan
 
     idx, n = r._fact_index, r.config.top_n_triples
     bf16 = idx._bf16 or Bf16Scan(np.ascontiguousarray(r._fact_emb, dtype=np.float32))
-    lines = [f"\n#### Exact flat triple search ({idx.n:,} × {idx.dim}, top-{n}), ms/query\n",
-             f"| batch | faiss search, threshold {FAISS_DEFAULT_BLAS} (default) | faiss search, threshold "
-             f"{BLAS_THRESHOLD} (BLAS) | speed-up | two searches (reference, BLAS) | one-pass float32 scan + min | "
-             "bf16 pre-scan + float32 rescoring + min | rows certified | same ids (all four) |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"\n#### Exact flat triple search ({idx.n:,} × {idx.dim}, top-{n}), ms/query\n",
+        f"| batch | faiss search, threshold {FAISS_DEFAULT_BLAS} (default) | faiss search, threshold "
+        f"{BLAS_THRESHOLD} (BLAS) | speed-up | two searches (reference, BLAS) | "
+        "one-pass float32 scan + min | bf16 pre-scan + float32 rescoring + min | rows certified | "
+        "same ids (all four) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for b in batches:
         qb = q[:b]
         faiss.cvar.distance_compute_blas_threshold = FAISS_DEFAULT_BLAS
@@ -213,9 +239,15 @@ def bench_faiss(r: Any, q: np.ndarray, batches: list[int]) -> list[str]:
         s_bf, i_bf, _, ok = bf16.search_with_min(qb, n)
         t5 = time.perf_counter()
         ms = np.array([t1 - t0, t2 - t1, t3 - t1, t4 - t3, t5 - t4]) * 1e3 / b
-        same = np.array_equal(i_def, i_blas) and np.array_equal(i_blas, i_one) and np.array_equal(i_one[ok], i_bf[ok])
-        lines.append(f"| {b} | {ms[0]:.2f} | {ms[1]:.2f} | {ms[0] / ms[1]:.1f}× | {ms[2]:.2f} | {ms[3]:.2f} | "
-                     f"{ms[4]:.2f} | {ok.mean() * 100:.0f} % | {'yes' if same else 'NO'} |")
+        same = (
+            np.array_equal(i_def, i_blas)
+            and np.array_equal(i_blas, i_one)
+            and np.array_equal(i_one[ok], i_bf[ok])
+        )
+        lines.append(
+            f"| {b} | {ms[0]:.2f} | {ms[1]:.2f} | {ms[0] / ms[1]:.1f}× | {ms[2]:.2f} | {ms[3]:.2f} | "
+            f"{ms[4]:.2f} | {ok.mean() * 100:.0f} % | {'yes' if same else 'NO'} |"
+        )
         print(lines[-1], flush=True)
     return lines
 
@@ -251,7 +283,9 @@ def _variant_config(top: int, eps: float | str) -> Any:
     if eps == "fused":
         return RetrieverConfig(passage_seed_top=top, **FUSED)
     if isinstance(eps, str) and eps.startswith("linear"):
-        return RetrieverConfig(passage_seed_top=top, ppr_method="linear", ppr_linear_eps=float(eps.split(":")[1]))
+        return RetrieverConfig(
+            passage_seed_top=top, ppr_method="linear", ppr_linear_eps=float(eps.split(":")[1])
+        )
     return RetrieverConfig(passage_seed_top=top, ppr_method="push", ppr_push_eps=float(eps))
 
 
@@ -269,7 +303,7 @@ def _agreement(rv: Any, ref_ids: np.ndarray) -> str:
     ours = rv.score([f"q{i}" for i in range(len(ref_ids))], k_graph=10)[1][0]
     ok = ref_ids[:, 0] >= 0
     same = np.mean(np.all(ours[ok] == ref_ids[ok], axis=1))
-    sets = np.mean([set(a) == set(b) for a, b in zip(ours[ok].tolist(), ref_ids[ok].tolist())])
+    sets = np.mean([set(a) == set(b) for a, b in zip(ours[ok].tolist(), ref_ids[ok].tolist(), strict=True)])
     return f"{same * 100:.0f} % ({sets * 100:.0f} %)"
 
 
@@ -280,16 +314,20 @@ def _ours_rows(r: Any, batches: list[int], ref_ms: float, ref_ids: np.ndarray, v
         t0 = time.perf_counter()
         rv.retrieve([f"q{i}" for i in range(8)])  # warm-up (numba cache load; the linear method's basis)
         if str(eps).startswith("linear") and not notes:
-            notes.append(f"\nLinear method: passage basis ({rv.kb.n_docs:,} × {rv._passage_emb.shape[1]} + 2 "
-                         f"columns) solved once in {time.perf_counter() - t0:.1f} s (first call, with the warm-up).")
+            notes.append(
+                f"\nLinear method: passage basis ({rv.kb.n_docs:,} × {rv._passage_emb.shape[1]} + 2 "
+                f"columns) solved once in {time.perf_counter() - t0:.1f} s (first call, with the warm-up)."
+            )
         agree = _agreement(rv, ref_ids)
         for b in batches:
             ms = time_retrieve(rv, b)
             st = stage_times(rv, rv.embedder.vectors[:b])
             scan = "bf16 pre-scan" if rv._fact_index._bf16 is not None else "float32 one-pass"
-            lines.append(f"| ours: flat search ({scan}) + {_label(top, eps)} | {b} | {ms:.2f} | {1e3 / ms:.0f} | "
-                         f"{ref_ms / ms:.0f}× | {agree} | {st['triples']:.2f} | {st['dense']:.2f} | "
-                         f"{st['pers']:.2f} | {st['ppr']:.2f} | {st['touched']:,.0f} |")
+            lines.append(
+                f"| ours: flat search ({scan}) + {_label(top, eps)} | {b} | {ms:.2f} | {1e3 / ms:.0f} | "
+                f"{ref_ms / ms:.0f}× | {agree} | {st['triples']:.2f} | {st['dense']:.2f} | "
+                f"{st['pers']:.2f} | {st['ppr']:.2f} | {st['touched']:,.0f} |"
+            )
             print(lines[-1], flush=True)
     return lines + notes
 
@@ -308,15 +346,17 @@ def bench_whole(args: argparse.Namespace) -> list[str]:
     ref_ids, ref_search_ms, ref_ig_ms = reference_path(r, q[: args.n_ref], 10)
     ref_ms = ref_search_ms + ref_ig_ms
     n_seeded = int((ref_ids[:, 0] >= 0).sum())
-    lines = [f"\n### Whole retriever at HotpotQA-10K scale: {kb.n_docs:,} docs, {kb.n_entities:,} entities, "
-             f"{len(sg.edges):,} edges, {args.n_triples:,} triple vectors (dim {args.dim}); query encoding "
-             f"excluded (KB + index + transition built in {build_s:.0f} s; peak RSS {peak_rss_gib():.1f} GiB)\n",
-             "| path | batch | ms/query | queries/s | speed-up vs reference | PPR top-10 = reference: ordered "
-             "(sets) | triple search | dense | personalization | PPR | PPR nodes touched |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-             f"| reference: 2 faiss searches (default threshold) + igraph PRPACK per query | {args.n_ref} | "
-             f"{ref_ms:.1f} | {1e3 / ref_ms:.1f} | 1× | ref ({n_seeded} seeded) | {ref_search_ms:.1f} (with dense"
-             f" + pers.) | | | {ref_ig_ms:.1f} | all |"]
+    lines = [
+        f"\n### Whole retriever at HotpotQA-10K scale: {kb.n_docs:,} docs, {kb.n_entities:,} entities, "
+        f"{len(sg.edges):,} edges, {args.n_triples:,} triple vectors (dim {args.dim}); query encoding "
+        f"excluded (KB + index + transition built in {build_s:.0f} s; peak RSS {peak_rss_gib():.1f} GiB)\n",
+        "| path | batch | ms/query | queries/s | speed-up vs reference | PPR top-10 = reference: ordered "
+        "(sets) | triple search | dense | personalization | PPR | PPR nodes touched |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| reference: 2 faiss searches (default threshold) + igraph PRPACK per query | {args.n_ref} | "
+        f"{ref_ms:.1f} | {1e3 / ref_ms:.1f} | 1× | ref ({n_seeded} seeded) | {ref_search_ms:.1f} (with dense"
+        f" + pers.) | | | {ref_ig_ms:.1f} | all |",
+    ]
     print("\n".join(lines), flush=True)
     lines += _ours_rows(r, args.batches, ref_ms, ref_ids, args.variants)
     lines += bench_faiss(r, q, args.faiss_batches)
@@ -346,8 +386,13 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     q = query_vectors(kb.triple_emb, args.sweep_batch, args.seed + 1)
     r = GraphRetriever(kb, PrecomputedEncoder(q))
     attach_graph(r, sg)
-    row: dict[str, Any] = {"docs": n_docs, "nodes": sg.spec.n_nodes, "edges": len(sg.edges), "triples": n_tr,
-                           "graph_s": t1 - t0}
+    row: dict[str, Any] = {
+        "docs": n_docs,
+        "nodes": sg.spec.n_nodes,
+        "edges": len(sg.edges),
+        "triples": n_tr,
+        "graph_s": t1 - t0,
+    }
     del sg
     gc.collect()
     for top, eps in parse_variants(args.sweep_variants):
@@ -373,13 +418,18 @@ def plot_sweep(rows: list[dict[str, Any]], path: Path, title: str, variants: str
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 6.6))
-    for (top, eps), line in zip(parse_variants(variants), ("--", "-", ":", "-.", (0, (1, 3)))):
+    for (top, eps), line in zip(parse_variants(variants), ("--", "-", ":", "-.", (0, (1, 3))), strict=False):
         for what, mark in (("ppr", "o"), ("whole", "s")):
             have = [r for r in rows if f"{what}_{top}_{eps}" in r]  # merged runs may lack a variant at a size
             if not have:
                 continue
-            ax.plot([r["docs"] for r in have], [r[f"{what}_{top}_{eps}"] for r in have], marker=mark, linestyle=line,
-                    label=f"{'PPR' if what == 'ppr' else 'whole retriever'}: {_label(top, eps)}")
+            ax.plot(
+                [r["docs"] for r in have],
+                [r[f"{what}_{top}_{eps}"] for r in have],
+                marker=mark,
+                linestyle=line,
+                label=f"{'PPR' if what == 'ppr' else 'whole retriever'}: {_label(top, eps)}",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("documents (Table 5 proportions: ×8 nodes, ×73 edges)")
@@ -408,11 +458,13 @@ def merge_rows(files: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def bench_sweep(args: argparse.Namespace) -> list[str]:
     """Section (b): per-query PPR and whole-retriever time vs corpus size, and the plot."""
     rows = []
-    lines = [f"\n### Cost vs corpus size (HotpotQA-10K Table 5 proportions, {args.sweep_triples_per_doc:g} "
-             f"triple vector(s) per document, batch {args.sweep_batch}, encoding excluded)\n",
-             "| docs | nodes | edges | triples | build s | PPR settings | whole ms/query | PPR ms/query | "
-             "triple search | dense | personalization | nodes touched | RSS GiB |",
-             "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"\n### Cost vs corpus size (HotpotQA-10K Table 5 proportions, {args.sweep_triples_per_doc:g} "
+        f"triple vector(s) per document, batch {args.sweep_batch}, encoding excluded)\n",
+        "| docs | nodes | edges | triples | build s | PPR settings | whole ms/query | PPR ms/query | "
+        "triple search | dense | personalization | nodes touched | RSS GiB |",
+        "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     print("\n".join(lines), flush=True)
     title = f"Retriever cost vs corpus size ({args.sweep_triples_per_doc:g} triple/doc; 2-core CPU)"
     if not args.sweep_docs:  # re-plot earlier runs' --rows-out files only
@@ -425,15 +477,21 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
             Path(args.rows_out).write_text(json.dumps(rows, indent=1))
         for top, eps in parse_variants(args.sweep_variants):
             v = f"{top}_{eps}"
-            lines.append(f"| {n:,} | {r['nodes']:,} | {r['edges']:,} | {r['triples']:,} | {r['build_s']:.0f} | "
-                         f"{_label(top, eps)} | {r[f'whole_{v}']:.2f} | {r[f'ppr_{v}']:.2f} | "
-                         f"{r[f'triples_{v}']:.2f} | {r[f'dense_{v}']:.2f} | {r[f'pers_{v}']:.2f} | "
-                         f"{r[f'touched_{v}']:,.0f} | {r['rss']:.1f} |")
+            lines.append(
+                f"| {n:,} | {r['nodes']:,} | {r['edges']:,} | {r['triples']:,} | {r['build_s']:.0f} | "
+                f"{_label(top, eps)} | {r[f'whole_{v}']:.2f} | {r[f'ppr_{v}']:.2f} | "
+                f"{r[f'triples_{v}']:.2f} | {r[f'dense_{v}']:.2f} | {r[f'pers_{v}']:.2f} | "
+                f"{r[f'touched_{v}']:,.0f} | {r['rss']:.1f} |"
+            )
             print(lines[-1], flush=True)
         if args.plot:  # after every size: a later, larger size may run out of memory
             plot_sweep(merge_rows(args.plot_with, rows), Path(args.plot), title, args.sweep_variants)
-    lines += [f"\nLinear method's passage basis at {r['docs']:,} documents: solved in {r['basis_s']:.0f} s "
-              "(once per KB, first call)." for r in rows if "basis_s" in r]
+    lines += [
+        f"\nLinear method's passage basis at {r['docs']:,} documents: solved in {r['basis_s']:.0f} s "
+        "(once per KB, first call)."
+        for r in rows
+        if "basis_s" in r
+    ]
     if args.plot:
         lines.append(f"\nPlot: `{args.plot}`")
     return lines
@@ -450,10 +508,12 @@ def bench_encode(args: argparse.Namespace) -> list[str]:
     qs = (questions() * 4)[:256]
     default = torch.get_num_threads()
     enc.encode(qs[:16])  # warm-up
-    lines = [f"\n### Query encoding: all-MiniLM-L6-v2 (bundled), {len(set(qs))} MuSiQue questions; torch default "
-             f"{default} threads, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}\n",
-             "| torch threads | single query ms | batch 32 ms/query | batch 256 ms/query | batch 256 vs single |",
-             "|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"\n### Query encoding: all-MiniLM-L6-v2 (bundled), {len(set(qs))} MuSiQue questions; torch default "
+        f"{default} threads, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}\n",
+        "| torch threads | single query ms | batch 32 ms/query | batch 256 ms/query | batch 256 vs single |",
+        "|---:|---:|---:|---:|---:|",
+    ]
     for t in (1, 2):
         torch.set_num_threads(t)
         t0 = time.perf_counter()
@@ -475,8 +535,16 @@ def bench_actors(args: argparse.Namespace) -> list[str]:
     """Section (d): queries/s and RSS per replica through the Ray actor service (benchmarks/replicas.py)."""
     from benchmarks import replicas
 
-    argv = ["--replicas", args.replicas, "--calls", str(args.calls), "--callers", str(args.callers),
-            "--num-cpus", str(os.cpu_count() or 2)]
+    argv = [
+        "--replicas",
+        args.replicas,
+        "--calls",
+        str(args.calls),
+        "--callers",
+        str(args.callers),
+        "--num-cpus",
+        str(os.cpu_count() or 2),
+    ]
     replicas.main(argv + (["--kb", args.kb] if args.kb else []))
     return ["\n(actor tables printed above by benchmarks/replicas.py)"]
 
@@ -490,9 +558,12 @@ def bench_approx(args: argparse.Namespace) -> list[str]:
     x = unit_rows(rng, args.approx_n, args.dim)
     q = query_vectors(x, 256, args.seed + 1)
     n, c = RetrieverConfig().top_n_triples, RetrieverConfig()
-    lines = [f"\n### Approximate triple index vs exact flat ({args.approx_n:,} random unit vectors × {args.dim}, "
-             f"queries = a vector + unit noise, top-{n}, batch 256)\n",
-             f"| index | build s | ms/query | recall of the exact top-{n} |", "|---|---:|---:|---:|"]
+    lines = [
+        f"\n### Approximate triple index vs exact flat ({args.approx_n:,} random unit vectors × {args.dim}, "
+        f"queries = a vector + unit noise, top-{n}, batch 256)\n",
+        f"| index | build s | ms/query | recall of the exact top-{n} |",
+        "|---|---:|---:|---:|",
+    ]
     exact = None
     for kind in ("flat", "ivf", "hnsw"):
         t0 = time.perf_counter()
@@ -501,17 +572,27 @@ def bench_approx(args: argparse.Namespace) -> list[str]:
         _, ids = idx.search(q, n)
         ms = (time.perf_counter() - t1) * 1e3 / len(q)
         exact = ids if exact is None else exact
-        recall = np.mean([len(set(a) & set(b)) / n for a, b in zip(ids.tolist(), exact.tolist())])
-        label = {"flat": "flat (exact)", "ivf": f"ivf (nlist ≈ 4√n, nprobe {c.ivf_nprobe})",
-                 "hnsw": f"hnsw (M {c.hnsw_m}, faiss default efSearch)"}[kind]
+        recall = np.mean(
+            [len(set(a) & set(b)) / n for a, b in zip(ids.tolist(), exact.tolist(), strict=True)]
+        )
+        label = {
+            "flat": "flat (exact)",
+            "ivf": f"ivf (nlist ≈ 4√n, nprobe {c.ivf_nprobe})",
+            "hnsw": f"hnsw (M {c.hnsw_m}, faiss default efSearch)",
+        }[kind]
         lines.append(f"| {label} | {t1 - t0:.1f} | {ms:.2f} | {recall:.3f} |")
         print(lines[-1], flush=True)
         del idx
     return lines
 
 
-SECTIONS = {"whole": bench_whole, "sweep": bench_sweep, "encode": bench_encode, "actors": bench_actors,
-            "approx": bench_approx}
+SECTIONS = {
+    "whole": bench_whole,
+    "sweep": bench_sweep,
+    "encode": bench_encode,
+    "actors": bench_actors,
+    "approx": bench_approx,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -532,7 +613,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default=WHOLE_VARIANTS, help="PPR settings of the whole section")
     ap.add_argument("--sweep-variants", default=SWEEP_VARIANTS, help="PPR settings of the sweep")
     ap.add_argument("--rows-out", default="", help="write the sweep's raw rows to this JSON file")
-    ap.add_argument("--plot-with", default="", help="comma-separated --rows-out files of other sweep runs to plot too")
+    ap.add_argument(
+        "--plot-with", default="", help="comma-separated --rows-out files of other sweep runs to plot too"
+    )
     ap.add_argument("--sweep-triples-per-doc", type=float, default=1.0)
     ap.add_argument("--sweep-batch", type=int, default=4)
     ap.add_argument("--plot", default="docs/benchmarks/retriever_scaling.png")

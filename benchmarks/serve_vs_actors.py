@@ -55,7 +55,7 @@ REPLICA_CPUS = 0.01  # what bench_actors reserves per replica: 1 thread each aft
 def require_serve() -> None:
     """Exit with a clear message when Ray Serve's extra packages are not importable."""
     try:
-        import ray.serve  # noqa: F401
+        import ray.serve
     except ImportError as exc:
         import ray
 
@@ -63,8 +63,9 @@ def require_serve() -> None:
             f"serve_vs_actors: ray.serve is not importable ({type(exc).__name__}: {exc}). This benchmark is "
             "optional and ray[serve] is not a dependency of gta-verl: install its extras outside the "
             "project's venv, e.g. `pip install --target /tmp/serve_extra "
-            f"\"ray[serve]=={ray.__version__}\"`, and rerun "
-            "with PYTHONPATH=/tmp/serve_extra.") from None
+            f'"ray[serve]=={ray.__version__}"`, and rerun '
+            "with PYTHONPATH=/tmp/serve_extra."
+        ) from None
 
 
 def serve_app(kb_dir: Path, n: int, max_batch: int, max_wait_ms: float) -> Any:
@@ -81,8 +82,12 @@ def serve_app(kb_dir: Path, n: int, max_batch: int, max_wait_ms: float) -> Any:
     """
     from ray import serve
 
-    @serve.deployment(num_replicas=n, ray_actor_options={"num_cpus": REPLICA_CPUS},
-                      max_ongoing_requests=4096, max_queued_requests=-1)
+    @serve.deployment(
+        num_replicas=n,
+        ray_actor_options={"num_cpus": REPLICA_CPUS},
+        max_ongoing_requests=4096,
+        max_queued_requests=-1,
+    )
     class ServeRetriever:
         def __init__(self, kb_dir: str) -> None:
             import ray
@@ -109,8 +114,16 @@ def serve_app(kb_dir: Path, n: int, max_batch: int, max_wait_ms: float) -> Any:
     return ServeRetriever.bind(str(kb_dir))
 
 
-def bench_serve_batch(kb_dir: Path, n: int, qs: list[str], expected: dict, n_calls: int, callers: int,
-                      max_batch: int, max_wait_ms: float) -> dict[str, Any]:
+def bench_serve_batch(
+    kb_dir: Path,
+    n: int,
+    qs: list[str],
+    expected: dict,
+    n_calls: int,
+    callers: int,
+    max_batch: int,
+    max_wait_ms: float,
+) -> dict[str, Any]:
     """One row: Serve deployment with ``n`` replicas, same load as ``bench_actors``."""
     from ray import serve
 
@@ -118,6 +131,7 @@ def bench_serve_batch(kb_dir: Path, n: int, qs: list[str], expected: dict, n_cal
     handle = serve.run(serve_app(kb_dir, n, max_batch, max_wait_ms), name=APP, route_prefix=None)
     ready_s = time.perf_counter() - t0
     try:
+
         async def call(q: list[str]) -> list[Any]:
             return [await handle.retrieve.remote(q[0])]
 
@@ -126,14 +140,21 @@ def bench_serve_batch(kb_dir: Path, n: int, qs: list[str], expected: dict, n_cal
         res, lat, wall = asyncio.run(_drive(call, qs, n_calls, callers))
         infos = replica_infos(handle, n)
         mem = [memory_mib(p) for p in infos]
-        sizes = [b for pid, i in infos.items() for b in i["batches"][warm.get(pid, 0):]]
+        sizes = [b for pid, i in infos.items() for b in i["batches"][warm.get(pid, 0) :]]
     finally:
         serve.delete(APP)
     same = sum(r.ok and r.doc_ids == expected[qs[i % len(qs)]] for i, r in enumerate(res))
-    return {"kind": f"Ray Serve + @serve.batch({max_batch}, {max_wait_ms / 1000:g} s)", "n": n,
-            "qps": n_calls / wall, "p50": float(np.percentile(lat, 50)), "p95": float(np.percentile(lat, 95)),
-            "same": same, "ready_s": ready_s, "batch_mean": float(np.mean(sizes)) if sizes else float("nan"),
-            **{k: float(np.mean([m[k] for m in mem])) for k in ("rss", "pss", "uss")}}
+    return {
+        "kind": f"Ray Serve + @serve.batch({max_batch}, {max_wait_ms / 1000:g} s)",
+        "n": n,
+        "qps": n_calls / wall,
+        "p50": float(np.percentile(lat, 50)),
+        "p95": float(np.percentile(lat, 95)),
+        "same": same,
+        "ready_s": ready_s,
+        "batch_mean": float(np.mean(sizes)) if sizes else float("nan"),
+        **{k: float(np.mean([m[k] for m in mem])) for k in ("rss", "pss", "uss")},
+    }
 
 
 def serve_ceiling(n_calls: int, callers: int, max_batch: int, max_wait_ms: float) -> tuple[float, float]:
@@ -145,8 +166,12 @@ def serve_ceiling(n_calls: int, callers: int, max_batch: int, max_wait_ms: float
     """
     from ray import serve
 
-    @serve.deployment(num_replicas=1, ray_actor_options={"num_cpus": REPLICA_CPUS},
-                      max_ongoing_requests=4096, max_queued_requests=-1)
+    @serve.deployment(
+        num_replicas=1,
+        ray_actor_options={"num_cpus": REPLICA_CPUS},
+        max_ongoing_requests=4096,
+        max_queued_requests=-1,
+    )
     class Noop:
         def __init__(self) -> None:
             self.batch_sizes: list[int] = []
@@ -164,6 +189,7 @@ def serve_ceiling(n_calls: int, callers: int, max_batch: int, max_wait_ms: float
 
     handle = serve.run(Noop.bind(), name=APP, route_prefix=None)
     try:
+
         async def call(q: list[str]) -> list[Any]:
             return [await handle.retrieve.remote(q[0])]
 
@@ -194,8 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--callers", type=int, default=256)
     ap.add_argument("--num-cpus", type=int, default=2)
     ap.add_argument("--kb", type=Path, default=None)
-    ap.add_argument("--serve-wait-ms", default=None,
-                    help="comma list of Serve batch_wait_timeout_s in ms (default: the micro-batcher's wait)")
+    ap.add_argument(
+        "--serve-wait-ms",
+        default=None,
+        help="comma list of Serve batch_wait_timeout_s in ms (default: the micro-batcher's wait)",
+    )
     args = ap.parse_args(argv)
     require_serve()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -211,8 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     load0 = os.getloadavg()
     ref_qps, expected = bench_reference(kb_dir, qs, args.calls)
     # address="local": a private instance even when another `ray start` cluster runs on this node
-    ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False,
-             namespace=NS)
+    ray.init(
+        address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, namespace=NS
+    )
     rows = []
     try:
         serve.start(proxy_location="Disabled")
@@ -222,31 +252,46 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({**row, "load": (la, os.getloadavg()[0])})
             for wait_ms in waits:
                 la = os.getloadavg()[0]
-                rows.append({**bench_serve_batch(kb_dir, n, qs, expected, args.calls, args.callers,
-                                                 batching.max_batch, wait_ms),
-                             "load": (la, os.getloadavg()[0])})
+                rows.append(
+                    {
+                        **bench_serve_batch(
+                            kb_dir, n, qs, expected, args.calls, args.callers, batching.max_batch, wait_ms
+                        ),
+                        "load": (la, os.getloadavg()[0]),
+                    }
+                )
         ceiling = serve_ceiling(args.calls, args.callers, batching.max_batch, batching.max_wait_ms)
     finally:
         serve.shutdown()
         ray.shutdown()
     load1 = os.getloadavg()
-    print(f"\n### Serving: {args.calls} single-query calls from {args.callers} concurrent callers "
-          f"(MuSiQue KB, MiniLM encoder, Ray with {args.num_cpus} CPUs on {os.cpu_count()} cores, "
-          f"{REPLICA_CPUS} CPU and 1 thread per replica, batches of ≤ {batching.max_batch} queries / "
-          f"{batching.max_wait_ms:g} ms)\n")
-    print(f"Load average (1/5/15 min) at start {load0[0]:.2f}/{load0[1]:.2f}/{load0[2]:.2f}, at end "
-          f"{load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f}. In-process reference (`GraphRetriever.retrieve`, "
-          f"batches of 64): **{ref_qps:.1f} queries/s**\n")
-    print("| server | replicas | queries/s | × in-process | p50 ms | p95 ms | equal to in-process | ready s "
-          "| mean batch | RSS MiB/replica | USS MiB/replica | load 1 min start→end |")
+    print(
+        f"\n### Serving: {args.calls} single-query calls from {args.callers} concurrent callers "
+        f"(MuSiQue KB, MiniLM encoder, Ray with {args.num_cpus} CPUs on {os.cpu_count()} cores, "
+        f"{REPLICA_CPUS} CPU and 1 thread per replica, batches of ≤ {batching.max_batch} queries / "
+        f"{batching.max_wait_ms:g} ms)\n"
+    )
+    print(
+        f"Load average (1/5/15 min) at start {load0[0]:.2f}/{load0[1]:.2f}/{load0[2]:.2f}, at end "
+        f"{load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f}. In-process reference (`GraphRetriever.retrieve`, "
+        f"batches of 64): **{ref_qps:.1f} queries/s**\n"
+    )
+    print(
+        "| server | replicas | queries/s | × in-process | p50 ms | p95 ms | equal to in-process | ready s "
+        "| mean batch | RSS MiB/replica | USS MiB/replica | load 1 min start→end |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['kind']} | {r['n']} | {r['qps']:.1f} | {r['qps'] / ref_qps:.2f} | {r['p50']:.0f} | "
-              f"{r['p95']:.0f} | {r['same']}/{args.calls} | {r['ready_s']:.1f} | {r['batch_mean']:.0f} | "
-              f"{r['rss']:.0f} | {r['uss']:.0f} | {r['load'][0]:.1f}→{r['load'][1]:.1f} |")
-    print(f"\nServe's request ceiling in the same run (one replica, the same {args.calls} calls from "
-          f"{args.callers} callers, batch handler returning its input): **{ceiling[0]:.1f} calls/s**, "
-          f"mean batch {ceiling[1]:.1f}")
+        print(
+            f"| {r['kind']} | {r['n']} | {r['qps']:.1f} | {r['qps'] / ref_qps:.2f} | {r['p50']:.0f} | "
+            f"{r['p95']:.0f} | {r['same']}/{args.calls} | {r['ready_s']:.1f} | {r['batch_mean']:.0f} | "
+            f"{r['rss']:.0f} | {r['uss']:.0f} | {r['load'][0]:.1f}→{r['load'][1]:.1f} |"
+        )
+    print(
+        f"\nServe's request ceiling in the same run (one replica, the same {args.calls} calls from "
+        f"{args.callers} callers, batch handler returning its input): **{ceiling[0]:.1f} calls/s**, "
+        f"mean batch {ceiling[1]:.1f}"
+    )
     return 0
 
 

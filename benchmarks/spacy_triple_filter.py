@@ -43,8 +43,15 @@ def main(argv: list[str] | None = None) -> int:
         triples = [list(t) for t in ex.triples if args.filter == "none" or keep_triple(tuple(t), anchors)]
         kept += len(triples)
         dropped += len(ex.triples) - len(triples)
-        docs.append({"title": psg.title, "text": psg.text, "passage": psg.contents,
-                     "extracted_entities": list(ex.entities), "extracted_triples": triples})
+        docs.append(
+            {
+                "title": psg.title,
+                "text": psg.text,
+                "passage": psg.contents,
+                "extracted_entities": list(ex.entities),
+                "extracted_triples": triples,
+            }
+        )
     Path(args.out).write_text(json.dumps({"docs": docs}), encoding="utf-8")
     print(f"{len(docs)} passages; triples kept {kept}, dropped {dropped} (filter {args.filter})")
     return 0

@@ -52,10 +52,41 @@ SECTIONS = ("corpus", "kb", "hostile", "stall", "http", "actor", "fuzz")
 
 
 # ------------------------------------------------------------------------------------------ fuzz
-_FRAGMENTS = ["<search>", "</search>", "<answer>", "</answer>", "<info>", "</info>", "<think>", "</think>",
-              "<search><search>", "</answer></answer>", "< search>", "<SEARCH>", "<answer/>", "\n", " ", "\t",
-              "Paris", "capital of France", "Emmanuel Macron", "", "\u0000", "\u202e", "🙂", "ß", "日本",
-              "\\", '"', "{", "}", "<|im_end|>", "<|endoftext|>", "\r\n", "x" * 300]
+_FRAGMENTS = [
+    "<search>",
+    "</search>",
+    "<answer>",
+    "</answer>",
+    "<info>",
+    "</info>",
+    "<think>",
+    "</think>",
+    "<search><search>",
+    "</answer></answer>",
+    "< search>",
+    "<SEARCH>",
+    "<answer/>",
+    "\n",
+    " ",
+    "\t",
+    "Paris",
+    "capital of France",
+    "Emmanuel Macron",
+    "",
+    "\u0000",
+    "\u202e",
+    "🙂",
+    "ß",
+    "日本",
+    "\\",
+    '"',
+    "{",
+    "}",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "\r\n",
+    "x" * 300,
+]
 
 
 def fuzz_turn(rng: random.Random) -> str:
@@ -63,14 +94,17 @@ def fuzz_turn(rng: random.Random) -> str:
     if kind < 0.25:
         return f"{rng.choice(['', 'think. '])}<search> {rng.choice(_FRAGMENTS[16:])} </search>"
     if kind < 0.4:
-        return f"so <answer> {rng.choice(_FRAGMENTS[16:])} </answer>{rng.choice(['', ' trailing <search> q </search>'])}"
+        return (
+            f"so <answer> {rng.choice(_FRAGMENTS[16:])} </answer>"
+            f"{rng.choice(['', ' trailing <search> q </search>'])}"
+        )
     return "".join(rng.choice(_FRAGMENTS) for _ in range(rng.randint(0, 12)))
 
 
 def section_fuzz(n: int, seed: int) -> None:
     from omegaconf import OmegaConf
 
-    import gta_verl.rewards.managers  # noqa: F401 - registers trajectory_guided, exact_match
+    import gta_verl.rewards.managers  # registers trajectory_guided, exact_match
     import gta_verl.rewards.path_router_manager  # noqa: F401 - registers path_router
     from gta_verl.agent.backends import ScriptedServerManager
     from gta_verl.agent.retriever_access import in_process_client
@@ -93,26 +127,47 @@ def section_fuzz(n: int, seed: int) -> None:
     rows = [make_verl_row(ex, i) for i in range(n)]
     cfg = make_trainer_config(prompt_length=1024, response_length=768)
     mcfg = OmegaConf.create({"gta": {}, "reward": {}})
-    managers = {name: get_reward_manager_cls(name)(config=mcfg, tokenizer=tok, compute_score=None,
-                                                   reward_router_address=None, reward_model_tokenizer=None)
-                for name in ("trajectory_guided", "exact_match", "path_router")}
+    managers = {
+        name: get_reward_manager_cls(name)(
+            config=mcfg,
+            tokenizer=tok,
+            compute_score=None,
+            reward_router_address=None,
+            reward_model_tokenizer=None,
+        )
+        for name in ("trajectory_guided", "exact_match", "path_router")
+    }
     errors: dict[str, int] = {"loop": 0, **{k: 0 for k in managers}}
     bad_masks, t0 = 0, time.perf_counter()
     rollouts: list[Any] = []
     for s in range(0, n, 500):  # chunks: a loop exception costs one chunk, and is counted
         try:
-            rollouts += run_agent_rollouts(rows[s : s + 500], ScriptedServerManager(tok, scripts[s : s + 500]),
-                                           tok, client, cfg, concurrency=32)
-        except Exception as exc:  # noqa: BLE001 - counted, reported
+            rollouts += run_agent_rollouts(
+                rows[s : s + 500],
+                ScriptedServerManager(tok, scripts[s : s + 500]),
+                tok,
+                client,
+                cfg,
+                concurrency=32,
+            )
+        except Exception as exc:  # counted, reported
             errors["loop"] += 1
             print(f"loop exception: {type(exc).__name__}: {exc}", file=sys.stderr)
     t_loop = time.perf_counter() - t0
     for r in rollouts:
         spans = r.extra_fields[schema.EF_TURN_SPANS]
         n_tok = len(r.response_ids)
-        tiles = bool(spans) and spans[0][1] == 0 and spans[-1][2] == n_tok and all(
-            a[2] == b[1] for a, b in zip(spans, spans[1:]))
-        if not tiles or r.response_mask != response_mask_from_spans(n_tok, spans) or len(r.response_mask) != n_tok:
+        tiles = (
+            bool(spans)
+            and spans[0][1] == 0
+            and spans[-1][2] == n_tok
+            and all(a[2] == b[1] for a, b in zip(spans, spans[1:], strict=False))
+        )
+        if (
+            not tiles
+            or r.response_mask != response_mask_from_spans(n_tok, spans)
+            or len(r.response_mask) != n_tok
+        ):
             bad_masks += 1
 
     async def score_all() -> None:
@@ -122,7 +177,7 @@ def section_fuzz(n: int, seed: int) -> None:
                     res = await m.run_single(rollout_data_proto(r))
                     if not np.isfinite(float(res["reward_score"])):
                         raise ValueError("non-finite reward")
-                except Exception as exc:  # noqa: BLE001 - counted, reported
+                except Exception as exc:  # counted, reported
                     errors[name] += 1
                     if errors[name] <= 3:
                         print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -135,11 +190,15 @@ def section_fuzz(n: int, seed: int) -> None:
         for k, _, _ in r.extra_fields[schema.EF_TURN_SPANS]:
             kinds[k] = kinds.get(k, 0) + 1
     print(f"\n### Fuzzed generations through the agent loop and reward managers (seed {seed})\n")
-    print("| generations | rollouts | loop exceptions | masks ≠ spans | trajectory_guided exc. | exact_match exc. "
-          "| path_router exc. | loop s | scoring s |")
+    print(
+        "| generations | rollouts | loop exceptions | masks ≠ spans | trajectory_guided exc. "
+        "| exact_match exc. | path_router exc. | loop s | scoring s |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    print(f"| {n:,} | {len(rollouts):,} | {errors['loop']} | {bad_masks} | {errors['trajectory_guided']} | "
-          f"{errors['exact_match']} | {errors['path_router']} | {t_loop:.0f} | {t_score:.0f} |")
+    print(
+        f"| {n:,} | {len(rollouts):,} | {errors['loop']} | {bad_masks} | {errors['trajectory_guided']} | "
+        f"{errors['exact_match']} | {errors['path_router']} | {t_loop:.0f} | {t_score:.0f} |"
+    )
     print(f"\nturn spans seen: {dict(sorted(kinds.items()))}")
 
 
@@ -164,7 +223,7 @@ def section_kb() -> None:
                 msg = str(exc)
                 result = "KBLoadError"
                 named = msg.split(": ", 1)[0].replace(str(kb), "KB")
-            except Exception as exc:  # noqa: BLE001 - reported as a failure of the promise
+            except Exception as exc:  # reported as a failure of the promise
                 result, named = f"{type(exc).__name__} (not a KBLoadError)", "-"
             print(f"| {case} | {result} | `{named}` | {(time.perf_counter() - t) * 1000:.0f} |")
             shutil.rmtree(kb, ignore_errors=True)
@@ -173,10 +232,12 @@ def section_kb() -> None:
 # ------------------------------------------------------------------------------------------ corpus matrix
 def _corpus_variants(base: list[dict[str, str]]) -> dict[str, tuple[list[Any], list[bytes]]]:
     """case → (JSON records, or raw JSON bytes patches) built from real MuSiQue records."""
+
     def with_rec(i: int, rec: Any) -> list[Any]:
         out = list(base)
         out[i] = rec
         return out
+
     return {
         "clean": (list(base), []),
         "byte 0xff in a title": (list(base), [b"\xff"]),
@@ -186,7 +247,10 @@ def _corpus_variants(base: list[dict[str, str]]) -> dict[str, tuple[list[Any], l
         "missing text": (with_rec(7, {"title": "t"}), []),
         "empty text": (with_rec(7, {"title": "t", "text": "  \n"}), []),
         "title not a string": (with_rec(7, {"title": 3, "text": "x"}), []),
-        "whitespace-only duplicate": (with_rec(7, {"title": f" {base[3]['title']}", "text": base[3]["text"] + "\n"}), []),
+        "whitespace-only duplicate": (
+            with_rec(7, {"title": f" {base[3]['title']}", "text": base[3]["text"] + "\n"}),
+            [],
+        ),
         "exact duplicate": (with_rec(7, dict(base[3])), []),
     }
 
@@ -223,27 +287,37 @@ def section_corpus(n: int) -> None:
                 try:
                     rep = read_corpus(path, fmt)
                     why = ", ".join(f"{k}: {v}" for k, v in reason_counts(rep.rejected).items())
-                    print(f"| {case} | {fmt} | {rep.n_in} | {rep.n_ok} | {len(rep.rejected)} | "
-                          f"{'yes' if rep.reconciles() else 'NO'} | {why} |")
-                except Exception as exc:  # noqa: BLE001 - reported as a failure of the promise
+                    print(
+                        f"| {case} | {fmt} | {rep.n_in} | {rep.n_ok} | {len(rep.rejected)} | "
+                        f"{'yes' if rep.reconciles() else 'NO'} | {why} |"
+                    )
+                except Exception as exc:  # reported as a failure of the promise
                     print(f"| {case} | {fmt} | - | - | - | {type(exc).__name__}: {exc} | |")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--sections", default=",".join(SECTIONS),
-                   help=f"comma-separated, of {', '.join(SECTIONS)}")
+    p.add_argument(
+        "--sections", default=",".join(SECTIONS), help=f"comma-separated, of {', '.join(SECTIONS)}"
+    )
     p.add_argument("--corpus-records", type=int, default=50)
     p.add_argument("--long-queries", type=int, default=400, help="stall: queries the one caller sends")
     p.add_argument("--long-chars", type=int, default=2300, help="stall: characters per long query")
     p.add_argument("--agents", type=int, default=16, help="stall: agents sending single queries meanwhile")
-    p.add_argument("--stall-reference", action="store_true",
-                   help="stall: first the same run against a batcher without the character budget")
+    p.add_argument(
+        "--stall-reference",
+        action="store_true",
+        help="stall: first the same run against a batcher without the character budget",
+    )
     p.add_argument("--requests", type=int, default=1000, help="http: one-query requests")
     p.add_argument("--clients", type=int, default=128, help="http: concurrent clients")
     p.add_argument("--kill-calls", type=int, default=256, help="actor: concurrent calls per kill")
-    p.add_argument("--actor-kb", choices=("toy", "musique"), default="toy",
-                   help="actor: KB the replicas serve (toy: hash encoder, fast restarts)")
+    p.add_argument(
+        "--actor-kb",
+        choices=("toy", "musique"),
+        default="toy",
+        help="actor: KB the replicas serve (toy: hash encoder, fast restarts)",
+    )
     p.add_argument("--kill-targets", default="replica,service")
     p.add_argument("--fuzz", type=int, default=2_000, help="fuzz: generations (the issue asks for 10,000)")
     p.add_argument("--seed", type=int, default=0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import json
 import os
 import select
@@ -83,8 +84,9 @@ class Server:
         from gta_verl.retrieval.serving.http import KEEP_ALIVE_S
 
         self.port = _free_port()
-        cfg = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                             timeout_keep_alive=KEEP_ALIVE_S)
+        cfg = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S
+        )
         self.server = uvicorn.Server(cfg)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -108,8 +110,8 @@ _MUSIQUE: dict[str, Any] = {}
 def musique_server() -> tuple[Any, Server]:
     """(retriever, server) on the MuSiQue KB with the default limits, started once per run."""
     if not _MUSIQUE:
-        from gta_verl.retrieval.serving.http import create_app
         from gta_verl.retrieval.retriever import GraphRetriever
+        from gta_verl.retrieval.serving.http import create_app
 
         retriever = GraphRetriever.from_kb_dir(musique_kb_dir())
         _MUSIQUE.update(retriever=retriever, server=Server(create_app(retriever)))
@@ -125,8 +127,10 @@ def stop_musique_server() -> None:
 def chunked_flood(port: int, total: int, chunk: int = 1 << 16) -> tuple[str, int]:
     """POST ``total`` bytes chunked; stop when the server answers. Returns (status line, bytes sent)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    s.sendall(b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-              b"Transfer-Encoding: chunked\r\n\r\n")
+    s.sendall(
+        b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
     sent, body = 0, b'{"queries": ["' + b"a" * chunk
     try:
         while sent < total:
@@ -148,16 +152,19 @@ def chunked_flood(port: int, total: int, chunk: int = 1 << 16) -> tuple[str, int
 def declared_flood(port: int, declared: int) -> str:
     """Declare ``declared`` body bytes, send 2, read the status line (the server must not wait for more)."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                  + f"Content-Length: {declared}\r\n\r\n{{}}".encode())
+        s.sendall(
+            b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {declared}\r\n\r\n{{}}".encode()
+        )
         return s.recv(4096).split(b"\r\n", 1)[0].decode(errors="replace")
 
 
 def _post(url: str, content: bytes) -> Any:
     import httpx
 
-    return httpx.post(url + "/retrieve", content=content, timeout=60,
-                      headers={"content-type": "application/json"})
+    return httpx.post(
+        url + "/retrieve", content=content, timeout=60, headers={"content-type": "application/json"}
+    )
 
 
 def hostile_rows(srv: Server) -> list[tuple[str, str, str]]:
@@ -166,22 +173,34 @@ def hostile_rows(srv: Server) -> list[tuple[str, str, str]]:
 
     rows = []
     status, sent = chunked_flood(srv.port, 12_000_000)
-    rows.append(("12 MB body, chunked transfer", "413", f"{status.split(' ', 1)[-1]} (client had pushed "
-                                                        f"{sent:,} bytes into the socket)"))
-    rows.append(("Content-Length 12,000,000 (2 bytes sent)", "413", declared_flood(srv.port, 12_000_000)
-                 .split(" ", 1)[-1]))
-    for name, raw in (("lone surrogate escape `\\ud800`", b'{"queries": ["\\ud800 x"]}'),
-                      ("lone low surrogate `\\udfff` after a valid query", b'{"queries": ["ok", "\\udfff"]}'),
-                      ("raw byte 0xff (not UTF-8)", b'{"queries": ["caf\xff"]}'),
-                      ('topk `"3"`', b'{"queries": ["x"], "topk": "3"}'),
-                      ("topk `true`", b'{"queries": ["x"], "topk": true}'),
-                      ("topk `3.0`", b'{"queries": ["x"], "topk": 3.0}'),
-                      ("queries not a list", b'{"queries": "x"}'),
-                      ("query not a string", b'{"queries": [3]}')):
+    rows.append(
+        (
+            "12 MB body, chunked transfer",
+            "413",
+            f"{status.split(' ', 1)[-1]} (client had pushed {sent:,} bytes into the socket)",
+        )
+    )
+    rows.append(
+        (
+            "Content-Length 12,000,000 (2 bytes sent)",
+            "413",
+            declared_flood(srv.port, 12_000_000).split(" ", 1)[-1],
+        )
+    )
+    for name, raw in (
+        ("lone surrogate escape `\\ud800`", b'{"queries": ["\\ud800 x"]}'),
+        ("lone low surrogate `\\udfff` after a valid query", b'{"queries": ["ok", "\\udfff"]}'),
+        ("raw byte 0xff (not UTF-8)", b'{"queries": ["caf\xff"]}'),
+        ('topk `"3"`', b'{"queries": ["x"], "topk": "3"}'),
+        ("topk `true`", b'{"queries": ["x"], "topk": true}'),
+        ("topk `3.0`", b'{"queries": ["x"], "topk": 3.0}'),
+        ("queries not a list", b'{"queries": "x"}'),
+        ("query not a string", b'{"queries": [3]}'),
+    ):
         r = _post(srv.url, raw)
         echo = ", body echoes no input" if "\\ud800" not in r.text else ""
         rows.append((name, "422", f"{r.status_code}{echo}"))
-    for bad, shown in (("", "`\"\"`"), ("\u0000", "`\"\\u0000\"`"), ("  \t", "blank")):
+    for bad, shown in (("", '`""`'), ("\u0000", '`"\\u0000"`'), ("  \t", "blank")):
         errs = []
         for extra in ({}, {"topk": 3}):
             r = _post(srv.url, json.dumps({"queries": ["capital of France", bad], **extra}).encode())
@@ -190,21 +209,33 @@ def hostile_rows(srv: Server) -> list[tuple[str, str, str]]:
             got = body["meta"][1]["error"] if ok0 else r.text[:80]
             errs.append(f"{r.status_code}:{got}")
         same = errs[0] == errs[1]
-        rows.append((f"query {shown} next to a good one, without / with topk", "200, same per-query error",
-                     ("same: " + errs[0].split(":", 1)[1][:60]) if same else f"DIFFER: {errs}"))
+        rows.append(
+            (
+                f"query {shown} next to a good one, without / with topk",
+                "200, same per-query error",
+                ("same: " + errs[0].split(":", 1)[1][:60]) if same else f"DIFFER: {errs}",
+            )
+        )
     long_q = json.dumps({"queries": long_queries(400, 2300)}).encode()  # 920,000 query characters
     t = time.perf_counter()
     r = _post(srv.url, long_q)
-    rows.append(("one request: 400 queries × 2,300 characters", "413 (character cap)",
-                 f"{r.status_code} in {(time.perf_counter() - t) * 1000:.0f} ms"))
+    rows.append(
+        (
+            "one request: 400 queries × 2,300 characters",
+            "413 (character cap)",
+            f"{r.status_code} in {(time.perf_counter() - t) * 1000:.0f} ms",
+        )
+    )
     rows.append(("`/health` afterwards", "200", str(httpx.get(srv.url + "/health", timeout=10).status_code)))
     return rows
 
 
 def section_hostile() -> None:
     _, srv = musique_server()
-    print("\n### Hostile input (MuSiQue KB, default limits: 1,000,000-byte body, 512 queries, "
-          "131,072 query characters)\n\n| case | expected | got |\n|---|---|---|")
+    print(
+        "\n### Hostile input (MuSiQue KB, default limits: 1,000,000-byte body, 512 queries, "
+        "131,072 query characters)\n\n| case | expected | got |\n|---|---|---|"
+    )
     for row in hostile_rows(srv):
         print("| " + " | ".join(row) + " |")
 
@@ -222,12 +253,15 @@ class _Calls:
 
     def row(self) -> str:
         n = len(self.ms)
-        return (f"{n} | {self.ok} | {self.late + self.timeouts} | {self.other} | {_pct(self.ms, 50):.0f} | "
-                f"{_pct(self.ms, 95):.0f} | {max(self.ms, default=float('nan')):.0f}")
+        return (
+            f"{n} | {self.ok} | {self.late + self.timeouts} | {self.other} | {_pct(self.ms, 50):.0f} | "
+            f"{_pct(self.ms, 95):.0f} | {max(self.ms, default=float('nan')):.0f}"
+        )
 
 
-async def _caller(client: Any, url: str, qs: list[str], i: int, stop: asyncio.Event, calls: _Calls,
-                  n_max: int | None = None) -> None:
+async def _caller(
+    client: Any, url: str, qs: list[str], i: int, stop: asyncio.Event, calls: _Calls, n_max: int | None = None
+) -> None:
     """One agent: single-query requests one after another until ``stop`` (or ``n_max`` calls)."""
     import httpx
 
@@ -263,8 +297,10 @@ async def _stall(url: str, n_long: int, chars: int, n_callers: int) -> dict[str,
     per = MAX_REQUEST_CHARS // chars  # the largest request the character cap lets through
     requests = [longs[i : i + per] for i in range(0, n_long, per)]
     limits = httpx.Limits(max_connections=n_callers + len(requests) + 4)
-    async with httpx.AsyncClient(timeout=TIMEOUT_S, limits=limits) as agents, \
-            httpx.AsyncClient(timeout=1800, limits=limits) as attacker:
+    async with (
+        httpx.AsyncClient(timeout=TIMEOUT_S, limits=limits) as agents,
+        httpx.AsyncClient(timeout=1800, limits=limits) as attacker,
+    ):
         base, stop = _Calls(), asyncio.Event()
         await asyncio.gather(*(_caller(agents, url, qs, i, stop, base, n_max=3) for i in range(n_callers)))
 
@@ -313,12 +349,16 @@ def section_stall(n_long: int, chars: int, n_callers: int, reference: bool = Fal
         print(f"| alone (3 calls each) | {r['base'].row()} |")
         print(f"| while the attacker is served | {r['under'].row()} |")
     s = asyncio.run(_stall(srv.url, n_long, chars, n_callers))
-    print(f"\n### Stall: one caller sends {n_long} queries × {chars:,} characters as {s['requests']} "
-          f"concurrent requests of ≤ {s['per']} (the most the character cap admits), while {n_callers} "
-          f"agents keep sending single-query requests with a {TIMEOUT_S:g} s timeout\n")
+    print(
+        f"\n### Stall: one caller sends {n_long} queries × {chars:,} characters as {s['requests']} "
+        f"concurrent requests of ≤ {s['per']} (the most the character cap admits), while {n_callers} "
+        f"agents keep sending single-query requests with a {TIMEOUT_S:g} s timeout\n"
+    )
     ok = sum(c == 200 for c in s["codes"])
-    print(f"Attacker: {ok}/{len(s['codes'])} requests answered 200, all {n_long} queries served in "
-          f"{s['wall']:.1f} s.\n")
+    print(
+        f"Attacker: {ok}/{len(s['codes'])} requests answered 200, all {n_long} queries served in "
+        f"{s['wall']:.1f} s.\n"
+    )
     print("| agents' calls | n | answered ≤ 30 s | timed out / late | other | p50 ms | p95 ms | max ms |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     print(f"| alone (3 calls each, reference) | {s['base'].row()} |")
@@ -334,6 +374,7 @@ async def _load(url: str, queries: list[str], clients: int) -> tuple[list[Any], 
     out: list[Any] = [None] * len(queries)
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+
         async def one(i: int) -> None:
             async with sem:
                 t = time.perf_counter()
@@ -343,6 +384,7 @@ async def _load(url: str, queries: list[str], clients: int) -> tuple[list[Any], 
                 except httpx.HTTPError as exc:  # counted: "answered 200" is below the request count
                     out[i] = f"{type(exc).__name__}: {exc}"
                 lat[i] = (time.perf_counter() - t) * 1000
+
         await asyncio.gather(*(one(i) for i in range(len(queries))))
     return out, lat
 
@@ -357,14 +399,20 @@ def section_http(n: int, clients: int) -> None:
     out, lat = asyncio.run(_load(srv.url, qs, clients))
     wall = time.perf_counter() - t
     ok = [o for o in out if isinstance(o, dict)]
-    same = sum(isinstance(o, dict) and [d["doc_id"] for d in o["result"][0]] == e
-               for o, e in zip(out, expected))
+    same = sum(
+        isinstance(o, dict) and [d["doc_id"] for d in o["result"][0]] == e
+        for o, e in zip(out, expected, strict=True)
+    )
     print(f"\n### HTTP load: {len(qs):,} requests (1 query each), {clients} concurrent clients, 127.0.0.1\n")
-    print("| answered 200 | equal to in-process | p50 ms | p95 ms | max ms | wall s | req/s | in-process s "
-          "| wall / in-process |")
+    print(
+        "| answered 200 | equal to in-process | p50 ms | p95 ms | max ms | wall s | req/s | in-process s "
+        "| wall / in-process |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    print(f"| {len(ok):,} | {same:,} | {_pct(lat, 50):.0f} | {_pct(lat, 95):.0f} | {max(lat):.0f} | "
-          f"{wall:.1f} | {len(qs) / wall:.1f} | {inproc_s:.1f} | {wall / inproc_s:.2f} |")
+    print(
+        f"| {len(ok):,} | {same:,} | {_pct(lat, 50):.0f} | {_pct(lat, 95):.0f} | {max(lat):.0f} | "
+        f"{wall:.1f} | {len(qs) / wall:.1f} | {inproc_s:.1f} | {wall / inproc_s:.2f} |"
+    )
 
 
 # ------------------------------------------------------------------------------------------ actor kills
@@ -413,9 +461,11 @@ class KillRow:
     reasons: dict[str, int]
 
 
-async def kill_during_calls(client: Any, qs: list[str], expected: list[list[str]], n_calls: int,
-                            do_kill: Any) -> tuple[list[Any], list[float]]:
+async def kill_during_calls(
+    client: Any, qs: list[str], expected: list[list[str]], n_calls: int, do_kill: Any
+) -> tuple[list[Any], list[float]]:
     """``n_calls`` concurrent one-query calls; ``do_kill()`` once they are all in flight."""
+
     async def timed(i: int) -> tuple[Any, float]:
         t = time.perf_counter()
         (r,) = await client.aretrieve([qs[i % len(qs)]])
@@ -428,8 +478,9 @@ async def kill_during_calls(client: Any, qs: list[str], expected: list[list[str]
     return [r for r, _ in done], [ms for _, ms in done]
 
 
-def wait_recovered(client: Any, qs: list[str], expected: list[list[str]],
-                   limit_s: float) -> tuple[float, bool]:
+def wait_recovered(
+    client: Any, qs: list[str], expected: list[list[str]], limit_s: float
+) -> tuple[float, bool]:
     """Seconds until one call of all ``qs`` succeeds again, and whether it equals ``expected``."""
     t = time.perf_counter()
     while True:
@@ -443,11 +494,11 @@ def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
     """Kill the retriever (replica, then the service) three ways during ``n_calls`` concurrent calls."""
     import ray
 
-    from gta_verl.retrieval.serving.service import RetrieverSpec
-    from gta_verl.retrieval.serving.clients import RayRetrieverClient
     from gta_verl.retrieval.config import RetrieverConfig
-    from gta_verl.retrieval.serving.config import ServingConfig
     from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.serving.clients import RayRetrieverClient
+    from gta_verl.retrieval.serving.config import ServingConfig
+    from gta_verl.retrieval.serving.service import RetrieverSpec
 
     tmp = Path(tempfile.mkdtemp())
     if kb == "toy":
@@ -457,18 +508,26 @@ def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
         emb = HashEmbedder()
         save_kb(make_toy_kb(emb), tmp / "kb")
         kb_dir, embedder = tmp / "kb", "gta_verl.testing.toy_kb:HashEmbedder"
-        qs = ["Where was the president of France born?", "capital of Japan", "chancellor of Germany",
-              "Mount Fuji height"]
+        qs = [
+            "Where was the president of France born?",
+            "capital of Japan",
+            "chancellor of Germany",
+            "Mount Fuji height",
+        ]
         local = GraphRetriever.from_kb_dir(kb_dir, embedder=emb)
     else:
         kb_dir, embedder, qs = musique_kb_dir(), None, musique_questions()[:64]
         local = _MUSIQUE.get("retriever") or GraphRetriever.from_kb_dir(kb_dir)
     expected = [r.doc_ids for r in local.retrieve(qs)]
     ns, name = "gta_verl_stress", "stress_retriever"
-    spec = RetrieverSpec(kb_dir=str(Path(kb_dir).resolve()), config=RetrieverConfig().to_dict(), name=name,
-                         namespace=ns, embedder=embedder,
-                         serving=ServingConfig(num_replicas=1, num_cpus=0.5,
-                                               monitor_interval_s=0.2).to_dict())
+    spec = RetrieverSpec(
+        kb_dir=str(Path(kb_dir).resolve()),
+        config=RetrieverConfig().to_dict(),
+        name=name,
+        namespace=ns,
+        embedder=embedder,
+        serving=ServingConfig(num_replicas=1, num_cpus=0.5, monitor_interval_s=0.2).to_dict(),
+    )
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace=ns)
     rows: list[KillRow] = []
     try:
@@ -481,8 +540,11 @@ def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
             for how in KILLS:
                 svc = ray.get_actor(name, namespace=ns)
                 ray.get(svc.health.remote())
-                out, ms = asyncio.run(kill_during_calls(client, qs, expected, n_calls,
-                                                        lambda: kill(target, how, svc)))
+                out, ms = asyncio.run(
+                    kill_during_calls(
+                        client, qs, expected, n_calls, functools.partial(kill, target, how, svc)
+                    )
+                )
                 rec_s, later = wait_recovered(client, qs, expected, limit_s=180)
                 reasons: dict[str, int] = {}
                 for r in out:
@@ -490,24 +552,41 @@ def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
                         key = (r.error or "")[:70]
                         reasons[key] = reasons.get(key, 0) + 1
                 equal = sum(r.ok and r.doc_ids == expected[i % len(qs)] for i, r in enumerate(out))
-                rows.append(KillRow(target, how, n_calls, sum(r.ok for r in out), equal,
-                                    sum(not r.ok for r in out), max(ms), rec_s, later and before == expected,
-                                    reasons))
+                rows.append(
+                    KillRow(
+                        target,
+                        how,
+                        n_calls,
+                        sum(r.ok for r in out),
+                        equal,
+                        sum(not r.ok for r in out),
+                        max(ms),
+                        rec_s,
+                        later and before == expected,
+                        reasons,
+                    )
+                )
         svc = ray.get_actor(name, namespace=ns)
         ray.get(svc.shutdown.remote())
         ray.kill(svc)
     finally:
         ray.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\n### Retriever killed during {n_calls} concurrent calls ({kb} KB, {len(qs)} distinct queries, "
-          f"client timeout {TIMEOUT_S:g} s, client built as the agent loop builds it)\n")
-    print("| killed | how | calls | answered | equal to in-process | error results | slowest call ms "
-          "| ≤ timeout | recovered after s | later results equal |")
+    print(
+        f"\n### Retriever killed during {n_calls} concurrent calls ({kb} KB, {len(qs)} distinct queries, "
+        f"client timeout {TIMEOUT_S:g} s, client built as the agent loop builds it)\n"
+    )
+    print(
+        "| killed | how | calls | answered | equal to in-process | error results | slowest call ms "
+        "| ≤ timeout | recovered after s | later results equal |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---|---:|---|")
     for r in rows:
-        print(f"| {r.target} | `{r.how}` | {r.calls} | {r.answered} | {r.equal} | {r.errors} | "
-              f"{r.slowest_ms:.0f} | {'yes' if r.slowest_ms <= TIMEOUT_S * 1000 + 500 else 'NO'} | "
-              f"{r.recovered_s:.1f} | {'yes' if r.later_equal else 'NO'} |")
+        print(
+            f"| {r.target} | `{r.how}` | {r.calls} | {r.answered} | {r.equal} | {r.errors} | "
+            f"{r.slowest_ms:.0f} | {'yes' if r.slowest_ms <= TIMEOUT_S * 1000 + 500 else 'NO'} | "
+            f"{r.recovered_s:.1f} | {'yes' if r.later_equal else 'NO'} |"
+        )
     errs = {k: v for r in rows for k, v in r.reasons.items()}
     if errs:
         print(f"\nerror results seen: {errs}")

@@ -166,7 +166,8 @@ def render(m: dict, title: str) -> str:
     lines += [
         "Notes: validation issues exactly the bare retriever's `retrieve()` calls (64 queries per call) plus",
         "cheap rule checks, so its queries/s ratio departs from 1 only through CPU load noise on a shared",
-        "machine. Pass rates are over rule-passing trajectories; dense-only = `RetrieverConfig(mode='dense')`",
+        "machine. Pass rates are over rule-passing trajectories; dense-only = "
+        "`RetrieverConfig(mode='dense')`",
         "(the 'w/o graph retrieval' retriever) on the same template trajectories.",
         "",
     ]
@@ -175,7 +176,9 @@ def render(m: dict, title: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kb", default=None, help="KB directory (default: build from the bundled MuSiQue subset)")
+    ap.add_argument(
+        "--kb", default=None, help="KB directory (default: build from the bundled MuSiQue subset)"
+    )
     ap.add_argument("--n", type=int, default=200, help="trajectories validated (4n paths are sampled)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "synth.md"))

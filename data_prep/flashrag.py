@@ -1,10 +1,10 @@
 """FlashRAG / Search-R1 data → parquet.
 
-  * QA jsonl ``{id, question, golden_answers, metadata}`` → verl QA parquet (``--input``);
-  * corpus jsonl ``{id, contents: "\\"title\\"\\ntext"}`` → corpus parquet (``--corpus``).
+* QA jsonl ``{id, question, golden_answers, metadata}`` → verl QA parquet (``--input``);
+* corpus jsonl ``{id, contents: "\\"title\\"\\ntext"}`` → corpus parquet (``--corpus``).
 
-    python data_prep/flashrag.py --input nq/test.jsonl --out data/flashrag --name nq --split test
-    python data_prep/flashrag.py --corpus wiki18.jsonl --out data/flashrag
+  python data_prep/flashrag.py --input nq/test.jsonl --out data/flashrag --name nq --split test
+  python data_prep/flashrag.py --corpus wiki18.jsonl --out data/flashrag
 """
 
 import argparse
@@ -26,5 +26,6 @@ if __name__ == "__main__":
     if a.corpus:
         prepare_corpus(a.corpus, Path(a.out) / f"{a.name}_corpus.parquet", "flashrag")
     if a.input:
-        prepare_answers_only("flashrag", a.input, Path(a.out) / f"{a.name}_{a.split}.parquet", a.name,
-                             a.split, a.limit)
+        prepare_answers_only(
+            "flashrag", a.input, Path(a.out) / f"{a.name}_{a.split}.parquet", a.name, a.split, a.limit
+        )

@@ -1,7 +1,7 @@
 """HippoRAG's 1-question sample → corpus parquet + verl QA parquet (tiny smoke data).
 
-    python data_prep/hipporag_sample.py [--input assets/hipporag_sample/sample.json]
-        [--corpus assets/hipporag_sample/sample_corpus.json] [--out data/hipporag_sample]
+python data_prep/hipporag_sample.py [--input assets/hipporag_sample/sample.json]
+    [--corpus assets/hipporag_sample/sample_corpus.json] [--out data/hipporag_sample]
 """
 
 import argparse

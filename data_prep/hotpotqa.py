@@ -40,29 +40,48 @@ REPO_ASSETS = Path(__file__).resolve().parents[1] / "assets"
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--input", default=None,
-                    help="question file (default: assets/hotpotqa/hotpot_dev_v1_simplified.json; "
-                         "with --context: assets/hotpotqa_train/hotpotqa_train.json)")
+    ap.add_argument(
+        "--input",
+        default=None,
+        help="question file (default: assets/hotpotqa/hotpot_dev_v1_simplified.json; "
+        "with --context: assets/hotpotqa_train/hotpotqa_train.json)",
+    )
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--corpus", default=None, help="corpus of a supporting_facts question file")
-    mode.add_argument("--context", action="store_true",
-                      help="HotpotQA records with context: also write their paragraphs as a corpus")
+    mode.add_argument(
+        "--context",
+        action="store_true",
+        help="HotpotQA records with context: also write their paragraphs as a corpus",
+    )
     ap.add_argument("--out", default="data/hotpotqa", help="output directory")
     ap.add_argument("--name", default="hotpotqa", help="data_source (e.g. 2wikimultihopqa)")
     ap.add_argument("--split", default=None, help="split name (default: dev; with --context: train)")
     group = ap.add_mutually_exclusive_group()
-    group.add_argument("--limit", type=int, default=None,
-                       help="keep the first N questions (not with --corpus)")
-    group.add_argument("--sample", type=int, default=None,
-                       help="keep a seeded random sample of N questions (not with --corpus; Stage II: 10000)")
+    group.add_argument(
+        "--limit", type=int, default=None, help="keep the first N questions (not with --corpus)"
+    )
+    group.add_argument(
+        "--sample",
+        type=int,
+        default=None,
+        help="keep a seeded random sample of N questions (not with --corpus; Stage II: 10000)",
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed of --sample")
-    ap.add_argument("--strict", action="store_true",
-                    help="with --context: fail on the first malformed record")
+    ap.add_argument(
+        "--strict", action="store_true", help="with --context: fail on the first malformed record"
+    )
     a = ap.parse_args()
     if a.context:
-        prepare_hotpot_context(a.input or REPO_ASSETS / "hotpotqa_train" / "hotpotqa_train.json", a.out,
-                               a.name, a.split or "train", sample=a.sample, seed=a.seed, limit=a.limit,
-                               strict=a.strict)
+        prepare_hotpot_context(
+            a.input or REPO_ASSETS / "hotpotqa_train" / "hotpotqa_train.json",
+            a.out,
+            a.name,
+            a.split or "train",
+            sample=a.sample,
+            seed=a.seed,
+            limit=a.limit,
+            strict=a.strict,
+        )
         return
     split = a.split or "dev"
     qa_in = a.input or str(REPO_ASSETS / "hotpotqa" / "hotpot_dev_v1_simplified.json")

@@ -1,6 +1,6 @@
 """NQ-open jsonl ({question, answer: [...]}) → verl QA parquet (answers only, no gold passages).
 
-    python data_prep/nq_open.py [--input assets/nq_open/NQ-open.dev.jsonl] [--out data/nq_open/nq_dev.parquet]
+python data_prep/nq_open.py [--input assets/nq_open/NQ-open.dev.jsonl] [--out data/nq_open/nq_dev.parquet]
 """
 
 import argparse

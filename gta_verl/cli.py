@@ -53,7 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # verl and faiss log per-call INFO lines (tokenizer wiring, loader probing) that bury our tables.
         for noisy in ("verl", "faiss", "httpx"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
-        # verl probes optional training engines (megatron, veomni, ...) at import and warns for each absent one.
+        # verl probes optional training engines (megatron, veomni, ...) at import and warns for each
+        # absent one.
         warnings.filterwarnings("ignore", message=".*engine is not available.*", category=UserWarning)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -65,7 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gta_verl.kb.embed import EmbedderUnavailable
         from gta_verl.kb.store import KBLoadError, KBWriteError
 
-        if not isinstance(exc, (KBLoadError, KBWriteError, DataFormatError, EmbedderUnavailable)) or args.verbose:
+        if (
+            not isinstance(exc, (KBLoadError, KBWriteError, DataFormatError, EmbedderUnavailable))
+            or args.verbose
+        ):
             raise
         print(f"gta-verl: error: {exc}", file=sys.stderr)
         return 2

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gta_verl.data.io import write_text_atomic
 from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_OPENIE
+from gta_verl.data.io import write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,9 @@ def _stage_kb(ctx: QuickstartContext) -> StageLog:
     ctx.paths["kb"] = kb_dir
     ctx.retriever = GraphRetriever.from_kb(kb)  # serve the KB just built, without reading it back
     stats = kb_stats(kb)
-    return StageLog("Knowledge base (GTA-RAG Table 5 layout)", stats_markdown(stats, "MuSiQue subset"), 0.0, stats)
+    return StageLog(
+        "Knowledge base (GTA-RAG Table 5 layout)", stats_markdown(stats, "MuSiQue subset"), 0.0, stats
+    )
 
 
 def _stage_retrieval(ctx: QuickstartContext) -> StageLog:
@@ -102,7 +104,9 @@ def _stage_retrieval(ctx: QuickstartContext) -> StageLog:
     retriever = ctx.get_retriever()
     qa = load_qa(ctx.paths["qa"], retriever.kb.passages)
     result = evaluate_retrieval(retriever, qa, modes=("dense", "graph", "hybrid"), ks=(1, 2, 5, 10))
-    return StageLog("Retrieval recall@k on the 100 MuSiQue questions", format_recall_table(result), 0.0, result)
+    return StageLog(
+        "Retrieval recall@k on the 100 MuSiQue questions", format_recall_table(result), 0.0, result
+    )
 
 
 def _stage_synth(ctx: QuickstartContext) -> StageLog:
@@ -113,7 +117,9 @@ def _stage_synth(ctx: QuickstartContext) -> StageLog:
     # The deployed retriever, same default config as training (hybrid, K_g = K_d = 3).
     retriever = ctx.get_retriever()
     kb = retriever.kb
-    result = synthesize(kb, retriever, make_generator("template", seed=ctx.seed), n=ctx.n_synth, seed=ctx.seed)
+    result = synthesize(
+        kb, retriever, make_generator("template", seed=ctx.seed), n=ctx.n_synth, seed=ctx.seed
+    )
     passages = {p.doc_id: p for p in kb.passages}
     out = ctx.out / "stage1_template.parquet"
     funnel = result.funnel.to_dict()
@@ -124,7 +130,9 @@ def _stage_synth(ctx: QuickstartContext) -> StageLog:
         )
     ctx.paths["stage1"] = out
     data = {"stats": result.stats, "funnel": funnel, "timings": result.timings}
-    return StageLog("Trajectory synthesis (template generator)", stats_markdown(result.stats, funnel), 0.0, data)
+    return StageLog(
+        "Trajectory synthesis (template generator)", stats_markdown(result.stats, funnel), 0.0, data
+    )
 
 
 #: GRPO of the main job's ``verl`` stage: 4 prompts × 4 rollouts × 2 steps from the quick warm start.
@@ -159,9 +167,16 @@ def _stage_verl(ctx: QuickstartContext) -> StageLog:
     overrides = grpo_overrides(VERL_STEPS, ctx.seed, VERL_LR, VERL_ROLLOUTS, VERL_PROMPTS)
     run = run_cpu_recipe("gta_stage1", (ctx.out / "verl").resolve(), env, overrides)
     if run.returncode != 0 or not run.steps:
-        raise RuntimeError(f"verl main_ppo (recipes/cpu/run.sh gta_stage1) exited {run.returncode}; see {run.log}")
-    data = {"returncode": run.returncode, "seconds": run.seconds, "steps": run.steps, "log": str(run.log),
-            "warm_start": str(ws.model)}
+        raise RuntimeError(
+            f"verl main_ppo (recipes/cpu/run.sh gta_stage1) exited {run.returncode}; see {run.log}"
+        )
+    data = {
+        "returncode": run.returncode,
+        "seconds": run.seconds,
+        "steps": run.steps,
+        "log": str(run.log),
+        "warm_start": str(ws.model),
+    }
     title = f"RL with verl main_ppo on CPU (Stage I from the warm start, {VERL_STEPS} GRPO steps)"
     return StageLog(title, run.markdown(), 0.0, data)
 
@@ -181,8 +196,8 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
 
     from gta_verl.agent.backends import ScriptedServerManager
     from gta_verl.agent.tokenizer import load_qwen_tokenizer
-    from gta_verl.eval.replay import reference_scripts
     from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
+    from gta_verl.eval.replay import reference_scripts
     from gta_verl.eval.runner import EvalSettings, evaluate_policy
 
     n = ctx.eval_questions
@@ -219,18 +234,27 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
         Path(ctx.paths["kb"]).resolve(),
         out_dir=ctx.out / "eval" / "warm_start",
         max_questions=n,
-        settings=EvalSettings(policy=str(ws.model), max_obs_tokens=MAX_OBS_TOKENS, prompt_length=PROMPT_LENGTH,
-                              response_length=RESPONSE_LENGTH),
+        settings=EvalSettings(
+            policy=str(ws.model),
+            max_obs_tokens=MAX_OBS_TOKENS,
+            prompt_length=PROMPT_LENGTH,
+            response_length=RESPONSE_LENGTH,
+        ),
         retriever_client=ctx.retriever_client(),
     )
     parts, data = [], {}
-    for label, res in (("tiny-random-qwen2 (untrained)", tiny),
-                       ("warm start (verl SFT on τ* replays; held-out questions)", warm),
-                       ("reference-replay (oracle τ*)", replay)):
+    for label, res in (
+        ("tiny-random-qwen2 (untrained)", tiny),
+        ("warm start (verl SFT on τ* replays; held-out questions)", warm),
+        ("reference-replay (oracle τ*)", replay),
+    ):
         md = res.report.markdown.read_text(encoding="utf-8")
         plots = ", ".join(f"`{p}`" for p in res.report.plots.values())
         parts.append(f"### {label}\n\nReport: `{res.report.markdown}`; plots: {plots}\n\n{_body(md)}")
-        data[label] = {"report": str(res.report.markdown), "plots": [str(p) for p in res.report.plots.values()]}
+        data[label] = {
+            "report": str(res.report.markdown),
+            "plots": [str(p) for p in res.report.plots.values()],
+        }
     return StageLog("Evaluation (agent loop + retriever on the bundled data)", "\n\n".join(parts), 0.0, data)
 
 
@@ -256,8 +280,12 @@ def run_quickstart(ctx: QuickstartContext, stages: tuple[str, ...] | None = None
     """Run the stages in order, print each stage's table, and write ``summary.md``."""
     ctx.out.mkdir(parents=True, exist_ok=True)
     # Default locations, so a later stage can be re-run alone (--stages eval) on an earlier run's outputs.
-    for key, rel in (("corpus", "data/musique_corpus.parquet"), ("qa", "data/musique_train.parquet"),
-                     ("kb", "kb_musique"), ("stage1", "stage1_template.parquet")):
+    for key, rel in (
+        ("corpus", "data/musique_corpus.parquet"),
+        ("qa", "data/musique_train.parquet"),
+        ("kb", "kb_musique"),
+        ("stage1", "stage1_template.parquet"),
+    ):
         ctx.paths.setdefault(key, ctx.out / rel)
     logs: list[StageLog] = []
     for name, fn in STAGES:

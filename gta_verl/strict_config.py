@@ -98,8 +98,11 @@ class StrictConfig:
     @classmethod
     def from_dict(cls: type[T], values: Any = None) -> T:
         """Deprecated name of :meth:`from_mapping`."""
-        warnings.warn(f"{cls.__name__}.from_dict is deprecated; use {cls.__name__}.from_mapping",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"{cls.__name__}.from_dict is deprecated; use {cls.__name__}.from_mapping",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return cls.from_mapping(values)
 
     @classmethod

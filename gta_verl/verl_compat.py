@@ -8,23 +8,30 @@ Pinned: ``verl[verl-core]==0.9.1``.
 
 from __future__ import annotations
 
+# One sorted block; what each group is for:
+# - PathRouter: the V1 trainers (sync, and verl's asynchronous ones that gta's trainers mix into,
+#   gta_verl/algos/trainer.py), TransferQueue, the teacher worker, the loss helpers.
+# - The client async modes hand agent loops (LLMServerClient, FullyAsyncLLMServerClient): the latter
+#   resumes an aborted generation on the new weights.
+# - verl's native tool-calling loop (tool_agent) and its tool contract (gta_verl/agent/tool.py).
+import transfer_queue as tq  # verl's TransferQueue client: kv_batch_get / kv_batch_put
 from verl import DataProto
 from verl.experimental.agent_loop.agent_loop import (
     AgentLoopBase,
+    AgentLoopMetrics,  # agent runner
     AgentLoopOutput,
-    _agent_loop_registry as AGENT_LOOP_REGISTRY,
+    AgentLoopWorker,  # plain base of AgentLoopWorkerTQ (teacher worker)
+    DictConfigWrap,  # agent runner
+    ToolListWrap,
 )
+from verl.experimental.agent_loop.agent_loop import _agent_loop_registry as AGENT_LOOP_REGISTRY
 from verl.experimental.agent_loop.agent_loop import register as register_agent_loop
-from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, DictConfigWrap  # agent runner
-from verl.experimental.agent_loop.agent_loop import AgentLoopWorker  # plain base of AgentLoopWorkerTQ (teacher worker)
-from verl.utils.dataset.rl_dataset import RLHFDataset  # dataset_cls for AgentLoopBase outside the worker
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
-from verl.experimental.reward_loop.reward_manager.registry import (
-    get_reward_manager_cls,
-)
-from verl.experimental.reward_loop.reward_manager.registry import (
-    register as register_reward_manager,
-)
+from verl.experimental.reward_loop.reward_manager.registry import get_reward_manager_cls
+from verl.experimental.reward_loop.reward_manager.registry import register as register_reward_manager
+from verl.tools.base_tool import BaseTool
+from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
+from verl.tools.tool_registry import load_all_tools  # how AgentLoopWorker loads tools
 from verl.trainer.distillation.losses import (
     DistillationLossSettings,
     get_distillation_loss_fn,
@@ -39,38 +46,29 @@ from verl.trainer.ppo.core_algos import (
     get_policy_loss_fn,
     register_adv_est,
 )
-from verl.workers.rollout.replica import TokenOutput
-# PathRouter: V1 trainer, TransferQueue, teacher worker, loss helpers
-import transfer_queue as tq  # noqa: E402  (verl's TransferQueue client: kv_batch_get / kv_batch_put)
-from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ  # noqa: E402
-from verl.trainer.ppo.v1.trainer_base import get_trainer_cls, register_trainer  # noqa: E402
-from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync  # noqa: E402
-# verl's asynchronous V1 trainers; gta's trainers are one mixin over each (gta_verl/algos/trainer.py)
-from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync  # noqa: E402
-from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync  # noqa: E402
-# The client async modes hand agent loops: resumes an aborted generation on the new weights.
-from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient, LLMServerClient  # noqa: E402
-# verl's native tool-calling loop (tool_agent) and its tool contract (gta_verl/agent/tool.py)
-from verl.tools.base_tool import BaseTool  # noqa: E402
-from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse  # noqa: E402
-from verl.tools.tool_registry import load_all_tools  # noqa: E402  (how AgentLoopWorker loads tools)
-from verl.experimental.agent_loop.agent_loop import ToolListWrap  # noqa: E402
-from verl.utils import tensordict_utils  # noqa: E402  (get_non_tensor_data)
-from verl.utils.tokenizer import normalize_token_ids  # noqa: E402
-from verl.workers.utils.padding import (  # noqa: E402
-    no_padding_2_padding,
-    response_from_nested,
-    response_to_nested,
-)
+from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
+from verl.trainer.ppo.v1.trainer_base import get_trainer_cls, register_trainer
+from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
+from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils import tensordict_utils  # get_non_tensor_data
+from verl.utils.dataset.rl_dataset import RLHFDataset  # dataset_cls for AgentLoopBase outside the worker
+from verl.utils.tokenizer import normalize_token_ids
 
 # --- CPU backend (gta_verl/cpu/rollout.py) ----------------------------------------------------
 # The HF-generate rollout registers through verl's public RolloutReplicaRegistry; the in-worker
 # adapter table _ROLLOUT_REGISTRY has no register function in 0.9.1, so its entry is added to the
 # dict itself (upstream fix: a `register_rollout(name, mode, fqdn)` helper). The CPU *platform*
 # and its two wraps live in gta_verl/verl_compat_cpu.py (import order, see that module).
-from verl.workers.rollout.base import BaseRollout  # noqa: E402
-from verl.workers.rollout.base import _ROLLOUT_REGISTRY as ROLLOUT_ADAPTER_REGISTRY  # noqa: E402
-from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry  # noqa: E402
+from verl.workers.rollout.base import _ROLLOUT_REGISTRY as ROLLOUT_ADAPTER_REGISTRY
+from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient, LLMServerClient
+from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry, TokenOutput
+from verl.workers.utils.padding import (
+    no_padding_2_padding,
+    response_from_nested,
+    response_to_nested,
+)
 
 VERL_VERSION_PINNED = "0.9.1"
 
@@ -147,7 +145,7 @@ def allow_topk_teacher_engine(engine_name: str) -> None:
         engines.add(engine_name)
         return
 
-    def _validate_topk_logprobs(self, use_topk, topk):  # noqa: ANN001 - verl's signature
+    def _validate_topk_logprobs(self, use_topk, topk):  # verl's signature
         if self.inference.name in _validate_topk_logprobs._gta_extra_engines:
             if use_topk and topk is None:
                 raise ValueError("topk must be specified when use_topk is True.")
@@ -180,12 +178,12 @@ def _retry_plugin_registration() -> None:
         try:
             importlib.import_module(name)
             plugins.LOADED[name] = True
-        except Exception:  # noqa: BLE001 - log like verl_plugins does
+        except Exception:  # log like verl_plugins does
             logging.getLogger("gta_verl.verl_plugins").error(
-                "gta-verl plugin module %s failed to import: the names it registers are missing", name,
+                "gta-verl plugin module %s failed to import: the names it registers are missing",
+                name,
                 exc_info=True,
             )
 
 
 _retry_plugin_registration()
-

@@ -112,8 +112,11 @@ def _wrap_spmd_gloo(module: Any) -> None:
         import torch.distributed as dist
 
         if not dist.is_initialized():
-            dist.init_process_group(backend="gloo", timeout=timedelta(seconds=timeout_second),
-                                    init_method=os.environ.get("DIST_INIT_METHOD", None))
+            dist.init_process_group(
+                backend="gloo",
+                timeout=timedelta(seconds=timeout_second),
+                init_method=os.environ.get("DIST_INIT_METHOD", None),
+            )
         return int(os.environ["LOCAL_RANK"]), int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 
     initialize_global_process_group._gta_cpu_wrapped = True  # type: ignore[attr-defined]

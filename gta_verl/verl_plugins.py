@@ -34,8 +34,11 @@ REGISTERED_NAMES: dict[str, tuple[str, ...]] = {
     "agent_loop": ("gta_search_agent",),
     "adv_estimator": ("gta_turn_grpo",),
     "distillation_loss": ("gta_selective_topk_kl",),
-    "trainer": tuple(f"{family}_{mode}" for family in ("gta", "gta_path_router")
-                     for mode in ("sync", "colocate_async", "separate_async")),
+    "trainer": tuple(
+        f"{family}_{mode}"
+        for family in ("gta", "gta_path_router")
+        for mode in ("sync", "colocate_async", "separate_async")
+    ),
     "rollout": ("hf_cpu",),
 }
 
@@ -62,10 +65,13 @@ def _register_all() -> None:
     for name in PLUGIN_MODULES:
         try:
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - verl logs a raised error at DEBUG only: say it where it shows
+        except Exception:  # verl logs a raised error at DEBUG only: say it where it shows
             LOADED[name] = False
-            logger.error("gta-verl plugin module %s failed to import: the names it registers are missing",
-                         name, exc_info=True)
+            logger.error(
+                "gta-verl plugin module %s failed to import: the names it registers are missing",
+                name,
+                exc_info=True,
+            )
         else:
             LOADED[name] = True
 
@@ -79,7 +85,7 @@ def _register_resolvers() -> None:
         from gta_verl.agent.chat_templates import register_resolver
 
         register_resolver()
-    except Exception as exc:  # noqa: BLE001 - verl would swallow it silently
+    except Exception as exc:  # verl would swallow it silently
         logger.warning("gta-verl OmegaConf resolvers failed to register: %r", exc)
 
 

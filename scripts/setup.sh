@@ -10,7 +10,8 @@ fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[test]"
+# test: pytest and its plugins; lint: the pinned ruff and mypy (and pre-commit) that .ci/run calls.
+python -m pip install -q -e ".[test,lint]"
 
 # Every installed distribution's requirements are met (verl 0.9.1's pins included; checked on the CPU .venv).
 python -m pip check

@@ -28,8 +28,14 @@ ASSETS = REPO / "assets"
 MUSIQUE_OPENIE_SPEC = f"precomputed:{MUSIQUE_OPENIE}"
 
 # Code that determines the built KB (cli, the Ray build and other backends do not).
-_KB_CODE = ("gta_verl/data/ids.py", "gta_verl/data/types.py", "gta_verl/data/loaders.py",
-            "gta_verl/kb/*.py", "gta_verl/kb/openie/base.py", "gta_verl/kb/openie/precomputed.py")
+_KB_CODE = (
+    "gta_verl/data/ids.py",
+    "gta_verl/data/types.py",
+    "gta_verl/data/loaders.py",
+    "gta_verl/kb/*.py",
+    "gta_verl/kb/openie/base.py",
+    "gta_verl/kb/openie/precomputed.py",
+)
 
 
 def musique_kb_key() -> str:
@@ -149,8 +155,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if session is None or os.environ.get("GTA_VERL_NATIVE_TEARDOWN"):
         return
     status = int(session.exitstatus)
-    print(f"tests/conftest.py: exit {status} via os._exit, native interpreter teardown skipped "
-          "(GTA_VERL_NATIVE_TEARDOWN=1 runs it)", file=sys.__stderr__)
+    print(
+        f"tests/conftest.py: exit {status} via os._exit, native interpreter teardown skipped "
+        "(GTA_VERL_NATIVE_TEARDOWN=1 runs it)",
+        file=sys.__stderr__,
+    )
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()

@@ -68,7 +68,9 @@ def test_other_family_is_left_to_the_recipe_guard():
 def test_separate_async_refused_on_hf_cpu_only():
     with pytest.raises(PreflightError, match=r"trainer_separate_async.py:64-70.*colocate_async$"):
         resolve_trainer_mode("gta", "separate_async", rollout_name="hf_cpu")
-    assert resolve_trainer_mode("gta", "colocate_async", rollout_name="hf_cpu").trainer == "gta_colocate_async"
+    assert (
+        resolve_trainer_mode("gta", "colocate_async", rollout_name="hf_cpu").trainer == "gta_colocate_async"
+    )
     assert resolve_trainer_mode("gta", "separate_async", rollout_name="vllm").trainer == "gta_separate_async"
 
 
@@ -119,12 +121,16 @@ def test_recipe_default_is_unchanged(recipe):
 
 
 def test_callbacks_exit_with_one_line():
-    cfg = _compose("gta_grpo", "actor_rollout_ref.rollout.name=hf_cpu", "trainer.v1.trainer_mode=separate_async")
+    cfg = _compose(
+        "gta_grpo", "actor_rollout_ref.rollout.name=hf_cpu", "trainer.v1.trainer_mode=separate_async"
+    )
     with pytest.raises(SystemExit, match=r"^gta_verl: trainer.v1.trainer_mode=separate_async cannot run: "):
         _run_callbacks(cfg)
     # another family's trainer: the recipe guard's refusal
     cfg = _compose("path_router", "trainer.v1.trainer_mode=gta_sync")
-    with pytest.raises(SystemExit, match=r"^gta_verl: config .* set trainer.v1.trainer_mode=gta_path_router_sync"):
+    with pytest.raises(
+        SystemExit, match=r"^gta_verl: config .* set trainer.v1.trainer_mode=gta_path_router_sync"
+    ):
         _run_callbacks(cfg)
 
 
@@ -149,9 +155,18 @@ def test_main_ppo_stops_before_ray():
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["HF_HUB_OFFLINE"] = "1"
     cmd = [
-        sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(CONFIG_DIR),
-        "--config-name", "gta_grpo", *REQUIRED, "actor_rollout_ref.rollout.name=hf_cpu",
-        "trainer.v1.trainer_mode=separate_async", "hydra.run.dir=.", "hydra.output_subdir=null",
+        sys.executable,
+        "-m",
+        "verl.trainer.main_ppo",
+        "--config-path",
+        str(CONFIG_DIR),
+        "--config-name",
+        "gta_grpo",
+        *REQUIRED,
+        "actor_rollout_ref.rollout.name=hf_cpu",
+        "trainer.v1.trainer_mode=separate_async",
+        "hydra.run.dir=.",
+        "hydra.output_subdir=null",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]

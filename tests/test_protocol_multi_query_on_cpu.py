@@ -41,7 +41,7 @@ def test_parse_action_rules_for_k():
     assert parse_action("<search> a ## b ## c </search>", 2).kind == "invalid"
     assert parse_action("<search> a ## b ## c </search>", 2).reason == "3 queries in one search; at most 2"
     assert parse_action("<search> ## ## </search>", 2).reason == "empty search query"
-    # K = 1 (default): the old action, one query holding the separator
+    # K = 1 (default): the single-query action, one query holding the separator
     one = parse_action("<search> a ## b </search>")
     assert (one.kind, one.content, one.queries) == ("search", "a ## b", ("a ## b",))
     # answers never split

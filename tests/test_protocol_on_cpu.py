@@ -50,8 +50,7 @@ def test_parse_turns_replays_the_loop():
     text = (
         "I think <answer> maybe Paris, check <search> capital of France </search>"
         "\n\n<info>Doc 1(Title: Paris) text <search> inner </search></info>\n\n"
-        "no closer here" + INVALID_ACTION_MESSAGE
-        + "<answer> Lyon </answer>"
+        "no closer here" + INVALID_ACTION_MESSAGE + "<answer> Lyon </answer>"
     )
     turns = parse_turns(text)
     # turn 1: first closer is </search> → search "capital of France" (opener after the stray

@@ -16,8 +16,16 @@ from gta_verl.rewards.path_router import PathRouterConfig, PathRouterKLConfig
 from gta_verl.rewards.trajectory import TrajectoryRewardConfig
 from gta_verl.strict_config import StrictConfig, node_at, to_plain
 
-BUILDERS = (AgentConfig, GTAConfig, PathRouterConfig, PathRouterKLConfig, RetrieverConfig, RetrieverSection,
-            ServingConfig, TrajectoryRewardConfig)
+BUILDERS = (
+    AgentConfig,
+    GTAConfig,
+    PathRouterConfig,
+    PathRouterKLConfig,
+    RetrieverConfig,
+    RetrieverSection,
+    ServingConfig,
+    TrajectoryRewardConfig,
+)
 
 
 @pytest.mark.parametrize("cls", BUILDERS)

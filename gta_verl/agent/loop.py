@@ -79,7 +79,8 @@ def merge_global_steps(
 
 
 def _retrieval_timeout(config: Any) -> float:
-    """``gta.retriever.timeout_s`` (validated by :class:`gta_verl.retrieval.section.RetrieverSection`), default 30 s."""
+    """``gta.retriever.timeout_s`` (validated by :class:`gta_verl.retrieval.section.RetrieverSection`),
+    default 30 s."""
     gta = config.get("gta") if hasattr(config, "get") else None
     node = gta.get("retriever") if gta is not None and hasattr(gta, "get") else None
     value = node.get("timeout_s") if node is not None and hasattr(node, "get") else None
@@ -296,7 +297,7 @@ class GTASearchAgentLoop(AgentLoopBase):
         """R(q) for the turn's queries; a failure (even of the client itself) is a result per query."""
         try:
             client = await self._retriever()
-        except Exception as exc:  # noqa: BLE001 - becomes an observation + metric
+        except Exception as exc:  # becomes an observation + metric
             logger.warning("gta agent loop: no retriever client for %r: %r", list(queries), exc)
             return [RetrievalResult(query=q, error=f"{type(exc).__name__}: {exc}") for q in queries]
         return await aretrieve_guarded(client, queries, self.retrieval_timeout_s)

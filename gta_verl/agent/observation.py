@@ -72,7 +72,7 @@ def _render(
 ) -> list[RetrievalHit]:
     """The passages with every text cut to its first ``k`` tokens (shorter ones unchanged)."""
     out = []
-    for h, t in zip(hits, toks):
+    for h, t in zip(hits, toks, strict=True):
         text = h.text if len(t) <= k else decode(t[:k]).rstrip("\ufffd").rstrip()
         out.append(h if text == h.text else dataclasses.replace(h, text=text))
     return out
@@ -115,7 +115,7 @@ def fit_observation(
             shown = _render(hits[:n], toks[:n], k, decode)
             ids = encode(format_observation(shown))
             if len(ids) <= cap:
-                cut = sum(s.text != h.text for s, h in zip(shown, hits))
+                cut = sum(s.text != h.text for s, h in zip(shown, hits, strict=False))  # shown: hits[:n]
                 return FittedObservation(ids, tuple(shown), shortened=cut, dropped=len(hits) - n)
             k -= max(1, k // 16)
     ids = encode(format_observation(hits))

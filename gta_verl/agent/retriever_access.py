@@ -113,8 +113,9 @@ def _make_client(transport: str, section: RetrieverSection, agent: AgentConfig) 
         except ValueError:
             spec = _spec(section, _require_kb_dir(section, transport))
             handle, recreate = spec.create(), spec.create  # the client keeps the handle alive
-        return rclient.RayRetrieverClient(handle, timeout_s=section.timeout_s, recreate=recreate,
-                                          name=section.actor_name)
+        return rclient.RayRetrieverClient(
+            handle, timeout_s=section.timeout_s, recreate=recreate, name=section.actor_name
+        )
     from gta_verl.retrieval.retriever import GraphRetriever
 
     retriever = GraphRetriever.from_kb_dir(_require_kb_dir(section, transport), section.retrieval)
@@ -125,8 +126,12 @@ def _spec(section: RetrieverSection, kb_dir: str | None = None) -> Any:
     """The creation spec of the job's retriever service from ``gta.retriever``."""
     from gta_verl.retrieval.serving.service import RetrieverSpec
 
-    return RetrieverSpec(kb_dir=str(kb_dir or section.kb_dir), config=section.retrieval.to_dict(),
-                         serving=section.serving.to_dict(), name=section.actor_name)
+    return RetrieverSpec(
+        kb_dir=str(kb_dir or section.kb_dir),
+        config=section.retrieval.to_dict(),
+        serving=section.serving.to_dict(),
+        name=section.actor_name,
+    )
 
 
 async def aretrieve_guarded(client: AsyncRetriever, queries: Sequence[str], timeout_s: float) -> list[Any]:
@@ -153,7 +158,7 @@ async def aretrieve_guarded(client: AsyncRetriever, queries: Sequence[str], time
     except asyncio.TimeoutError:
         logger.warning("gta agent loop: retrieval timed out after %.1fs for %r", timeout_s, shown)
         error = f"timeout after {timeout_s:g}s"
-    except Exception as exc:  # noqa: BLE001 - becomes an observation + metric
+    except Exception as exc:  # becomes an observation + metric
         logger.warning("gta agent loop: retrieval failed for %r: %r", shown, exc)
         error = f"{type(exc).__name__}: {exc}"
     return [RetrievalResult(query=q, error=error) for q in queries]
@@ -190,8 +195,9 @@ def start_job_retriever(trainer_config: Any) -> Any | None:
 
     section = retriever_section(trainer_config)
     kb_dir = _require_kb_dir(section, "ray")
-    return get_or_create_retriever_actor(kb_dir, section.retrieval, name=section.actor_name,
-                                         serving=section.serving)
+    return get_or_create_retriever_actor(
+        kb_dir, section.retrieval, name=section.actor_name, serving=section.serving
+    )
 
 
 def wait_retriever_ready(handle: Any, kb_dir: Any, timeout_s: float = READY_TIMEOUT_S) -> Any:
@@ -210,5 +216,5 @@ def wait_retriever_ready(handle: Any, kb_dir: Any, timeout_s: float = READY_TIME
             f"gta-verl: the retriever actor did not load the KB at {kb_dir} within {timeout_s:g}s; "
             "check the actor's log (ray logs) or the KB size"
         ) from exc
-    except Exception as exc:  # noqa: BLE001 - any actor failure fails the job with the KB named
+    except Exception as exc:  # any actor failure fails the job with the KB named
         raise RuntimeError(f"gta-verl: the retriever actor could not load the KB at {kb_dir}: {exc}") from exc

@@ -112,7 +112,7 @@ def load_qwen_tokenizer() -> Any:
             tok.chat_template = QWEN25_CHAT_TEMPLATE
             _check(tok)
             return tok
-        except Exception as exc:  # noqa: BLE001 - a corrupt cache is rebuilt
+        except Exception as exc:  # a corrupt cache is rebuilt
             logger.warning("rebuilding Qwen tokenizer cache %s: %r", target, exc)
             _discard(target)
     tok = _build_tokenizer()

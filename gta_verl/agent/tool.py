@@ -37,6 +37,7 @@ from gta_verl.verl_compat import BaseTool, OpenAIFunctionToolSchema, ToolRespons
 
 __all__ = ["GraphSearchTool", "ToolSettings", "fill_search", "record_invalid", "reserve_search"]
 
+
 @dataclass(frozen=True)
 class ToolSettings(StrictConfig):
     """The tool's YAML ``config`` (besides verl's ``type: native``).
@@ -64,13 +65,21 @@ class ToolSettings(StrictConfig):
 
     @classmethod
     def from_tool_config(cls, config: Mapping[str, Any] | None) -> ToolSettings:
-        """From verl's tool ``config`` (its ``type`` key is verl's); unknown keys raise, naming the valid ones."""
+        """From verl's tool ``config`` (its ``type`` key is verl's); unknown keys raise, naming the valid
+        ones."""
         return cls.from_mapping({k: v for k, v in dict(config or {}).items() if k != "type"})
 
     def trainer_config(self) -> dict[str, Any]:
         """The slice of a trainer config :func:`get_retriever_client` reads."""
-        return {"gta": {"retriever": {"actor_name": self.actor_name, "kb_dir": self.kb_dir,
-                                      "timeout_s": float(self.timeout_s)}}}
+        return {
+            "gta": {
+                "retriever": {
+                    "actor_name": self.actor_name,
+                    "kb_dir": self.kb_dir,
+                    "timeout_s": float(self.timeout_s),
+                }
+            }
+        }
 
     def agent_config(self) -> AgentConfig:
         """The transport part of ``gta.agent`` :func:`get_retriever_client` reads."""
@@ -92,7 +101,9 @@ def reserve_search(fields: MutableMapping[str, Any], query: str) -> int:
     return fields[schema.EF_NUM_SEARCHES] - 1
 
 
-def fill_search(fields: MutableMapping[str, Any], slot: int, shown: Sequence[RetrievalHit], error: str | None) -> None:
+def fill_search(
+    fields: MutableMapping[str, Any], slot: int, shown: Sequence[RetrievalHit], error: str | None
+) -> None:
     """Record the passages shown for the search turn ``slot`` (what the policy saw)."""
     fields[schema.EF_TURN_DOC_IDS][slot] = [h.doc_id for h in shown]
     fields[schema.EF_TURN_TEXTS][slot] = [f"{h.title}\n{h.text}" for h in shown]
@@ -139,7 +150,9 @@ class GraphSearchTool(BaseTool):
             )
         return self._client
 
-    async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any) -> tuple[ToolResponse, float, dict]:
+    async def execute(
+        self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
+    ) -> tuple[ToolResponse, float, dict]:
         """Search and record the call in ``agent_data.extra_fields``; returns verl's triple."""
         from gta_verl.agent.retriever_access import aretrieve_guarded
         from gta_verl.data.types import RetrievalResult
@@ -152,9 +165,13 @@ class GraphSearchTool(BaseTool):
             return ToolResponse(text=INVALID_ACTION_MESSAGE.strip()), 0.0, {"invalid": 1}
         slot = reserve_search(fields, query)
         try:
-            (result,) = await aretrieve_guarded(await self._retriever(), [query], float(self.settings.timeout_s))
-        except Exception as exc:  # noqa: BLE001 - no client: shown to the policy as a failure
+            (result,) = await aretrieve_guarded(
+                await self._retriever(), [query], float(self.settings.timeout_s)
+            )
+        except Exception as exc:  # no client: shown to the policy as a failure
             result = RetrievalResult(query=query, error=f"{type(exc).__name__}: {exc}")
-        fitted = fit_observation(result.hits, result.error, int(self.settings.max_obs_chars), _chars, _unchars)
+        fitted = fit_observation(
+            result.hits, result.error, int(self.settings.max_obs_chars), _chars, _unchars
+        )
         fill_search(fields, slot, fitted.shown, result.error)
         return ToolResponse(text=_unchars(fitted.ids).strip()), 0.0, {"num_docs": len(fitted.shown)}

@@ -115,7 +115,7 @@ def compute_gta_selective_topk_kl(
     )
     response_mask = _fit_width(_padded(data["response_mask"], 0).float(), kl.shape[-1])
     # TensorDict refuses `key in td` (ambiguous for nested keys); membership goes through keys().
-    if DISTILL_MASK_KEY not in data.keys():  # noqa: SIM118
+    if DISTILL_MASK_KEY not in data.keys():
         raise KeyError(
             f"{LOSS_NAME} needs the per-token '{DISTILL_MASK_KEY}' field; run the gta_search_agent loop "
             "(gta_verl.agent.loop), whose output adds it"

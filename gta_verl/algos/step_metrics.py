@@ -130,4 +130,6 @@ def evidence_step_metrics(
 
 def kl_token_frac(distill_tokens: float, response_tokens: float) -> dict[str, float]:
     """``gta/kl_token_frac`` = Σ distill_mask / Σ response_mask over the step (0 if no tokens)."""
-    return {PREFIX + "kl_token_frac": float(distill_tokens) / float(response_tokens) if response_tokens else 0.0}
+    return {
+        PREFIX + "kl_token_frac": float(distill_tokens) / float(response_tokens) if response_tokens else 0.0
+    }

@@ -33,7 +33,13 @@ import torch
 
 from gta_verl.data.schema import RI_DISTILL_SELECT, distill_select, parse_ground_truth
 from gta_verl.recipe_guard import classic_trainer_refusal
-from gta_verl.verl_compat import AgentLoopManagerTQ, AgentLoopWorker, AgentLoopWorkerTQ, normalize_token_ids, tq
+from gta_verl.verl_compat import (
+    AgentLoopManagerTQ,
+    AgentLoopWorker,
+    AgentLoopWorkerTQ,
+    normalize_token_ids,
+    tq,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -259,8 +265,9 @@ class GTAAgentLoopManagerTQ(AgentLoopManagerTQ):
         # manager would then fail inside verl at step 1; say why instead (the recipe YAML's Hydra guard
         # says it before Ray; this covers launches that bypass Hydra).
         config = kwargs.get("config", args[0] if args else None)
-        message = classic_trainer_refusal(config or {}, "agent_loop_manager_class=GTAAgentLoopManagerTQ",
-                                          _get_mode(config))
+        message = classic_trainer_refusal(
+            config or {}, "agent_loop_manager_class=GTAAgentLoopManagerTQ", _get_mode(config)
+        )
         if message is not None:
             raise RuntimeError(message)
         super().__init__(*args, **kwargs)

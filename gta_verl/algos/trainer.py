@@ -56,8 +56,8 @@ from gta_verl.algos.route_weights import apply_route_weights, route_metrics, uns
 from gta_verl.algos.schedule import warmup_lambda
 from gta_verl.algos.step_metrics import evidence_step_metrics, kl_token_frac
 from gta_verl.data.schema import DISTILL_SELECT_DEFAULT, RI_DISTILL_SELECT
-from gta_verl.rewards.path_router import path_router_config_from_trainer
 from gta_verl.preflight import trainer_name
+from gta_verl.rewards.path_router import path_router_config_from_trainer
 from gta_verl.verl_compat import (
     PPOTrainerColocateAsync,
     PPOTrainerSeparateAsync,
@@ -156,7 +156,11 @@ class GTATrainerMixin:
 
     def init(self) -> None:
         """Start the retriever, let verl start its workers (the KB loads meanwhile), then wait."""
-        from gta_verl.agent.retriever_access import retriever_section, start_job_retriever, wait_retriever_ready
+        from gta_verl.agent.retriever_access import (
+            retriever_section,
+            start_job_retriever,
+            wait_retriever_ready,
+        )
 
         # Kept for the whole job: the actor is owned by this (TaskRunner) process.
         self.retriever_handle = start_job_retriever(self.config)
@@ -166,7 +170,9 @@ class GTATrainerMixin:
             health = wait_retriever_ready(self.retriever_handle, kb_dir)
             logger.info("gta-verl: retriever ready before the first rollout (%s): %s", kb_dir, health)
 
-    def _compute_metrics(self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int) -> None:
+    def _compute_metrics(
+        self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int
+    ) -> None:
         """verl's step metrics, then ``gta/*`` from the step's ``extra_fields`` (still in TQ)."""
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         dist = self.config.get("distillation", None)
@@ -178,8 +184,9 @@ class GTATrainerMixin:
         keep = _padding_keep(batch, len(extra))
         metrics.update(evidence_step_metrics(extra, keep))
         if with_kl:
-            metrics.update(kl_token_frac(_token_sum(data["distill_mask"], keep), _token_sum(data["response_mask"], keep)))
-
+            metrics.update(
+                kl_token_frac(_token_sum(data["distill_mask"], keep), _token_sum(data["response_mask"], keep))
+            )
 
     def _log_rollout_data(self, batch: Any, timing_raw: dict, rollout_data_dir: str) -> None:
         """verl's text dump (``trainer.rollout_data_dir``), plus the step's token layout next to it.
@@ -195,12 +202,14 @@ class GTATrainerMixin:
         super()._log_rollout_data(batch, timing_raw, rollout_data_dir)
         tensors = ["prompts", "responses", "response_mask", "advantages", "old_log_probs"]
         plain = ["uid", "reward_model", "extra_fields"]
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=tensors + plain)
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=tensors + plain
+        )
         keep = _padding_keep(batch, len(batch.keys))
-        rows = {k: [t.tolist() for t, ok in zip(data[k].unbind(0), keep) if ok] for k in tensors}
+        rows = {k: [t.tolist() for t, ok in zip(data[k].unbind(0), keep, strict=True) if ok] for k in tensors}
         for k in plain:
             values = data[k].tolist() if hasattr(data[k], "tolist") else list(data[k])
-            rows[k] = [v for v, ok in zip(values, keep) if ok]
+            rows[k] = [v for v, ok in zip(values, keep, strict=True) if ok]
         os.makedirs(rollout_data_dir, exist_ok=True)
         path = os.path.join(rollout_data_dir, f"{self.global_steps}.tokens.pt")
         torch.save({"step": int(self.global_steps), **rows}, path + ".tmp")

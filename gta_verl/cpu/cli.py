@@ -69,8 +69,9 @@ def _run(args: argparse.Namespace) -> int:
     from gta_verl.bundled import CPU_RUN_SH, require
 
     env = {**os.environ, "PYTHON": os.environ.get("PYTHON", sys.executable)}
-    return subprocess.call(["bash", str(require(CPU_RUN_SH, "the CPU recipe script")), args.recipe,
-                            *args.overrides], env=env)
+    return subprocess.call(
+        ["bash", str(require(CPU_RUN_SH, "the CPU recipe script")), args.recipe, *args.overrides], env=env
+    )
 
 
 def _tool_rows(args: argparse.Namespace) -> int:

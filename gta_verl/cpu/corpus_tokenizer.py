@@ -17,8 +17,16 @@ from gta_verl.agent.tokenizer import QWEN25_CHAT_TEMPLATE, SPECIAL_TOKENS
 from gta_verl.protocol import ANSWER_CLOSE, ANSWER_OPEN, INFO_CLOSE, INFO_OPEN, SEARCH_CLOSE, SEARCH_OPEN
 
 #: Tags written as one token each (not "special": decoding with skip_special_tokens keeps them).
-PROTOCOL_TOKENS = ("<think>", "</think>", SEARCH_OPEN, SEARCH_CLOSE, ANSWER_OPEN, ANSWER_CLOSE,
-                   INFO_OPEN, INFO_CLOSE)
+PROTOCOL_TOKENS = (
+    "<think>",
+    "</think>",
+    SEARCH_OPEN,
+    SEARCH_CLOSE,
+    ANSWER_OPEN,
+    ANSWER_CLOSE,
+    INFO_OPEN,
+    INFO_CLOSE,
+)
 DEFAULT_VOCAB = 4096
 
 
@@ -33,23 +41,42 @@ def train_corpus_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB
         A ``transformers.PreTrainedTokenizerFast`` with ``<|endoftext|>`` = 0, ``<|im_start|>`` = 1,
         ``<|im_end|>`` = 2 (eos), pad ``<|endoftext|>`` and the Qwen2.5 ChatML template.
     """
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
     backend = Tokenizer(models.BPE(byte_fallback=False))
     backend.normalizer = normalizers.NFC()
-    backend.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(PROTOCOL_TOKENS), min_frequency=2,
-                                  special_tokens=list(SPECIAL_TOKENS), show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - len(PROTOCOL_TOKENS),
+        min_frequency=2,
+        special_tokens=list(SPECIAL_TOKENS),
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     backend.train_from_iterator(list(texts), trainer=trainer)
-    backend.add_tokens([AddedToken(t, single_word=False, lstrip=False, rstrip=False, normalized=False,
-                                   special=False) for t in PROTOCOL_TOKENS])
+    backend.add_tokens(
+        [
+            AddedToken(t, single_word=False, lstrip=False, rstrip=False, normalized=False, special=False)
+            for t in PROTOCOL_TOKENS
+        ]
+    )
     tok = PreTrainedTokenizerFast(tokenizer_object=backend)
     tok.add_special_tokens({"additional_special_tokens": list(SPECIAL_TOKENS)})
     tok.eos_token = "<|im_end|>"

@@ -187,7 +187,7 @@ class PlatformCPU(PlatformBase):
         return "CUDA_VISIBLE_DEVICES"
 
     @contextmanager
-    def nvtx_range(self, msg: str):  # noqa: ANN201 - abstract signature
+    def nvtx_range(self, msg: str):  # abstract signature
         yield
 
     def profiler_start(self) -> None:

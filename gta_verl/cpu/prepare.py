@@ -27,7 +27,12 @@ class CPUInputs:
 
     def shell(self) -> str:
         """``MODEL_PATH=… KB_DIR=… STAGE1_TRAIN=… QA_FILES=…`` lines for ``eval`` in a shell."""
-        pairs = {"MODEL_PATH": self.model, "KB_DIR": self.kb, "STAGE1_TRAIN": self.stage1, "QA_FILES": self.qa}
+        pairs = {
+            "MODEL_PATH": self.model,
+            "KB_DIR": self.kb,
+            "STAGE1_TRAIN": self.stage1,
+            "QA_FILES": self.qa,
+        }
         return "\n".join(f"{k}={shlex.quote(str(v.resolve()))}" for k, v in pairs.items())
 
 
@@ -39,8 +44,8 @@ def default_root() -> Path:
 
 
 def _ensure_kb(kb_dir: Path) -> Path:
-    from gta_verl.kb.build import KBConfig, build_kb_from_files
     from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_OPENIE
+    from gta_verl.kb.build import KBConfig, build_kb_from_files
 
     if not (kb_dir / "manifest.json").is_file():
         build_kb_from_files(MUSIQUE_CORPUS, "hipporag", f"precomputed:{MUSIQUE_OPENIE}", kb_dir, KBConfig())
@@ -57,11 +62,15 @@ def _ensure_stage1(kb_dir: Path, out: Path, seed: int) -> Path:
         return out
     retriever = GraphRetriever.from_kb_dir(kb_dir)  # the deployed default config, as in training
     kb = retriever.kb
-    result = synthesize(kb, retriever, make_generator("template", seed=seed), n=N_SYNTH, seed=seed, progress=False)
+    result = synthesize(
+        kb, retriever, make_generator("template", seed=seed), n=N_SYNTH, seed=seed, progress=False
+    )
     if not result.validated:
         raise RuntimeError(f"synthesis over {kb_dir} kept no trajectory; funnel {result.funnel.to_dict()}")
     passages = {p.doc_id: p for p in kb.passages}
-    write_stage1_parquet(result.validated, out, passages, validated=True, metadata={"funnel": result.funnel.to_dict()})
+    write_stage1_parquet(
+        result.validated, out, passages, validated=True, metadata={"funnel": result.funnel.to_dict()}
+    )
     return out
 
 

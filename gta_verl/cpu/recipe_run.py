@@ -49,8 +49,10 @@ class RecipeRun:
             vals = [_fmt(self.steps[step].get(k)) for k, _ in cols]
             rows.append(f"| {step} | " + " | ".join(vals) + " |")
         cmd = f"bash recipes/cpu/run.sh {self.recipe}"
-        return (f"`{cmd}` → exit {self.returncode} in {self.seconds:.0f} s (log: `{self.log}`)\n\n"
-                + "\n".join(rows))
+        return (
+            f"`{cmd}` → exit {self.returncode} in {self.seconds:.0f} s (log: `{self.log}`)\n\n"
+            + "\n".join(rows)
+        )
 
 
 def _fmt(value: object) -> str:
@@ -77,8 +79,13 @@ def read_step_metrics(path: Path) -> dict[int, dict[str, float]]:
     return steps
 
 
-def run_cpu_recipe(recipe: str, out_dir: Path, env: dict[str, str] | None = None,
-                   overrides: tuple[str, ...] = (), timeout_s: float = 1800) -> RecipeRun:
+def run_cpu_recipe(
+    recipe: str,
+    out_dir: Path,
+    env: dict[str, str] | None = None,
+    overrides: tuple[str, ...] = (),
+    timeout_s: float = 1800,
+) -> RecipeRun:
     """``bash recipes/cpu/run.sh <recipe> <overrides>`` with its output in ``out_dir``.
 
     Args:
@@ -92,12 +99,24 @@ def run_cpu_recipe(recipe: str, out_dir: Path, env: dict[str, str] | None = None
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics = out_dir / "metrics.jsonl"
     metrics.unlink(missing_ok=True)
-    full_env = {**os.environ, "PYTHON": sys.executable, "METRICS_JSONL": str(metrics),
-                "OUT_DIR": str(out_dir / "verl"), **(env or {})}
+    full_env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "METRICS_JSONL": str(metrics),
+        "OUT_DIR": str(out_dir / "verl"),
+        **(env or {}),
+    }
     full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env.get('PATH', '')}"
     log = out_dir / "run.log"
     t0 = time.perf_counter()
     with open(log, "w", encoding="utf-8") as fh:
-        proc = subprocess.run(["bash", str(run_sh), recipe, *overrides], env=full_env, cwd=out_dir,
-                              stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
+        proc = subprocess.run(
+            ["bash", str(run_sh), recipe, *overrides],
+            env=full_env,
+            cwd=out_dir,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            timeout=timeout_s,
+            check=False,
+        )
     return RecipeRun(recipe, proc.returncode, time.perf_counter() - t0, read_step_metrics(metrics), log)

@@ -124,9 +124,13 @@ class HFCPUServerAdapter(BaseRollout):
             **kwargs: ``peft_config`` / ``base_sync_done`` (LoRA is not supported here).
         """
         if wire_format != "named_tensors":
-            raise NotImplementedError(f"hf_cpu rollout supports wire_format='named_tensors', got {wire_format!r}")
+            raise NotImplementedError(
+                f"hf_cpu rollout supports wire_format='named_tensors', got {wire_format!r}"
+            )
         if kwargs.get("peft_config") is not None:
-            raise NotImplementedError("hf_cpu rollout does not support LoRA adapters (use model.lora.merge=True)")
+            raise NotImplementedError(
+                "hf_cpu rollout does not support LoRA adapters (use model.lora.merge=True)"
+            )
         keep = self.rollout_rank == 0
         state = {}
         for name, tensor in weights:  # every rank iterates: full_tensor() is a collective

@@ -6,9 +6,10 @@ and expects a ``TokenOutput`` whose ``extra_fields["global_steps"]`` is the int 
 (``llm_server.py:161`` copies it into ``min/max_global_steps``; the V1 trainer builds an int array
 from them). The replica and the trainer also call the lifecycle methods below (sleep / wake-up /
 abort / profiling / KV-cache); on a CPU with one in-process model they have nothing to free, except
-that abort / resume are verl's partial rollouts (``colocate_async``): :meth:`HFRolloutServer.abort_all_requests`
-answers the requests in flight with their tokens so far (stop reason ``"aborted"``) and parks new
-ones until :meth:`HFRolloutServer.resume_generation`, as verl's vLLM server does.
+that abort / resume are verl's partial rollouts (``colocate_async``):
+:meth:`HFRolloutServer.abort_all_requests` answers the requests in flight with their tokens so far
+(stop reason ``"aborted"``) and parks new ones until :meth:`HFRolloutServer.resume_generation`, as
+verl's vLLM server does.
 
 Weights arrive through :meth:`HFRolloutServer.load_weights` from the in-worker adapter
 (:class:`gta_verl.cpu.rollout.HFCPUServerAdapter`), then :meth:`set_global_steps` stamps the version.
@@ -42,8 +43,14 @@ class HFRolloutServer:
             (:func:`gta_verl.llm.hf_batch_generate.hf_generate_batch`); 1 serves them one by one.
     """
 
-    def __init__(self, model_path: str, response_length: int, seed: int = 0, trust_remote_code: bool = False,
-                 max_batch: int = 64):
+    def __init__(
+        self,
+        model_path: str,
+        response_length: int,
+        seed: int = 0,
+        trust_remote_code: bool = False,
+        max_batch: int = 64,
+    ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -59,7 +66,9 @@ class HFRolloutServer:
         from gta_verl.llm.hf_batch_generate import GenerationBatcher
 
         self.max_batch = int(max_batch)
-        self._batcher = GenerationBatcher(self.model, self.tokenizer, self.response_length, self.max_batch, self._lock)
+        self._batcher = GenerationBatcher(
+            self.model, self.tokenizer, self.response_length, self.max_batch, self._lock
+        )
         self._serving = asyncio.Event()  # cleared between an abort and the resume
         self._serving.set()
         self._rejecting = False
@@ -78,8 +87,13 @@ class HFRolloutServer:
             raise ValueError("hf_cpu rollout serves text-only models")
         if not self._serving.is_set():
             if self._rejecting:  # verl's client retries an aborted request after a second
-                return TokenOutput(token_ids=[], log_probs=[], stop_reason="aborted", num_preempted=0,
-                                   extra_fields={"global_steps": int(self.global_steps)})
+                return TokenOutput(
+                    token_ids=[],
+                    log_probs=[],
+                    stop_reason="aborted",
+                    num_preempted=0,
+                    extra_fields={"global_steps": int(self.global_steps)},
+                )
             await self._serving.wait()  # parked until the weights are updated
         out = await self._batcher.generate(list(prompt_ids), dict(sampling_params))
         return TokenOutput(
@@ -102,7 +116,9 @@ class HFRolloutServer:
             result = self.model.load_state_dict(state_dict, strict=False)
         missing = [k for k in result.missing_keys if not k.startswith("lm_head.")]
         if result.unexpected_keys or missing:
-            raise KeyError(f"hf_cpu weight sync: unexpected {result.unexpected_keys[:5]}, missing {missing[:5]}")
+            raise KeyError(
+                f"hf_cpu weight sync: unexpected {result.unexpected_keys[:5]}, missing {missing[:5]}"
+            )
         self.weight_updates += 1
         return len(state_dict)
 
@@ -111,8 +127,11 @@ class HFRolloutServer:
 
     async def state(self) -> dict[str, Any]:
         """Weight version and update count (tests and debugging)."""
-        return {"global_steps": self.global_steps, "weight_updates": self.weight_updates,
-                "batches": list(self._batcher.batches)}
+        return {
+            "global_steps": self.global_steps,
+            "weight_updates": self.weight_updates,
+            "batches": list(self._batcher.batches),
+        }
 
     async def parameter_checksum(self) -> float:
         """Sum of all parameters: a cheap fingerprint that a weight sync changed the model."""

@@ -1,4 +1,5 @@
-"""Warm-start inputs: Stage-I questions split by target document, a corpus tokenizer, SFT rows from τ* replays.
+"""Warm-start inputs: Stage-I questions split by target document, a corpus tokenizer, SFT rows from τ*
+replays.
 
 The SFT rows are recorded from the real ``gta_search_agent`` loop replaying each reference trajectory τ* (a
 :class:`~gta_verl.agent.backends.ScriptedServerManager` speaks the reference turns) against the deployed
@@ -51,24 +52,35 @@ def init_model_dir(out: Path, tokenizer: Any, size: WarmStartModel = WarmStartMo
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=size.hidden, intermediate_size=size.intermediate,
-                         num_hidden_layers=size.layers, num_attention_heads=size.heads,
-                         num_key_value_heads=size.kv_heads, max_position_embeddings=4096,
-                         tie_word_embeddings=True, bos_token_id=tokenizer.pad_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                         torch_dtype="float32")
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=size.hidden,
+        intermediate_size=size.intermediate,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
+        num_key_value_heads=size.kv_heads,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="float32",
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id,
-                                               pad_token_id=tokenizer.pad_token_id)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
+    )
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
     return out
 
 
-def replay_rows(rows: Sequence[Mapping[str, Any]], tokenizer: Any, kb_dir: str | Path) -> list[dict[str, Any]]:
+def replay_rows(
+    rows: Sequence[Mapping[str, Any]], tokenizer: Any, kb_dir: str | Path
+) -> list[dict[str, Any]]:
     """Replay each row's τ* through the real agent loop; return SFT rows in the loop's token layout.
 
     Returns:
@@ -76,8 +88,8 @@ def replay_rows(rows: Sequence[Mapping[str, Any]], tokenizer: Any, kb_dir: str |
         1 on generated tokens, and ``n_searches``, ``answered`` of the replay (a check on the data).
     """
     from gta_verl.agent.backends import ScriptedServerManager
-    from gta_verl.data import schema
     from gta_verl.agent.runner import make_trainer_config, run_agent_rollouts
+    from gta_verl.data import schema
     from gta_verl.eval.replay import reference_scripts
     from gta_verl.eval.runner import build_retriever_client
 
@@ -87,11 +99,15 @@ def replay_rows(rows: Sequence[Mapping[str, Any]], tokenizer: Any, kb_dir: str |
     out = []
     for r in run_agent_rollouts(rows, manager, tokenizer, client, cfg, validate=True):
         ef = r.extra_fields
-        out.append({"input_ids": r.prompt_ids + r.response_ids,
-                    "loss_mask": [0] * len(r.prompt_ids) + [int(m) for m in r.response_mask],
-                    "n_searches": int(ef[schema.EF_NUM_SEARCHES]),
-                    "answered": ef[schema.EF_ANSWER] is not None,
-                    "truncated": bool(ef[schema.EF_TRUNCATED])})
+        out.append(
+            {
+                "input_ids": r.prompt_ids + r.response_ids,
+                "loss_mask": [0] * len(r.prompt_ids) + [int(m) for m in r.response_mask],
+                "n_searches": int(ef[schema.EF_NUM_SEARCHES]),
+                "answered": ef[schema.EF_ANSWER] is not None,
+                "truncated": bool(ef[schema.EF_TRUNCATED]),
+            }
+        )
     return out
 
 
@@ -100,8 +116,9 @@ def write_sft_parquet(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.table({"input_ids": [list(r["input_ids"]) for r in rows],
-                      "loss_mask": [list(r["loss_mask"]) for r in rows]})
+    table = pa.table(
+        {"input_ids": [list(r["input_ids"]) for r in rows], "loss_mask": [list(r["loss_mask"]) for r in rows]}
+    )
     tmp = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, tmp)
     tmp.replace(path)

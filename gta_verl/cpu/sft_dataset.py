@@ -2,9 +2,10 @@
 
 verl's ``MultiTurnSFTDataset`` renders each message through the chat template, so after the first
 ``</search>`` it trains ``<|im_end|>\\n<|im_start|>user\\n<info>…`` — a context the ``gta_search_agent`` loop
-never produces (it appends the observation raw, ``\\n\\n<info>…</info>\\n\\n``, inside one assistant response).
-The rows read here were recorded from the real loop replaying τ* (:mod:`gta_verl.cpu.sft_data`): ``input_ids``
-= prompt ids + response ids, ``loss_mask`` = 0 on the prompt and on every observation, 1 on generated tokens.
+never produces (it appends the observation raw, ``\\n\\n<info>…</info>\\n\\n``, inside one assistant
+response). The rows read here were recorded from the real loop replaying τ* (:mod:`gta_verl.cpu.sft_data`):
+``input_ids`` = prompt ids + response ids, ``loss_mask`` = 0 on the prompt and on every observation, 1 on
+generated tokens.
 Item layout is verl's ``no_padding`` mode (``multiturn_sft_dataset.py:404-420``).
 """
 
@@ -27,8 +28,9 @@ class AgentLayoutSFTDataset(Dataset):
         config: verl's ``data`` config (``max_length``, ``truncation``).
     """
 
-    def __init__(self, parquet_files: Any, tokenizer: Any, config: Any, processor: Any = None,
-                 max_samples: int = -1) -> None:
+    def __init__(
+        self, parquet_files: Any, tokenizer: Any, config: Any, processor: Any = None, max_samples: int = -1
+    ) -> None:
         import pyarrow.parquet as pq
 
         files = [parquet_files] if isinstance(parquet_files, str) else list(parquet_files)
@@ -38,11 +40,15 @@ class AgentLayoutSFTDataset(Dataset):
             missing = [c for c in COLUMNS if c not in table.column_names]
             if missing:
                 raise ValueError(f"{f}: SFT parquet needs columns {COLUMNS}, missing {missing}")
-            for i, (ids, mask) in enumerate(zip(table["input_ids"].to_pylist(), table["loss_mask"].to_pylist())):
+            for i, (ids, mask) in enumerate(
+                zip(table["input_ids"].to_pylist(), table["loss_mask"].to_pylist(), strict=True)
+            ):
                 if len(ids) != len(mask):
                     raise ValueError(f"{f}: row {i}: {len(ids)} input_ids but {len(mask)} loss_mask entries")
                 if tokenizer is not None and ids and max(ids) >= len(tokenizer):
-                    raise ValueError(f"{f}: row {i}: token id {max(ids)} outside the tokenizer ({len(tokenizer)})")
+                    raise ValueError(
+                        f"{f}: row {i}: token id {max(ids)} outside the tokenizer ({len(tokenizer)})"
+                    )
                 self.rows.append((ids, mask))
         if max_samples is not None and max_samples > 0:
             self.rows = self.rows[:max_samples]
@@ -60,5 +66,8 @@ class AgentLayoutSFTDataset(Dataset):
                 raise ValueError(f"row {i}: {len(ids)} tokens > data.max_length={self.max_length}")
             ids, mask = ids[: self.max_length], mask[: self.max_length]
         input_ids = torch.tensor(ids, dtype=torch.long)
-        return {"input_ids": input_ids, "position_ids": torch.arange(len(ids), dtype=torch.long),
-                "loss_mask": torch.tensor(mask, dtype=torch.long)}
+        return {
+            "input_ids": input_ids,
+            "position_ids": torch.arange(len(ids), dtype=torch.long),
+            "loss_mask": torch.tensor(mask, dtype=torch.long),
+        }

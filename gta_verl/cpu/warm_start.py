@@ -67,8 +67,9 @@ _KEY_DEFAULTS: dict[str, Any] = {"rl_fraction": 0.0, "split": "components", "val
 #: The main job's and the learning regression test's warm start: 96 paths, a 2-layer 128-wide Qwen2,
 #: 200 SFT steps (built in minutes on 2 cores; it memorizes its training questions, which is all a
 #: few GRPO steps need to see rewards that differ within a group).
-QUICK = SFTSettings(n_paths=96, steps=200, model=WarmStartModel(hidden=128, layers=2, heads=4, kv_heads=2,
-                                                                intermediate=384))
+QUICK = SFTSettings(
+    n_paths=96, steps=200, model=WarmStartModel(hidden=128, layers=2, heads=4, kv_heads=2, intermediate=384)
+)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,9 @@ class WarmStart:
 
     @property
     def complete(self) -> bool:
-        return (self.model / "model.safetensors").is_file() and self.train.is_file() and self.heldout.is_file()
+        return (
+            (self.model / "model.safetensors").is_file() and self.train.is_file() and self.heldout.is_file()
+        )
 
     @property
     def rl_questions(self) -> Path:
@@ -93,7 +96,8 @@ class WarmStart:
 
 
 def settings_key(settings: SFTSettings) -> dict[str, Any]:
-    """The settings that name a cached warm start (knobs left at a :data:`_KEY_DEFAULTS` value are omitted)."""
+    """The settings that name a cached warm start (knobs left at a :data:`_KEY_DEFAULTS` value are
+    omitted)."""
     return {k: v for k, v in asdict(settings).items() if k not in _KEY_DEFAULTS or _KEY_DEFAULTS[k] != v}
 
 
@@ -106,12 +110,20 @@ def default_root(kb_dir: str | Path, settings: SFTSettings = SFTSettings()) -> P
 
     files = read_manifest(kb_dir)["files"]
     key = json.dumps({"files": files, "settings": settings_key(settings)}, sort_keys=True)
-    return cache_dir() / "warm_start" / f"v{WARM_START_VERSION}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return (
+        cache_dir() / "warm_start" / f"v{WARM_START_VERSION}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    )
 
 
 def layout(root: Path) -> WarmStart:
-    return WarmStart(root=root, model=root / "model", init_model=root / "init", train=root / "stage1_train.parquet",
-                     heldout=root / "stage1_heldout.parquet", rl=root / "stage1_rl.parquet")
+    return WarmStart(
+        root=root,
+        model=root / "model",
+        init_model=root / "init",
+        train=root / "stage1_train.parquet",
+        heldout=root / "stage1_heldout.parquet",
+        rl=root / "stage1_rl.parquet",
+    )
 
 
 def _write_questions(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, Any]:
@@ -122,8 +134,14 @@ def _write_questions(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, A
     from gta_verl.synth.writer import write_stage1_parquet
 
     retriever = GraphRetriever.from_kb_dir(kb_dir)
-    res = synthesize(retriever.kb, retriever, make_generator("template", seed=s.seed), n=s.n_paths, seed=s.seed,
-                     progress=False)
+    res = synthesize(
+        retriever.kb,
+        retriever,
+        make_generator("template", seed=s.seed),
+        n=s.n_paths,
+        seed=s.seed,
+        progress=False,
+    )
     trajs = list(res.validated)
     # RL prompts (rl_fraction > 0) share no target document with an SFT question: a policy that memorized
     # its SFT questions has nothing to recall on them, as on the held-out side.
@@ -137,14 +155,23 @@ def _write_questions(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, A
     else:
         raise ValueError(f"SFTSettings.split must be 'components' or 'documents', got {s.split!r}")
     passages = {p.doc_id: p for p in retriever.kb.passages}
-    meta = {"funnel": res.funnel.to_dict(), "split": "no target document shared between train, RL and held-out",
-            "split_method": s.split, **({"split_counts": counts} if counts else {})}
+    meta = {
+        "funnel": res.funnel.to_dict(),
+        "split": "no target document shared between train, RL and held-out",
+        "split_method": s.split,
+        **({"split_counts": counts} if counts else {}),
+    }
     write_stage1_parquet([trajs[i] for i in train], ws.train, passages, metadata=meta)
     write_stage1_parquet([trajs[i] for i in held], ws.heldout, passages, metadata=meta)
     if rl:
         write_stage1_parquet([trajs[i] for i in rl], ws.rl, passages, metadata=meta)
-    return {"validated": len(trajs), "train": len(train), "rl": len(rl), "heldout": len(held),
-            "dropped_straddling_sides": len(trajs) - len(train) - len(rl) - len(held)}
+    return {
+        "validated": len(trajs),
+        "train": len(train),
+        "rl": len(rl),
+        "heldout": len(held),
+        "dropped_straddling_sides": len(trajs) - len(train) - len(rl) - len(held),
+    }
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -166,8 +193,13 @@ def _prepare_sft(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, Any]:
         recs = sft_data.replay_rows(rows, tok, kb_dir)
         sft_data.write_sft_parquet(recs, ws.root / "sft" / f"{name}.parquet")
         lens = [len(r["input_ids"]) for r in recs]
-        stats[name] = {"rows": len(recs), "tokens_mean": sum(lens) / len(lens), "tokens_max": max(lens),
-                       "answered": sum(r["answered"] for r in recs), "truncated": sum(r["truncated"] for r in recs)}
+        stats[name] = {
+            "rows": len(recs),
+            "tokens_mean": sum(lens) / len(lens),
+            "tokens_max": max(lens),
+            "answered": sum(r["answered"] for r in recs),
+            "truncated": sum(r["truncated"] for r in recs),
+        }
     return stats
 
 
@@ -180,31 +212,59 @@ def sft_command(ws: WarmStart, s: SFTSettings, out_dir: Path, max_length: int, n
     sft = ws.root / "sft"
     per_epoch = max(1, n_train // s.batch_size)  # the sampler drops the last partial batch
     return [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=1",
-        "-m", "verl.trainer.sft_trainer",
-        f"model.path={ws.init_model}", f"data.train_files={sft / 'train.parquet'}",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes=1",
+        "--nproc_per_node=1",
+        "-m",
+        "verl.trainer.sft_trainer",
+        f"model.path={ws.init_model}",
+        f"data.train_files={sft / 'train.parquet'}",
         f"data.val_files={sft / 'val.parquet'}",
-        "data.custom_cls.path=pkg://gta_verl.cpu.sft_dataset", "data.custom_cls.name=AgentLayoutSFTDataset",
-        f"data.max_length={max_length}", f"data.train_batch_size={s.batch_size}",
-        f"data.micro_batch_size_per_gpu={s.micro_batch}", "data.use_dynamic_bsz=false", "data.num_workers=0",
-        "data.pad_mode=no_padding", "engine.strategy=fsdp2", "engine.use_torch_compile=false",
-        "+engine.mixed_precision.param_dtype=fp32", "+model.override_config.attn_implementation=sdpa",
-        "model.use_remove_padding=false", "model.enable_gradient_checkpointing=false",
-        f"optim.lr={s.lr}", f"optim.lr_scheduler_type={s.scheduler}", f"optim.lr_warmup_steps_ratio={s.warmup_ratio}",
-        "trainer.device=cpu", "trainer.logger=[console,file]",
-        f"trainer.total_training_steps={s.steps}", f"trainer.total_epochs={-(-s.steps // per_epoch)}",
+        "data.custom_cls.path=pkg://gta_verl.cpu.sft_dataset",
+        "data.custom_cls.name=AgentLayoutSFTDataset",
+        f"data.max_length={max_length}",
+        f"data.train_batch_size={s.batch_size}",
+        f"data.micro_batch_size_per_gpu={s.micro_batch}",
+        "data.use_dynamic_bsz=false",
+        "data.num_workers=0",
+        "data.pad_mode=no_padding",
+        "engine.strategy=fsdp2",
+        "engine.use_torch_compile=false",
+        "+engine.mixed_precision.param_dtype=fp32",
+        "+model.override_config.attn_implementation=sdpa",
+        "model.use_remove_padding=false",
+        "model.enable_gradient_checkpointing=false",
+        f"optim.lr={s.lr}",
+        f"optim.lr_scheduler_type={s.scheduler}",
+        f"optim.lr_warmup_steps_ratio={s.warmup_ratio}",
+        "trainer.device=cpu",
+        "trainer.logger=[console,file]",
+        f"trainer.total_training_steps={s.steps}",
+        f"trainer.total_epochs={-(-s.steps // per_epoch)}",
         "trainer.resume_mode=disable",
-        f"trainer.test_freq={max(1, s.steps // 6)}", f"trainer.save_freq={s.steps}",
-        f"trainer.default_local_dir={out_dir}", "trainer.project_name=gta_verl_warm_start",
-        f"trainer.experiment_name=sft_s{s.seed}", f"trainer.seed={s.seed}",
+        f"trainer.test_freq={max(1, s.steps // 6)}",
+        f"trainer.save_freq={s.steps}",
+        f"trainer.default_local_dir={out_dir}",
+        "trainer.project_name=gta_verl_warm_start",
+        f"trainer.experiment_name=sft_s{s.seed}",
+        f"trainer.seed={s.seed}",
         "checkpoint.save_contents=[model,optimizer,extra,hf_model]",
     ]
 
 
 def sft_env() -> dict[str, str]:
-    return {**os.environ, "VERL_USE_EXTERNAL_MODULES": "gta_verl.cpu.platform", "VERL_PLATFORM": "cpu",
-            "VERL_ENGINE_DEVICE": "cuda", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-            "WANDB_MODE": "disabled"}
+    return {
+        **os.environ,
+        "VERL_USE_EXTERNAL_MODULES": "gta_verl.cpu.platform",
+        "VERL_PLATFORM": "cpu",
+        "VERL_ENGINE_DEVICE": "cuda",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "WANDB_MODE": "disabled",
+    }
 
 
 def fix_dtype(hf_dir: Path) -> Path:
@@ -227,8 +287,12 @@ def _export(ckpt: Path, out: Path) -> None:
     os.replace(tmp, out)
 
 
-def build_warm_start(kb_dir: str | Path, root: str | Path | None = None, settings: SFTSettings = SFTSettings(),
-                     log_file: Path | None = None) -> WarmStart:
+def build_warm_start(
+    kb_dir: str | Path,
+    root: str | Path | None = None,
+    settings: SFTSettings = SFTSettings(),
+    log_file: Path | None = None,
+) -> WarmStart:
     """Build (or reuse) the warm start under ``root``; returns its paths. See the module docstring."""
     from gta_verl.cpu.sft_data import PROMPT_LENGTH, RESPONSE_LENGTH
 
@@ -251,9 +315,13 @@ def build_warm_start(kb_dir: str | Path, root: str | Path | None = None, setting
     log_path = log_file or ws.root / "sft" / "verl_sft.log"
     with open(log_path, "w") as logf:
         n_train = len(_rows(ws.train))
-        proc = subprocess.run(sft_command(ws, settings, out_dir, PROMPT_LENGTH + RESPONSE_LENGTH, n_train),
-                              env={**sft_env(), "VERL_FILE_LOGGER_PATH": str(ws.root / "sft" / "metrics.jsonl")},
-                              stdout=logf, stderr=subprocess.STDOUT, cwd=ws.root)
+        proc = subprocess.run(
+            sft_command(ws, settings, out_dir, PROMPT_LENGTH + RESPONSE_LENGTH, n_train),
+            env={**sft_env(), "VERL_FILE_LOGGER_PATH": str(ws.root / "sft" / "metrics.jsonl")},
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            cwd=ws.root,
+        )
     if proc.returncode != 0:
         raise RuntimeError(f"verl SFT failed (exit {proc.returncode}); see {log_path}")
     report["sft_s"] = round(time.perf_counter() - t1, 1)
@@ -275,16 +343,23 @@ def grpo_overrides(steps: int, seed: int, lr: float, n: int, batch: int) -> tupl
     """
     from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
 
-    return (f"data.train_batch_size={batch}", f"actor_rollout_ref.rollout.n={n}",
-            f"data.max_prompt_length={PROMPT_LENGTH}", f"data.max_response_length={RESPONSE_LENGTH}",
-            f"actor_rollout_ref.actor.ppo_mini_batch_size={batch}",
-            f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={batch * n}",
-            f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={batch * n}",
-            f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={batch * n}",
-            f"actor_rollout_ref.actor.optim.lr={lr}", "actor_rollout_ref.rollout.temperature=1.0",
-            f"gta.agent.max_obs_tokens={MAX_OBS_TOKENS}", f"data.seed={seed}", f"actor_rollout_ref.rollout.seed={seed}",
-            f"trainer.save_freq={steps}",
-            "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]")
+    return (
+        f"data.train_batch_size={batch}",
+        f"actor_rollout_ref.rollout.n={n}",
+        f"data.max_prompt_length={PROMPT_LENGTH}",
+        f"data.max_response_length={RESPONSE_LENGTH}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={batch}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={batch * n}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={batch * n}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={batch * n}",
+        f"actor_rollout_ref.actor.optim.lr={lr}",
+        "actor_rollout_ref.rollout.temperature=1.0",
+        f"gta.agent.max_obs_tokens={MAX_OBS_TOKENS}",
+        f"data.seed={seed}",
+        f"actor_rollout_ref.rollout.seed={seed}",
+        f"trainer.save_freq={steps}",
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+    )
 
 
 def checkpoint_dir(run_dir: Path, step: int) -> Path:

@@ -64,8 +64,10 @@ class TitleConflict:
 
     def __str__(self) -> str:
         shown = ", ".join(map(str, self.records[:5])) + (", …" if len(self.records) > 5 else "")
-        return (f"title {self.title!r} has {self.n_texts} different texts (records {shown}); "
-                "each kept as a passage")
+        return (
+            f"title {self.title!r} has {self.n_texts} different texts (records {shown}); "
+            "each kept as a passage"
+        )
 
 
 @dataclass(frozen=True)
@@ -169,9 +171,15 @@ def parse_context_record(rec: Mapping[str, Any], index: int) -> ContextRecord | 
     if why := _gold_problem(gold, paragraphs):
         return why
     qtype = rec.get("type")
-    return ContextRecord(index=index, qid=str(rec.get("_id", rec.get("id", index))), question=question,
-                         answers=answers, qtype=qtype if isinstance(qtype, str) else "",
-                         gold_titles=gold, paragraphs=paragraphs)
+    return ContextRecord(
+        index=index,
+        qid=str(rec.get("_id", rec.get("id", index))),
+        question=question,
+        answers=answers,
+        qtype=qtype if isinstance(qtype, str) else "",
+        gold_titles=gold,
+        paragraphs=paragraphs,
+    )
 
 
 def read_hotpot_context(path: str | Path, strict: bool = False) -> LoadReport[ContextRecord]:
@@ -265,12 +273,21 @@ def build_context_corpus(records: Sequence[ContextRecord], path: str = "") -> Co
             else:
                 ids[key] = make_doc_id(title, text)
                 passages.append(Passage(ids[key], title, text))
-    return ContextCorpus(passages=tuple(passages), n_paragraphs=n, rejected=tuple(rejected),
-                         title_conflicts=_title_conflicts(records), ids=ids)
+    return ContextCorpus(
+        passages=tuple(passages),
+        n_paragraphs=n,
+        rejected=tuple(rejected),
+        title_conflicts=_title_conflicts(records),
+        ids=ids,
+    )
 
 
-def context_examples(records: Sequence[ContextRecord], corpus: ContextCorpus, data_source: str = "hotpotqa",
-                     split: str = "train") -> list[QAExample]:
+def context_examples(
+    records: Sequence[ContextRecord],
+    corpus: ContextCorpus,
+    data_source: str = "hotpotqa",
+    split: str = "train",
+) -> list[QAExample]:
     """One :class:`QAExample` per record; gold = its supporting-fact paragraphs as corpus doc ids.
 
     Args:
@@ -286,15 +303,23 @@ def context_examples(records: Sequence[ContextRecord], corpus: ContextCorpus, da
         for title, text in rec.paragraphs:
             own.setdefault(title, text)  # a repeated gold title has one text (checked when parsed)
         gold = [corpus.doc_id(t, own[t]) for t in rec.gold_titles]
-        out.append(QAExample(
-            qid=rec.qid, question=rec.question, answers=rec.answers, supporting_doc_ids=tuple(gold),
-            hops=len(gold), data_source=data_source, split=split,
-            supporting_texts=tuple(by_id[d].contents for d in gold),
-        ))
+        out.append(
+            QAExample(
+                qid=rec.qid,
+                question=rec.question,
+                answers=rec.answers,
+                supporting_doc_ids=tuple(gold),
+                hops=len(gold),
+                data_source=data_source,
+                split=split,
+                supporting_texts=tuple(by_id[d].contents for d in gold),
+            )
+        )
     return out
 
 
 def qa_report(records: LoadReport[ContextRecord], examples: Sequence[QAExample]) -> LoadReport[QAExample]:
     """The QA examples with the record report's counts and rejections (for ``prepare_qa``)."""
-    return LoadReport(path=records.path, records=list(examples), rejected=list(records.rejected),
-                      n_in=records.n_in)
+    return LoadReport(
+        path=records.path, records=list(examples), rejected=list(records.rejected), n_in=records.n_in
+    )

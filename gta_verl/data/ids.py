@@ -24,5 +24,5 @@ def make_doc_id(title: str, text: str) -> str:
     >>> make_doc_id("Paris", "Paris is the capital of France.")
     'dac7f43590fed07c1'
     """
-    digest = hashlib.sha1(f"{title}\x1f{text}".encode("utf-8")).hexdigest()
+    digest = hashlib.sha1(f"{title}\x1f{text}".encode()).hexdigest()
     return DOC_ID_PREFIX + digest[:16]

@@ -82,9 +82,8 @@ class LoadReport(Generic[T]):
     def summary(self) -> str:
         """One line: rows in / loaded / rejected, then the reasons by count."""
         why = ", ".join(f"{k}: {v}" for k, v in reason_counts(self.rejected).items())
-        return (
-            f"{self.path}: {self.n_in} in, {self.n_ok} loaded, {len(self.rejected)} rejected"
-            + (f" ({why})" if why else "")
+        return f"{self.path}: {self.n_in} in, {self.n_ok} loaded, {len(self.rejected)} rejected" + (
+            f" ({why})" if why else ""
         )
 
 
@@ -193,8 +192,9 @@ def _json_records(path: Path, what: str, col: _Collector[Any]) -> Iterator[tuple
 
 
 # --------------------------------------------------------------------------- corpora
-def _add_passage(col: _Collector[Passage], seen: dict[tuple[str, str], str], idx: int,
-                 title: Any, text: Any) -> None:
+def _add_passage(
+    col: _Collector[Passage], seen: dict[tuple[str, str], str], idx: int, title: Any, text: Any
+) -> None:
     if not isinstance(title, str) or not isinstance(text, str):
         col.reject(idx, "bad field: title and text must be strings")
     elif not text.strip():
@@ -355,16 +355,25 @@ def read_musique_qa(
             col.reject(i, "bad field: supporting paragraph without text")
             continue
         ids = [make_doc_id(t, x) for t, x in gold]
-        missing = [t for (t, _), d in zip(gold, ids) if corpus_ids is not None and d not in corpus_ids]
+        missing = [
+            t for (t, _), d in zip(gold, ids, strict=True) if corpus_ids is not None and d not in corpus_ids
+        ]
         if missing:
             col.reject(i, f"gold paragraph not in corpus: {missing[0]!r}")
             continue
         hops = len(rec.get("question_decomposition") or ()) or len(ids)
-        col.add(QAExample(
-            qid=str(rec.get("id", rec.get("_id", i))), question=question, answers=answers,
-            supporting_doc_ids=tuple(ids), hops=hops, data_source=data_source, split=split,
-            supporting_texts=tuple(f"{t}\n{x}" for t, x in gold),
-        ))
+        col.add(
+            QAExample(
+                qid=str(rec.get("id", rec.get("_id", i))),
+                question=question,
+                answers=answers,
+                supporting_doc_ids=tuple(ids),
+                hops=hops,
+                data_source=data_source,
+                split=split,
+                supporting_texts=tuple(f"{t}\n{x}" for t, x in gold),
+            )
+        )
     return col.report
 
 
@@ -399,11 +408,18 @@ def read_supporting_facts_qa(
             col.reject(i, why)
             continue
         gold = [by_title[t][0] for t in titles]
-        col.add(QAExample(
-            qid=str(rec.get("_id", rec.get("id", i))), question=question, answers=answers,
-            supporting_doc_ids=tuple(p.doc_id for p in gold), hops=len(gold),
-            data_source=data_source, split=split, supporting_texts=tuple(p.contents for p in gold),
-        ))
+        col.add(
+            QAExample(
+                qid=str(rec.get("_id", rec.get("id", i))),
+                question=question,
+                answers=answers,
+                supporting_doc_ids=tuple(p.doc_id for p in gold),
+                hops=len(gold),
+                data_source=data_source,
+                split=split,
+                supporting_texts=tuple(p.contents for p in gold),
+            )
+        )
     return col.report
 
 
@@ -422,8 +438,15 @@ def read_flashrag_qa(
         if not answers:
             col.reject(lineno, "no gold answer (golden_answers)")
             continue
-        col.add(QAExample(qid=str(obj.get("id", lineno)), question=q, answers=answers,
-                          data_source=data_source, split=split))
+        col.add(
+            QAExample(
+                qid=str(obj.get("id", lineno)),
+                question=q,
+                answers=answers,
+                data_source=data_source,
+                split=split,
+            )
+        )
     return col.report
 
 
@@ -441,8 +464,11 @@ def read_nq_open(
         elif not answers:
             col.reject(lineno, "no gold answer")
         else:
-            col.add(QAExample(qid=f"nq-{lineno}", question=q, answers=answers,
-                              data_source=data_source, split=split))
+            col.add(
+                QAExample(
+                    qid=f"nq-{lineno}", question=q, answers=answers, data_source=data_source, split=split
+                )
+            )
     return col.report
 
 
@@ -460,6 +486,14 @@ def read_react_hotpot(
         if not answers:
             col.reject(i, "no gold answer")
             continue
-        col.add(QAExample(qid=f"hotpot-{i}", question=rec["question"], answers=answers,
-                          hops=2, data_source=data_source, split=split))
+        col.add(
+            QAExample(
+                qid=f"hotpot-{i}",
+                question=rec["question"],
+                answers=answers,
+                hops=2,
+                data_source=data_source,
+                split=split,
+            )
+        )
     return col.report

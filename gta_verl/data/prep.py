@@ -29,7 +29,6 @@ from gta_verl.data.schema import DEFAULT_AGENT_NAME, make_verl_row
 from gta_verl.data.types import Passage, QAExample
 
 
-
 @dataclass
 class PrepResult:
     """What one prep step read, wrote and rejected (``n_in == n_written + len(rejected)``)."""
@@ -46,8 +45,10 @@ class PrepResult:
     def summary(self) -> str:
         why = "".join(f"\n    rejected {n} × {k}" for k, n in reason_counts(self.rejected).items())
         ok = "ok" if self.reconciles() else "DOES NOT RECONCILE"
-        return (f"{self.name}: {self.n_in} rows in, {self.n_written} written, {len(self.rejected)} rejected "
-                f"[{ok}] → {self.path}{why}")
+        return (
+            f"{self.name}: {self.n_in} rows in, {self.n_written} written, {len(self.rejected)} rejected "
+            f"[{ok}] → {self.path}{why}"
+        )
 
 
 def corpus_rows(passages: Sequence[Passage]) -> list[dict[str, str]]:
@@ -55,14 +56,17 @@ def corpus_rows(passages: Sequence[Passage]) -> list[dict[str, str]]:
     return [{"doc_id": p.doc_id, "title": p.title, "text": p.text} for p in passages]
 
 
-def qa_rows(examples: Sequence[QAExample], agent_name: str = DEFAULT_AGENT_NAME,
-            max_queries_per_turn: int = 1) -> list[dict[str, Any]]:
+def qa_rows(
+    examples: Sequence[QAExample], agent_name: str = DEFAULT_AGENT_NAME, max_queries_per_turn: int = 1
+) -> list[dict[str, Any]]:
     """verl parquet rows (``data_source, prompt, ability, reward_model, extra_info``), index = position.
 
     ``max_queries_per_turn``: the loop's K (``gta.agent.max_queries_per_turn``) the prompts describe.
     """
-    return [make_verl_row(ex, i, agent_name=agent_name, max_queries_per_turn=max_queries_per_turn)
-            for i, ex in enumerate(examples)]
+    return [
+        make_verl_row(ex, i, agent_name=agent_name, max_queries_per_turn=max_queries_per_turn)
+        for i, ex in enumerate(examples)
+    ]
 
 
 def write_parquet_atomic(rows: list[dict[str, Any]], path: str | Path) -> Path:
@@ -80,35 +84,54 @@ def _result(name: str, report: LoadReport[Any], path: Path, n_written: int, verb
     return res
 
 
-def prepare_corpus(input_path: str | Path, out_path: str | Path, fmt: str | None = None,
-                   strict: bool = False, verbose: bool = True) -> tuple[list[Passage], PrepResult]:
+def prepare_corpus(
+    input_path: str | Path,
+    out_path: str | Path,
+    fmt: str | None = None,
+    strict: bool = False,
+    verbose: bool = True,
+) -> tuple[list[Passage], PrepResult]:
     """Read a corpus (HippoRAG JSON / FlashRAG jsonl / parquet) and write the corpus parquet."""
     rep = read_corpus(input_path, fmt, strict=strict)
     path = write_parquet_atomic(corpus_rows(rep.records), out_path)
     return rep.records, _result(f"corpus {Path(input_path).name}", rep, path, rep.n_ok, verbose)
 
 
-def prepare_qa(report: LoadReport[QAExample], out_path: str | Path, agent_name: str = DEFAULT_AGENT_NAME,
-               verbose: bool = True, max_queries_per_turn: int = 1) -> PrepResult:
+def prepare_qa(
+    report: LoadReport[QAExample],
+    out_path: str | Path,
+    agent_name: str = DEFAULT_AGENT_NAME,
+    verbose: bool = True,
+    max_queries_per_turn: int = 1,
+) -> PrepResult:
     """Write a QA loader report as verl parquet (prompts for K = ``max_queries_per_turn``)."""
     path = write_parquet_atomic(qa_rows(report.records, agent_name, max_queries_per_turn), out_path)
     return _result(f"qa {Path(report.path).name}", report, path, report.n_ok, verbose)
 
 
-def prepare_hipporag_style(corpus_in: str | Path, qa_in: str | Path, out_dir: str | Path, name: str,
-                           split: str = "train", strict: bool = False,
-                           verbose: bool = True) -> dict[str, Path]:
-    """HippoRAG-format corpus + MuSiQue-style question file → ``<name>_corpus.parquet``, ``<name>_<split>.parquet``."""
+def prepare_hipporag_style(
+    corpus_in: str | Path,
+    qa_in: str | Path,
+    out_dir: str | Path,
+    name: str,
+    split: str = "train",
+    strict: bool = False,
+    verbose: bool = True,
+) -> dict[str, Path]:
+    """HippoRAG-format corpus + MuSiQue-style question file → ``<name>_corpus.parquet``,
+    ``<name>_<split>.parquet``."""
     out_dir = Path(out_dir)
     passages, c = prepare_corpus(corpus_in, out_dir / f"{name}_corpus.parquet", "hipporag", strict, verbose)
-    qa = read_musique_qa(qa_in, corpus_ids={p.doc_id: p for p in passages}, data_source=name,
-                         split=split, strict=strict)
+    qa = read_musique_qa(
+        qa_in, corpus_ids={p.doc_id: p for p in passages}, data_source=name, split=split, strict=strict
+    )
     q = prepare_qa(qa, out_dir / f"{name}_{split}.parquet", verbose=verbose)
     return {"corpus": c.path, "qa": q.path}
 
 
-def prepare_musique(out_dir: str | Path, assets_dir: str | Path | None = None,
-                    verbose: bool = True) -> dict[str, Path]:
+def prepare_musique(
+    out_dir: str | Path, assets_dir: str | Path | None = None, verbose: bool = True
+) -> dict[str, Path]:
     """The bundled MuSiQue subset → ``musique_corpus.parquet`` (1,890) + ``musique_train.parquet`` (100).
 
     Args:
@@ -119,24 +142,46 @@ def prepare_musique(out_dir: str | Path, assets_dir: str | Path | None = None,
     from gta_verl.bundled import MUSIQUE_DIR
 
     a = Path(assets_dir) / "musique" if assets_dir else MUSIQUE_DIR
-    return prepare_hipporag_style(a / "musique_train_corpus.json", a / "musique_train.json", out_dir,
-                                  "musique", "train", verbose=verbose)
+    return prepare_hipporag_style(
+        a / "musique_train_corpus.json",
+        a / "musique_train.json",
+        out_dir,
+        "musique",
+        "train",
+        verbose=verbose,
+    )
 
 
-def prepare_supporting_facts(corpus_in: str | Path, qa_in: str | Path, out_dir: str | Path, name: str,
-                             split: str = "dev", verbose: bool = True) -> dict[str, Path]:
+def prepare_supporting_facts(
+    corpus_in: str | Path,
+    qa_in: str | Path,
+    out_dir: str | Path,
+    name: str,
+    split: str = "dev",
+    verbose: bool = True,
+) -> dict[str, Path]:
     """2Wiki/HotpotQA (HippoRAG files with ``supporting_facts``) → corpus + QA parquet."""
     out_dir = Path(out_dir)
     passages, c = prepare_corpus(corpus_in, out_dir / f"{name}_corpus.parquet", None, False, verbose)
-    q = prepare_qa(read_supporting_facts_qa(qa_in, passages, data_source=name, split=split),
-                   out_dir / f"{name}_{split}.parquet", verbose=verbose)
+    q = prepare_qa(
+        read_supporting_facts_qa(qa_in, passages, data_source=name, split=split),
+        out_dir / f"{name}_{split}.parquet",
+        verbose=verbose,
+    )
     return {"corpus": c.path, "qa": q.path}
 
 
-def prepare_hotpot_context(qa_in: str | Path, out_dir: str | Path, name: str = "hotpotqa",
-                           split: str = "train", sample: int | None = None, seed: int = 0,
-                           limit: int | None = None, strict: bool = False,
-                           verbose: bool = True) -> dict[str, Path]:
+def prepare_hotpot_context(
+    qa_in: str | Path,
+    out_dir: str | Path,
+    name: str = "hotpotqa",
+    split: str = "train",
+    sample: int | None = None,
+    seed: int = 0,
+    limit: int | None = None,
+    strict: bool = False,
+    verbose: bool = True,
+) -> dict[str, Path]:
     """HotpotQA records → ``<name>_<split>.parquet`` (QA) + ``<name>_<split>_corpus.parquet`` (paragraphs).
 
     The corpus holds every context paragraph (gold + distractors) of the kept questions, deduplicated
@@ -164,10 +209,18 @@ def prepare_hotpot_context(qa_in: str | Path, out_dir: str | Path, name: str = "
     corpus = hc.build_context_corpus(rep.records, rep.path)
     out_dir = Path(out_dir)
     c_path = write_parquet_atomic(corpus_rows(corpus.passages), out_dir / f"{name}_{split}_corpus.parquet")
-    c = PrepResult(f"corpus (context paragraphs of {rep.n_ok} questions)", c_path, corpus.n_paragraphs,
-                   len(corpus.passages), list(corpus.rejected))
-    q = prepare_qa(hc.qa_report(rep, hc.context_examples(rep.records, corpus, name, split)),
-                   out_dir / f"{name}_{split}.parquet", verbose=verbose)
+    c = PrepResult(
+        f"corpus (context paragraphs of {rep.n_ok} questions)",
+        c_path,
+        corpus.n_paragraphs,
+        len(corpus.passages),
+        list(corpus.rejected),
+    )
+    q = prepare_qa(
+        hc.qa_report(rep, hc.context_examples(rep.records, corpus, name, split)),
+        out_dir / f"{name}_{split}.parquet",
+        verbose=verbose,
+    )
     if verbose:
         print(c.summary())
         for conflict in corpus.title_conflicts:
@@ -182,8 +235,15 @@ QA_READERS: dict[str, Callable[..., LoadReport[QAExample]]] = {
 }
 
 
-def prepare_answers_only(kind: str, qa_in: str | Path, out_path: str | Path, data_source: str,
-                         split: str, limit: int | None = None, verbose: bool = True) -> PrepResult:
+def prepare_answers_only(
+    kind: str,
+    qa_in: str | Path,
+    out_path: str | Path,
+    data_source: str,
+    split: str,
+    limit: int | None = None,
+    verbose: bool = True,
+) -> PrepResult:
     """QA without gold passages (NQ-open, HotpotQA-simplified, FlashRAG jsonl) → verl parquet.
 
     ``limit`` keeps the first N questions; the rest count as rejected ("over limit").

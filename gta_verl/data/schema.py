@@ -21,7 +21,6 @@ use the ``gta/`` namespace below; all values are plain lists / scalars / strings
 from __future__ import annotations
 
 import math
-
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -97,8 +96,11 @@ def parse_ground_truth(gt: Mapping[str, Any] | Sequence[str] | str) -> tuple[lis
     """
     if isinstance(gt, Mapping):
         answers = gt.get(GT_ANSWERS, gt.get("answers", gt.get("answer", [])))
-        return (_answers(answers), _str_list(gt.get(GT_DOC_IDS, []), GT_DOC_IDS),
-                _str_list(gt.get(GT_SUPPORT_TEXTS, []), GT_SUPPORT_TEXTS))
+        return (
+            _answers(answers),
+            _str_list(gt.get(GT_DOC_IDS, []), GT_DOC_IDS),
+            _str_list(gt.get(GT_SUPPORT_TEXTS, []), GT_SUPPORT_TEXTS),
+        )
     return _answers(gt), [], []
 
 

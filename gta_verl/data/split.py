@@ -1,10 +1,11 @@
 """Train/held-out split of synthetic questions that share no target document across the split.
 
 Two questions are linked when their target sets S(x) intersect; every connected component of that graph goes
-wholly to one side, so no held-out question can be answered by recalling a document seen in training. Components
-are shuffled with ``seed`` and taken into the held-out side until it reaches ``heldout_fraction`` of the rows.
-When that graph is one giant component (many questions over a small corpus), :func:`split_by_document_communities`
-partitions the documents instead and drops the questions that straddle two sides.
+wholly to one side, so no held-out question can be answered by recalling a document seen in training.
+Components are shuffled with ``seed`` and taken into the held-out side until it reaches ``heldout_fraction``
+of the rows. When that graph is one giant component (many questions over a small corpus),
+:func:`split_by_document_communities` partitions the documents instead and drops the questions that straddle
+two sides.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ def _components(targets: Sequence[Sequence[str]]) -> list[list[int]]:
     return sorted(groups.values())
 
 
-def split_disjoint_targets(targets: Sequence[Sequence[str]], heldout_fraction: float = 0.2,
-                           seed: int = 0) -> tuple[list[int], list[int]]:
+def split_disjoint_targets(
+    targets: Sequence[Sequence[str]], heldout_fraction: float = 0.2, seed: int = 0
+) -> tuple[list[int], list[int]]:
     """Row indices ``(train, heldout)`` with no target document in both.
 
     Args:
@@ -64,8 +66,9 @@ def split_disjoint_targets(targets: Sequence[Sequence[str]], heldout_fraction: f
     return [i for i in range(len(targets)) if i not in held_set], sorted(held)
 
 
-def split_sft_rl_heldout(targets: Sequence[Sequence[str]], heldout_fraction: float = 0.2, rl_fraction: float = 0.0,
-                         seed: int = 0) -> tuple[list[int], list[int], list[int]]:
+def split_sft_rl_heldout(
+    targets: Sequence[Sequence[str]], heldout_fraction: float = 0.2, rl_fraction: float = 0.0, seed: int = 0
+) -> tuple[list[int], list[int], list[int]]:
     """Row indices ``(sft, rl, heldout)``, no target document on two sides.
 
     The held-out side is cut first (:func:`split_disjoint_targets`), then ``rl_fraction`` of the rest is cut
@@ -89,8 +92,12 @@ class DocumentSplit:
     dropped: list[int]
 
     def counts(self) -> dict[str, int]:
-        return {"sft": len(self.sft), "rl": len(self.rl), "heldout": len(self.heldout),
-                "dropped_straddling_sides": len(self.dropped)}
+        return {
+            "sft": len(self.sft),
+            "rl": len(self.rl),
+            "heldout": len(self.heldout),
+            "dropped_straddling_sides": len(self.dropped),
+        }
 
 
 def _document_communities(targets: Sequence[Sequence[str]], seed: int) -> list[list[str]]:
@@ -114,8 +121,9 @@ def _document_communities(targets: Sequence[Sequence[str]], seed: int) -> list[l
     return sorted(sorted(docs[i] for i in comm) for comm in parts)
 
 
-def split_by_document_communities(targets: Sequence[Sequence[str]], heldout_fraction: float = 0.12,
-                                  rl_fraction: float = 0.12, seed: int = 0) -> DocumentSplit:
+def split_by_document_communities(
+    targets: Sequence[Sequence[str]], heldout_fraction: float = 0.12, rl_fraction: float = 0.12, seed: int = 0
+) -> DocumentSplit:
     """Partition the *documents*, then keep each question on the side that holds all its targets.
 
     When questions are many relative to the corpus, "shares a target document" links almost all of them into
@@ -135,8 +143,10 @@ def split_by_document_communities(targets: Sequence[Sequence[str]], heldout_frac
         The four sorted index lists; together they partition ``range(len(targets))``.
     """
     if not 0.0 < heldout_fraction < 1.0 or not 0.0 <= rl_fraction < 1.0 - heldout_fraction:
-        raise ValueError(f"need 0 < heldout_fraction < 1 and 0 <= rl_fraction < 1 - heldout_fraction, got "
-                         f"{heldout_fraction}, {rl_fraction}")
+        raise ValueError(
+            f"need 0 < heldout_fraction < 1 and 0 <= rl_fraction < 1 - heldout_fraction, got "
+            f"{heldout_fraction}, {rl_fraction}"
+        )
     comms = _document_communities(targets, seed)
     random.Random(seed).shuffle(comms)
     n_docs = sum(len(c) for c in comms)

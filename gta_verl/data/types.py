@@ -131,7 +131,7 @@ class RetrievalResult:
         return _as_dict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RetrievalResult":
+    def from_dict(cls, d: dict[str, Any]) -> RetrievalResult:
         hits = tuple(RetrievalHit(**h) for h in d.get("hits", ()))
         return cls(
             query=d["query"],

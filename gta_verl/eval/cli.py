@@ -31,40 +31,69 @@ def _key_value(text: str) -> tuple[str, Any]:
 def add_parser(subparsers: Any) -> None:
     """Register ``eval`` on the top-level ``gta-verl`` parser."""
     p = subparsers.add_parser(
-        "eval", help="evaluate a policy (EM/F1, evidence coverage, SF-F1, UAR, costs) and write a report",
+        "eval",
+        help="evaluate a policy (EM/F1, evidence coverage, SF-F1, UAR, costs) and write a report",
         description="Run a policy through the training agent loop and retriever on test questions, or "
         "score the validation generations verl dumped during training. Writes records/, report.md, "
         "report.json and plots/ to --out.",
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--policy", help="HF model path, or 'tiny-random-qwen2' (CPU smoke)")
-    src.add_argument("--from-verl-dump", metavar="DIR_OR_JSONL",
-                     help="trainer.validation_data_dir (latest step) or one <step>.jsonl")
-    p.add_argument("--data", default="", help="comma-separated verl QA parquet files (dump mode: optional, "
-                   "gives data_source/hops/qid)")
-    p.add_argument("--kb", help="KB directory of the retrieval environment "
-                   "(dump mode: optional, exact doc ids)")
+    src.add_argument(
+        "--from-verl-dump",
+        metavar="DIR_OR_JSONL",
+        help="trainer.validation_data_dir (latest step) or one <step>.jsonl",
+    )
+    p.add_argument(
+        "--data",
+        default="",
+        help="comma-separated verl QA parquet files (dump mode: optional, gives data_source/hops/qid)",
+    )
+    p.add_argument(
+        "--kb", help="KB directory of the retrieval environment (dump mode: optional, exact doc ids)"
+    )
     p.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="generation backend (default hf)")
     p.add_argument("--n-samples", type=int, default=1, help="rollouts per question (default 1)")
-    p.add_argument("--temperature", type=float, default=None,
-                   help="default: 0 (greedy) for one sample, 1.0 for several")
+    p.add_argument(
+        "--temperature", type=float, default=None, help="default: 0 (greedy) for one sample, 1.0 for several"
+    )
     p.add_argument("--max-actions", type=int, default=5, help="action budget B (paper: 5)")
-    p.add_argument("--max-obs-tokens", type=int, default=512,
-                   help="cap on one <info> observation in tokens, as gta.agent.max_obs_tokens (default 512)")
-    p.add_argument("--response-length", type=int, default=None,
-                   help="response token budget (default: the training config's data.max_response_length, 3072)")
-    p.add_argument("--prompt-length", type=int, default=None,
-                   help="prompt token budget (default: the training config's data.max_prompt_length, 1024)")
+    p.add_argument(
+        "--max-obs-tokens",
+        type=int,
+        default=512,
+        help="cap on one <info> observation in tokens, as gta.agent.max_obs_tokens (default 512)",
+    )
+    p.add_argument(
+        "--response-length",
+        type=int,
+        default=None,
+        help="response token budget (default: the training config's data.max_response_length, 3072)",
+    )
+    p.add_argument(
+        "--prompt-length",
+        type=int,
+        default=None,
+        help="prompt token budget (default: the training config's data.max_prompt_length, 1024)",
+    )
     p.add_argument("--max-questions", type=int, default=None, help="first N questions of each --data file")
-    p.add_argument("--retriever", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
-                   help="gta.retriever knob, repeatable "
-                   "(e.g. --retriever mode=dense for w/o graph retrieval)")
+    p.add_argument(
+        "--retriever",
+        type=_key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="gta.retriever knob, repeatable (e.g. --retriever mode=dense for w/o graph retrieval)",
+    )
     p.add_argument("--batch-size", type=int, default=16, help="questions per resumable chunk (default 16)")
     p.add_argument("--concurrency", type=int, default=8, help="rollouts in flight (default 8)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--step", type=int, default=None, help="dump mode: which <step>.jsonl (default latest)")
-    p.add_argument("--metrics-log", default=None,
-                   help="training metrics jsonl/CSV with path_router/route_share/* for the route-shares plot")
+    p.add_argument(
+        "--metrics-log",
+        default=None,
+        help="training metrics jsonl/CSV with path_router/route_share/* for the route-shares plot",
+    )
     p.add_argument("--name", default=None, help="row label of the policy in the tables")
     p.add_argument("--out", default="eval_out", help="output directory (default eval_out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -80,11 +109,19 @@ def run(args: argparse.Namespace) -> int:
     if args.from_verl_dump:
         from gta_verl.eval.verl_dumps import score_verl_dump
 
-        res, report = score_verl_dump(args.from_verl_dump, args.out, step=args.step,
-                                      data_paths=_data_paths(args.data), kb_dir=args.kb,
-                                      metrics_log=args.metrics_log, name=args.name or "policy")
-        print(f"scored {len(res.records)} of {res.n_in} dumped rollouts (step {res.step}); "
-              f"{len(res.rejected)} rejected" + (f", first: {res.rejected[0]}" if res.rejected else ""))
+        res, report = score_verl_dump(
+            args.from_verl_dump,
+            args.out,
+            step=args.step,
+            data_paths=_data_paths(args.data),
+            kb_dir=args.kb,
+            metrics_log=args.metrics_log,
+            name=args.name or "policy",
+        )
+        print(
+            f"scored {len(res.records)} of {res.n_in} dumped rollouts (step {res.step}); "
+            f"{len(res.rejected)} rejected" + (f", first: {res.rejected[0]}" if res.rejected else "")
+        )
         print(f"report: {report.markdown}")
         return 0 if res.records else 1
     data = _data_paths(args.data)
@@ -93,18 +130,38 @@ def run(args: argparse.Namespace) -> int:
     from gta_verl.eval.runner import EvalSettings, evaluate_policy
 
     settings = EvalSettings(
-        policy=args.policy, backend=args.backend, n_samples=args.n_samples, temperature=args.temperature,
-        max_actions=args.max_actions, max_obs_tokens=args.max_obs_tokens,
-        **{k: v for k, v in (("prompt_length", args.prompt_length), ("response_length", args.response_length))
-           if v is not None},
-        retriever=dict(args.retriever), seed=args.seed,
+        policy=args.policy,
+        backend=args.backend,
+        n_samples=args.n_samples,
+        temperature=args.temperature,
+        max_actions=args.max_actions,
+        max_obs_tokens=args.max_obs_tokens,
+        **{
+            k: v
+            for k, v in (("prompt_length", args.prompt_length), ("response_length", args.response_length))
+            if v is not None
+        },
+        retriever=dict(args.retriever),
+        seed=args.seed,
     )
-    res = evaluate_policy(args.policy, data, args.kb, out_dir=args.out, max_questions=args.max_questions,
-                          settings=settings, batch_size=args.batch_size, concurrency=args.concurrency,
-                          metrics_log=args.metrics_log, name=args.name, progress=not args.no_progress)
+    res = evaluate_policy(
+        args.policy,
+        data,
+        args.kb,
+        out_dir=args.out,
+        max_questions=args.max_questions,
+        settings=settings,
+        batch_size=args.batch_size,
+        concurrency=args.concurrency,
+        metrics_log=args.metrics_log,
+        name=args.name,
+        progress=not args.no_progress,
+    )
     o = res.summary.overall
-    print(f"{res.n_records} rollouts ({res.n_new} new, {res.n_skipped} already done): "
-          f"EM {100 * o['em']:.1f}  F1 {100 * o['f1']:.1f}  TargetDocCov {100 * o['target_doc_cov']:.1f}  "
-          f"searches/q {o['search_turns']:.2f}")
+    print(
+        f"{res.n_records} rollouts ({res.n_new} new, {res.n_skipped} already done): "
+        f"EM {100 * o['em']:.1f}  F1 {100 * o['f1']:.1f}  TargetDocCov {100 * o['target_doc_cov']:.1f}  "
+        f"searches/q {o['search_turns']:.2f}"
+    )
     print(f"report: {res.report.markdown}")
     return 0

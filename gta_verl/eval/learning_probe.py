@@ -8,11 +8,11 @@ mean change of the log-probability of each rollout's tokens:
     S_obs    = (1/N) Σ_i A_i · mean_{t: m_it = 0} [log π₁(y_it | ·) − log π₀(y_it | ·)]
 
 A_i is GRPO's group-normalized advantage of the reward *re-scored* from each rollout's text, ground
-truth and turn records (:func:`rescored_rewards`), so a sign flipped anywhere between the reward function
-and the loss shows. A correct policy-gradient step raises the log-probability of above-average rollouts' own tokens and
-lowers that of below-average ones, so S_policy > 0; a flipped reward or advantage sign makes it negative.
-With observation tokens masked out of the loss they change only through shared weights, so
-S_obs ≪ S_policy; training on them (a dropped mask) raises S_obs to the size of S_policy.
+truth and turn records (:func:`rescored_rewards`), so a sign flipped anywhere between the reward function and
+the loss shows. A correct policy-gradient step raises the log-probability of above-average rollouts' own
+tokens and lowers that of below-average ones, so S_policy > 0; a flipped reward or advantage sign makes it
+negative. With observation tokens masked out of the loss they change only through shared weights, so S_obs ≪
+S_policy; training on them (a dropped mask) raises S_obs to the size of S_policy.
 Rollouts without an observation token are left out of S_obs's mean.
 
 Which tokens are observations is read from the protocol, not from the dumped response mask (the very
@@ -40,19 +40,25 @@ class ProbeResult:
 
 def sequence_advantage(advantages: Sequence[float], mask: Sequence[int]) -> float:
     """GRPO's per-rollout advantage: the value at the first policy token (verl broadcasts it over them)."""
-    for a, m in zip(advantages, mask):
+    for a, m in zip(advantages, mask, strict=True):
         if m:
             return float(a)
     return 0.0
 
 
-def _mean_shift(before: Sequence[float], after: Sequence[float], mask: Sequence[int], want: int) -> float | None:
-    diffs = [b1 - b0 for b0, b1, m in zip(before, after, mask) if int(m) == want]
+def _mean_shift(
+    before: Sequence[float], after: Sequence[float], mask: Sequence[int], want: int
+) -> float | None:
+    diffs = [b1 - b0 for b0, b1, m in zip(before, after, mask, strict=True) if int(m) == want]
     return sum(diffs) / len(diffs) if diffs else None
 
 
-def probe(advantages: Sequence[float], before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
-          masks: Sequence[Sequence[int]]) -> ProbeResult:
+def probe(
+    advantages: Sequence[float],
+    before: Sequence[Sequence[float]],
+    after: Sequence[Sequence[float]],
+    masks: Sequence[Sequence[int]],
+) -> ProbeResult:
     """S_policy and S_obs of the module docstring.
 
     Args:
@@ -65,7 +71,7 @@ def probe(advantages: Sequence[float], before: Sequence[Sequence[float]], after:
         raise ValueError("advantages, before, after and masks must have one row per rollout")
     pol, obs = 0.0, 0.0
     n_obs = 0
-    for a, b0, b1, m in zip(advantages, before, after, masks):
+    for a, b0, b1, m in zip(advantages, before, after, masks, strict=True):
         p = _mean_shift(b0, b1, m, 1)
         o = _mean_shift(b0, b1, m, 0)
         pol += a * (p or 0.0)
@@ -73,8 +79,13 @@ def probe(advantages: Sequence[float], before: Sequence[Sequence[float]], after:
             obs += a * o
             n_obs += 1
     n = len(advantages)
-    return ProbeResult(pol / n if n else 0.0, obs / n_obs if n_obs else 0.0, n,
-                       sum(a > 0 for a in advantages), sum(a < 0 for a in advantages))
+    return ProbeResult(
+        pol / n if n else 0.0,
+        obs / n_obs if n_obs else 0.0,
+        n,
+        sum(a > 0 for a in advantages),
+        sum(a < 0 for a in advantages),
+    )
 
 
 def response_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Sequence[int]) -> list[float]:
@@ -83,7 +94,7 @@ def response_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Seque
 
     ids = torch.tensor([list(prompt_ids) + list(response_ids)], dtype=torch.long)
     with torch.no_grad():
-        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1: -1].float()  # [R, V]
+        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()  # [R, V]
     logp = torch.log_softmax(logits, dim=-1)
     return logp.gather(-1, torch.tensor(list(response_ids))[:, None]).squeeze(-1).tolist()
 
@@ -108,10 +119,10 @@ def grpo_advantages(rewards: Sequence[float], groups: Sequence[Any], eps: float 
     import statistics
 
     by: dict[Any, list[float]] = {}
-    for r, g in zip(rewards, groups):
+    for r, g in zip(rewards, groups, strict=True):
         by.setdefault(g, []).append(float(r))
     out = []
-    for r, g in zip(rewards, groups):
+    for r, g in zip(rewards, groups, strict=True):
         vals = by[g]
         if len(vals) < 2:
             out.append(0.0)
@@ -130,11 +141,15 @@ def rescored_rewards(dump: Mapping[str, Any], tokenizer: Any) -> list[float]:
     from gta_verl.rewards.scoring import ScoringRequest, score_trajectory_guided
 
     out = []
-    for ids, rm, extra in zip(dump["responses"], dump["reward_model"], dump["extra_fields"]):
+    for ids, rm, extra in zip(dump["responses"], dump["reward_model"], dump["extra_fields"], strict=True):
         answers, doc_ids, texts = parse_ground_truth(dict(rm)["ground_truth"])
-        request = ScoringRequest(response_text=tokenizer.decode(ids, skip_special_tokens=True),
-                                 answers=tuple(answers), target_doc_ids=tuple(doc_ids), support_texts=tuple(texts),
-                                 extra_fields=dict(extra or {}))
+        request = ScoringRequest(
+            response_text=tokenizer.decode(ids, skip_special_tokens=True),
+            answers=tuple(answers),
+            target_doc_ids=tuple(doc_ids),
+            support_texts=tuple(texts),
+            extra_fields=dict(extra or {}),
+        )
         out.append(score_trajectory_guided(request)[0])
     return out
 
@@ -147,8 +162,15 @@ def probe_step(dump: Mapping[str, Any], model_before: Any, model_after: Any, tok
     """
     from gta_verl.protocol import INFO_CLOSE, INFO_OPEN
 
-    open_id, close_id = tokenizer.convert_tokens_to_ids(INFO_OPEN), tokenizer.convert_tokens_to_ids(INFO_CLOSE)
+    open_id, close_id = (
+        tokenizer.convert_tokens_to_ids(INFO_OPEN),
+        tokenizer.convert_tokens_to_ids(INFO_CLOSE),
+    )
     adv = grpo_advantages(rescored_rewards(dump, tokenizer), dump["uid"])
-    before = [response_logprobs(model_before, p, r) for p, r in zip(dump["prompts"], dump["responses"])]
-    after = [response_logprobs(model_after, p, r) for p, r in zip(dump["prompts"], dump["responses"])]
+    before = [
+        response_logprobs(model_before, p, r) for p, r in zip(dump["prompts"], dump["responses"], strict=True)
+    ]
+    after = [
+        response_logprobs(model_after, p, r) for p, r in zip(dump["prompts"], dump["responses"], strict=True)
+    ]
     return probe(adv, before, after, [observation_positions(r, open_id, close_id) for r in dump["responses"]])

@@ -34,11 +34,25 @@ NAN = math.nan
 
 #: Keys of :func:`aggregate` in report order.
 SUMMARY_KEYS: tuple[str, ...] = (
-    "n", "n_questions", "em", "f1", "answered",
-    "n_with_targets", "target_doc_cov", "complete_traj_cov", "zero_target_turns",
-    "zero_target_turns_per_q", "search_turns", "sf_f1",
-    "n_with_evidence", "n_correct", "uar",
-    "retrieval_errors", "retrieval_error_rate", "invalid_actions", "response_tokens",
+    "n",
+    "n_questions",
+    "em",
+    "f1",
+    "answered",
+    "n_with_targets",
+    "target_doc_cov",
+    "complete_traj_cov",
+    "zero_target_turns",
+    "zero_target_turns_per_q",
+    "search_turns",
+    "sf_f1",
+    "n_with_evidence",
+    "n_correct",
+    "uar",
+    "retrieval_errors",
+    "retrieval_error_rate",
+    "invalid_actions",
+    "response_tokens",
 )
 
 
@@ -274,8 +288,15 @@ def average_over_groups(summaries: Mapping[Hashable, Mapping[str, float]]) -> di
     keys: list[str] = []
     for s in summaries.values():
         keys += [k for k in s if k not in keys]
-    summed = {"n", "n_questions", "n_with_targets", "n_with_evidence", "n_correct",
-              "zero_target_turns", "retrieval_errors"}
+    summed = {
+        "n",
+        "n_questions",
+        "n_with_targets",
+        "n_with_evidence",
+        "n_correct",
+        "zero_target_turns",
+        "retrieval_errors",
+    }
     out: dict[str, float] = {}
     for k in keys:
         vals = [float(s[k]) for s in summaries.values() if k in s and not math.isnan(float(s[k]))]

@@ -100,7 +100,7 @@ def plot_route_shares(series: Mapping[str, Sequence[tuple[int, float]]], out: Pa
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for route, points in series.items():
-        steps, shares = zip(*points) if points else ((), ())
+        steps, shares = zip(*points, strict=True) if points else ((), ())
         ax.plot(steps, [100 * s for s in shares], marker="o", markersize=3, label=route)
     ax.set_xlabel("training step")
     ax.set_ylabel("share of rollouts (%)")
@@ -115,8 +115,10 @@ def plot_coverage_by_hops(per_hops: Mapping[int, Mapping[str, float]], out: Path
     hops = [h for h in sorted(per_hops) if per_hops[h].get("n_with_targets", 0)]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     width = 0.38
-    for offset, key, label in ((-width / 2, "target_doc_cov", "TargetDocCov"),
-                               (width / 2, "complete_traj_cov", "CompleteTrajCov")):
+    for offset, key, label in (
+        (-width / 2, "target_doc_cov", "TargetDocCov"),
+        (width / 2, "complete_traj_cov", "CompleteTrajCov"),
+    ):
         vals = [100 * per_hops[h][key] if not math.isnan(per_hops[h][key]) else 0.0 for h in hops]
         ax.bar([i + offset for i in range(len(hops))], vals, width, label=label)
     ax.set_xticks(range(len(hops)), [f"{h}-hop (n={int(per_hops[h]['n_with_targets'])})" for h in hops])
@@ -151,7 +153,7 @@ def plot_route_distribution(per_dataset: Mapping[str, Mapping[str, float]], out:
     for key in routes:
         vals = [100 * per_dataset[d].get(key, 0.0) for d in names]
         ax.bar(names, vals, bottom=bottom, label=key.split("/", 1)[1])
-        bottom = [b + v for b, v in zip(bottom, vals)]
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_ylim(0, 100)
     ax.set_ylabel("share of rollouts (%)")
     ax.set_title("PathRouter routes at evaluation")

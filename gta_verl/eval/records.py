@@ -46,23 +46,47 @@ RecordKey = tuple[str, str, int]
 _STR, _INT, _F = pa.string(), pa.int64(), pa.float64()
 _LSTR = pa.list_(pa.string())
 ROLLOUT_SCHEMA: dict[str, pa.DataType] = {
-    "question": _STR, "gold_answers": _LSTR, "target_doc_ids": _LSTR, "turn_queries": _LSTR,
-    "turn_doc_ids": pa.list_(_LSTR), "answer": _STR, "retrieval_errors": _INT, "invalid_actions": _INT,
-    "response_tokens": _INT, "data_source": _STR, "hops": _INT, "qid": _STR, "sample_idx": _INT,
-    "retrieved_texts": _LSTR, "gold_texts": _LSTR,
+    "question": _STR,
+    "gold_answers": _LSTR,
+    "target_doc_ids": _LSTR,
+    "turn_queries": _LSTR,
+    "turn_doc_ids": pa.list_(_LSTR),
+    "answer": _STR,
+    "retrieval_errors": _INT,
+    "invalid_actions": _INT,
+    "response_tokens": _INT,
+    "data_source": _STR,
+    "hops": _INT,
+    "qid": _STR,
+    "sample_idx": _INT,
+    "retrieved_texts": _LSTR,
+    "gold_texts": _LSTR,
 }
 EXTRA_SCHEMA: dict[str, pa.DataType] = {
-    "prompt_tokens": _INT, "generated_tokens": _INT, "retrieval_latency_ms": pa.list_(_F),
+    "prompt_tokens": _INT,
+    "generated_tokens": _INT,
+    "retrieval_latency_ms": pa.list_(_F),
     "response_text": _STR,
 }
 METRIC_SCHEMA: dict[str, pa.DataType] = {
-    "em": _F, "f1": _F, "answered": pa.bool_(), "correct": pa.bool_(), "path_overlap": _F,
-    "route": _STR, "n_targets": _INT, "n_targets_hit": _INT, "complete_chain": _F,
-    "zero_target_turns": _F, "sf_f1": _F, "num_searches": _INT,
+    "em": _F,
+    "f1": _F,
+    "answered": pa.bool_(),
+    "correct": pa.bool_(),
+    "path_overlap": _F,
+    "route": _STR,
+    "n_targets": _INT,
+    "n_targets_hit": _INT,
+    "complete_chain": _F,
+    "zero_target_turns": _F,
+    "sf_f1": _F,
+    "num_searches": _INT,
 }
 SCHEMA = pa.schema(
     [("schema_version", pa.int32())]
-    + list(ROLLOUT_SCHEMA.items()) + list(EXTRA_SCHEMA.items()) + list(METRIC_SCHEMA.items())
+    + list(ROLLOUT_SCHEMA.items())
+    + list(EXTRA_SCHEMA.items())
+    + list(METRIC_SCHEMA.items())
 )
 
 

@@ -111,16 +111,29 @@ def _answer_quality(summary: EvalSummary, name: str) -> list[str]:
 
 def _retrieval_rows(groups: Mapping[Any, Mapping[str, float]], label: Any) -> list[list[str]]:
     return [
-        [label(k), _num(s["n_with_targets"], 0), _pct(s["target_doc_cov"]), _pct(s["complete_traj_cov"]),
-         _num(s["zero_target_turns"], 0), _num(s["zero_target_turns_per_q"]), _num(s["search_turns"])]
+        [
+            label(k),
+            _num(s["n_with_targets"], 0),
+            _pct(s["target_doc_cov"]),
+            _pct(s["complete_traj_cov"]),
+            _num(s["zero_target_turns"], 0),
+            _num(s["zero_target_turns_per_q"]),
+            _num(s["search_turns"]),
+        ]
         for k, s in groups.items()
     ]
 
 
 def _retrieval_behaviour(summary: EvalSummary) -> list[str]:
-    header = ["Dataset", "n (with gold docs)", "Target-doc coverage (%) ↑",
-              "Complete-trajectory coverage (%) ↑",
-              "Zero-target turns ↓", "Zero-target turns / rollout ↓", "Avg. search turns ↓"]
+    header = [
+        "Dataset",
+        "n (with gold docs)",
+        "Target-doc coverage (%) ↑",
+        "Complete-trajectory coverage (%) ↑",
+        "Zero-target turns ↓",
+        "Zero-target turns / rollout ↓",
+        "Avg. search turns ↓",
+    ]
     rows = _retrieval_rows(summary.per_dataset, str)
     rows += _retrieval_rows({"avg": summary.average}, lambda _: "Average (unweighted)")
     rows += _retrieval_rows({"all": summary.overall}, lambda _: "All rollouts (pooled)")
@@ -138,12 +151,31 @@ def _faithfulness(summary: EvalSummary, name: str) -> list[str]:
 
 
 def _by_hops(summary: EvalSummary) -> list[str]:
-    header = ["Hops", "n", "EM", "F1", "Target-doc cov. (%)", "Complete-traj. cov. (%)",
-              "Zero-target turns / rollout", "SF-F1", "UAR↓", "Search turns"]
+    header = [
+        "Hops",
+        "n",
+        "EM",
+        "F1",
+        "Target-doc cov. (%)",
+        "Complete-traj. cov. (%)",
+        "Zero-target turns / rollout",
+        "SF-F1",
+        "UAR↓",
+        "Search turns",
+    ]
     rows = [
-        [str(h) if h else "unknown", _num(s["n"], 0), _pct(s["em"]), _pct(s["f1"]), _pct(s["target_doc_cov"]),
-         _pct(s["complete_traj_cov"]), _num(s["zero_target_turns_per_q"]), _pct(s["sf_f1"]), _pct(s["uar"]),
-         _num(s["search_turns"])]
+        [
+            str(h) if h else "unknown",
+            _num(s["n"], 0),
+            _pct(s["em"]),
+            _pct(s["f1"]),
+            _pct(s["target_doc_cov"]),
+            _pct(s["complete_traj_cov"]),
+            _num(s["zero_target_turns_per_q"]),
+            _pct(s["sf_f1"]),
+            _pct(s["uar"]),
+            _num(s["search_turns"]),
+        ]
         for h, s in summary.per_hops.items()
     ]
     return ["## By hop count (all datasets pooled)", ""] + _table(header, rows)
@@ -155,24 +187,32 @@ def _routes(summary: EvalSummary) -> list[str]:
     if not keys:
         return ["## Route distribution", "", "No rollout has gold evidence texts: routes undefined.", ""]
     header = ["Dataset", "n (with gold texts)"] + [f"{k.split('/', 1)[1]} (%)" for k in keys]
-    rows = [[d, _num(s["n_with_evidence"], 0)] + [_pct(s.get(k, math.nan)) for k in keys]
-            for d, s in groups.items()]
+    rows = [
+        [d, _num(s["n_with_evidence"], 0)] + [_pct(s.get(k, math.nan)) for k in keys]
+        for d, s in groups.items()
+    ]
     return ["## Route distribution (PathRouter Fig. 3; θ_C, θ_P as configured)", ""] + _table(header, rows)
 
 
 def _cost(cost: Mapping[str, float], overall: Mapping[str, float]) -> list[str]:
     rows = [
-        ["Retrieval latency p50 / p95 (ms)",
-         f"{_num(cost['retrieval_latency_p50_ms'], 1)} / {_num(cost['retrieval_latency_p95_ms'], 1)}"
-         f" over {_num(cost['retrieval_calls_timed'], 0)} timed calls"],
+        [
+            "Retrieval latency p50 / p95 (ms)",
+            f"{_num(cost['retrieval_latency_p50_ms'], 1)} / {_num(cost['retrieval_latency_p95_ms'], 1)}"
+            f" over {_num(cost['retrieval_calls_timed'], 0)} timed calls",
+        ],
         ["Searches per question (mean)", _num(cost["searches_per_question"])],
-        ["Response tokens per trajectory (mean / p50 / p95)",
-         f"{_num(cost['response_tokens_mean'], 1)} / {_num(cost['response_tokens_p50'], 0)}"
-         f" / {_num(cost['response_tokens_p95'], 0)}"],
+        [
+            "Response tokens per trajectory (mean / p50 / p95)",
+            f"{_num(cost['response_tokens_mean'], 1)} / {_num(cost['response_tokens_p50'], 0)}"
+            f" / {_num(cost['response_tokens_p95'], 0)}",
+        ],
         ["Policy-generated tokens per trajectory (mean)", _num(cost["generated_tokens_mean"], 1)],
         ["Prompt tokens per trajectory (mean)", _num(cost["prompt_tokens_mean"], 1)],
-        ["Retrieval errors (total, % of searches)",
-         f"{_num(overall['retrieval_errors'], 0)} ({_pct(overall['retrieval_error_rate'])})"],
+        [
+            "Retrieval errors (total, % of searches)",
+            f"{_num(overall['retrieval_errors'], 0)} ({_pct(overall['retrieval_error_rate'])})",
+        ],
         ["Invalid actions per rollout (mean)", _num(overall["invalid_actions"])],
         ["Answered (%)", _pct(overall["answered"])],
     ]
@@ -186,9 +226,13 @@ def _paper_reference(summary: EvalSummary) -> list[str]:
         return []
     header = ["Published (EM / F1)"] + ds
     rows = [[m] + [f"{v[d][0]:.1f} / {v[d][1]:.1f}" for d in ds] for m, v in paper.GTA_RAG_TABLE1.items()]
-    out = ["## Published numbers for the same datasets", "",
-           "GTA-RAG Table 1 (full test sets, the papers' corpora; comparable only when this run "
-           "used the same test split and retrieval corpus — see docs/eval.md):", ""]
+    out = [
+        "## Published numbers for the same datasets",
+        "",
+        "GTA-RAG Table 1 (full test sets, the papers' corpora; comparable only when this run "
+        "used the same test split and retrieval corpus — see docs/eval.md):",
+        "",
+    ]
     out += _table(header, rows)
     pr_ds = [d for d in ds if d in paper.PATHROUTER_TABLE2]
     if pr_ds:
@@ -202,8 +246,11 @@ def _paper_reference(summary: EvalSummary) -> list[str]:
 
 
 def render_markdown(
-    summary: EvalSummary, cost: Mapping[str, float], name: str = "policy",
-    meta: Mapping[str, Any] | None = None, plot_paths: Mapping[str, Path] | None = None,
+    summary: EvalSummary,
+    cost: Mapping[str, float],
+    name: str = "policy",
+    meta: Mapping[str, Any] | None = None,
+    plot_paths: Mapping[str, Path] | None = None,
     title: str = "gta-verl evaluation report",
 ) -> str:
     """Render the markdown report from a :class:`EvalSummary` and :func:`cost_summary`."""
@@ -211,10 +258,14 @@ def render_markdown(
     for k, v in (meta or {}).items():
         lines.append(f"- **{k}**: {v}")
     o = summary.overall
-    lines += [f"- **rollouts**: {int(o['n'])} over {int(o['n_questions'])} questions, "
-              f"{len(summary.per_dataset)} dataset(s)", "",
-              "Percentages; `–` = undefined (no gold documents / evidence for that group). "
-              "Definitions in docs/eval.md.", ""]
+    lines += [
+        f"- **rollouts**: {int(o['n'])} over {int(o['n_questions'])} questions, "
+        f"{len(summary.per_dataset)} dataset(s)",
+        "",
+        "Percentages; `–` = undefined (no gold documents / evidence for that group). "
+        "Definitions in docs/eval.md.",
+        "",
+    ]
     lines += _answer_quality(summary, name) + _retrieval_behaviour(summary) + _faithfulness(summary, name)
     lines += _by_hops(summary) + _routes(summary) + _cost(cost, o) + _paper_reference(summary)
     if plot_paths:
@@ -242,15 +293,18 @@ def make_plots(
     out: dict[str, Path] = {}
     if any(s.get("n_with_targets", 0) for s in summary.per_hops.values()):
         out["coverage_by_hops"] = plots.plot_coverage_by_hops(
-            summary.per_hops, plot_dir / "coverage_by_hops.png")
+            summary.per_hops, plot_dir / "coverage_by_hops.png"
+        )
     if metrics:
         out["search_turns"] = plots.plot_search_turn_histogram(
-            [m.num_searches for m in metrics], plot_dir / "search_turns.png")
+            [m.num_searches for m in metrics], plot_dir / "search_turns.png"
+        )
     if any(k.startswith("route/") for s in summary.per_dataset.values() for k in s):
         out["routes"] = plots.plot_route_distribution(summary.per_dataset, plot_dir / "routes.png")
     if metrics_log is not None:
         out["route_shares_over_training"] = plots.plot_route_shares(
-            plots.read_route_shares(metrics_log), plot_dir / "route_shares_over_training.png")
+            plots.read_route_shares(metrics_log), plot_dir / "route_shares_over_training.png"
+        )
     return out
 
 
@@ -284,8 +338,14 @@ def write_report(
     plot_paths = make_plots(metrics, summary, out / "plots", metrics_log)
     md_path, json_path = out / "report.md", out / "report.json"
     write_text_atomic(md_path, render_markdown(summary, cost, name, meta, plot_paths, title))
-    payload = {"schema_version": SCHEMA_VERSION, "name": name, "meta": dict(meta or {}),
-               **summary.to_dict(), "cost": cost, "plots": {k: p.name for k, p in plot_paths.items()}}
+    payload = {
+        "schema_version": SCHEMA_VERSION,
+        "name": name,
+        "meta": dict(meta or {}),
+        **summary.to_dict(),
+        "cost": cost,
+        "plots": {k: p.name for k, p in plot_paths.items()},
+    }
     write_text_atomic(json_path, json.dumps(_json_safe(payload), indent=2, default=str))
     logger.info("wrote %s (%d rollouts)", md_path, len(records))
     return ReportPaths(markdown=md_path, json=json_path, plots=plot_paths)

@@ -44,7 +44,7 @@ BACKENDS = ("hf", "vllm")
 TRAINING_CONFIG = "gta_grpo.yaml"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def training_budget(config_name: str = TRAINING_CONFIG) -> tuple[int, int]:
     """``(data.max_prompt_length, data.max_response_length)`` of a packaged training config.
 
@@ -77,7 +77,8 @@ class EvalSettings:
         n_samples: Rollouts per question (metrics are pooled = avg@n).
         temperature: Sampling temperature; None = greedy (0.0) for one sample, 1.0 otherwise.
         max_actions: Action budget B of the agent loop (paper default 5).
-        max_obs_tokens: Cap on one observation (``gta.agent.max_obs_tokens``; must match the policy's training).
+        max_obs_tokens: Cap on one observation (``gta.agent.max_obs_tokens``; must match the policy's
+            training).
         prompt_length, response_length: Token budgets, as ``actor_rollout_ref.rollout``; default: the
             training config's (:func:`training_budget`, ``gta_grpo.yaml``: 1,024 / 3,072).
         retriever: ``gta.retriever`` knobs (e.g. ``{"mode": "dense"}`` for the w/o-graph ablation).
@@ -149,8 +150,9 @@ def load_rows(data_paths: Sequence[Path | str], max_questions: int | None = None
         try:
             df = pd.read_parquet(p)
         except (pa.ArrowException, OSError, ValueError) as exc:
-            raise DataFormatError(f"{p}: not a readable parquet file ({type(exc).__name__}: "
-                                  f"{str(exc).splitlines()[0][:200]})") from None
+            raise DataFormatError(
+                f"{p}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+            ) from None
         missing = {"prompt", "reward_model"} - set(df.columns)
         if missing:
             raise DataFormatError(f"{p}: not a verl QA parquet, missing columns {sorted(missing)}")
@@ -167,8 +169,12 @@ def row_identity(row: Mapping[str, Any]) -> tuple[str, str, str, int]:
         prompt = row.get("prompt")
         prompt = list(prompt.tolist() if hasattr(prompt, "tolist") else prompt or [])
         question = question_from_prompt(str(prompt[-1]["content"])) if prompt else ""
-    return str(row.get("data_source") or "unknown"), str(info.get("qid") or question), question, int(
-        info.get("hops") or 0)
+    return (
+        str(row.get("data_source") or "unknown"),
+        str(info.get("qid") or question),
+        question,
+        int(info.get("hops") or 0),
+    )
 
 
 # ------------------------------------------------------------------ adapters
@@ -227,8 +233,11 @@ def build_policy(settings: EvalSettings) -> tuple[Any, Any]:
     if settings.backend == "vllm":
         from gta_verl.eval.vllm_backend import VLLMServerManager
 
-        return VLLMServerManager(settings.policy, seed=settings.seed,
-                                 max_model_len=settings.prompt_length + settings.response_length), tok
+        return VLLMServerManager(
+            settings.policy,
+            seed=settings.seed,
+            max_model_len=settings.prompt_length + settings.response_length,
+        ), tok
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -243,9 +252,9 @@ def build_policy(settings: EvalSettings) -> tuple[Any, Any]:
 
 def build_retriever_client(kb_dir: Path | str, knobs: Mapping[str, Any]) -> Any:
     """The in-process client over the training retriever (``gta.retriever`` knobs)."""
+    from gta_verl.retrieval.retriever import GraphRetriever
     from gta_verl.retrieval.section import RetrieverSection
     from gta_verl.retrieval.serving.clients import InProcessRetrieverClient
-    from gta_verl.retrieval.retriever import GraphRetriever
 
     section = RetrieverSection.from_mapping({**dict(knobs), "kb_dir": str(kb_dir)})
     return InProcessRetrieverClient(GraphRetriever.from_kb_dir(str(kb_dir), section.retrieval))
@@ -258,13 +267,23 @@ def to_eval_record(rollout: Any, row: Mapping[str, Any], timer: TimedRetrieverCl
     gt = (row.get("reward_model") or {}).get("ground_truth", {})
     fields = rollout.extra_fields
     rec = schema.rollout_record_from_fields(
-        fields, gt, question=question, data_source=data_source, hops=hops, qid=qid,
-        sample_idx=rollout.sample_index, response_tokens=len(rollout.response_ids),
+        fields,
+        gt,
+        question=question,
+        data_source=data_source,
+        hops=hops,
+        qid=qid,
+        sample_idx=rollout.sample_index,
+        response_tokens=len(rollout.response_ids),
     )
     lat = tuple(timer.pop(q) for q in rec.turn_queries) if timer is not None else ()
-    return EvalRecord(rollout=rec, prompt_tokens=len(rollout.prompt_ids), retrieval_latency_ms=lat,
-                      response_text=rollout.response_text,
-                      generated_tokens=int(sum(rollout.response_mask)))
+    return EvalRecord(
+        rollout=rec,
+        prompt_tokens=len(rollout.prompt_ids),
+        retrieval_latency_ms=lat,
+        response_text=rollout.response_text,
+        generated_tokens=int(sum(rollout.response_mask)),
+    )
 
 
 def records_from_rollouts(rollouts: Sequence[Any]) -> list[EvalRecord]:
@@ -335,27 +354,58 @@ def evaluate_policy(
     writer = RecordWriter(out / "records", chunk_size=max(1, batch_size * settings.n_samples))
     done = writer.done_keys()
     todo = [i for i, r in enumerate(rows) if any(_key(r, s) not in done for s in range(settings.n_samples))]
-    logger.info("eval: %d questions × %d samples, %d questions left",
-                len(rows), settings.n_samples, len(todo))
+    logger.info(
+        "eval: %d questions × %d samples, %d questions left", len(rows), settings.n_samples, len(todo)
+    )
     n_new = 0
     if todo:
         server_manager, tokenizer, timer, cfg = _prepare(
-            settings, server_manager, tokenizer, retriever_client, kb_dir)
-        n_new = _run_chunks(rows, todo, settings, server_manager, tokenizer, timer, cfg, writer,
-                            batch_size, concurrency, progress)
+            settings, server_manager, tokenizer, retriever_client, kb_dir
+        )
+        n_new = _run_chunks(
+            rows,
+            todo,
+            settings,
+            server_manager,
+            tokenizer,
+            timer,
+            cfg,
+            writer,
+            batch_size,
+            concurrency,
+            progress,
+        )
     writer.flush()
     records = read_records(out / "records")
-    report = write_report(records, out, name=name or Path(settings.policy).name or settings.policy,
-                          meta=_report_meta(settings, data, kb_dir), metrics_log=metrics_log)
+    report = write_report(
+        records,
+        out,
+        name=name or Path(settings.policy).name or settings.policy,
+        meta=_report_meta(settings, data, kb_dir),
+        metrics_log=metrics_log,
+    )
     summary = summarize([score_record(r.rollout) for r in records])
-    return EvalResult(out_dir=out, records_dir=out / "records", report=report, summary=summary,
-                      n_records=len(records), n_new=n_new, n_skipped=writer.n_skipped)
+    return EvalResult(
+        out_dir=out,
+        records_dir=out / "records",
+        report=report,
+        summary=summary,
+        n_records=len(records),
+        n_new=n_new,
+        n_skipped=writer.n_skipped,
+    )
 
 
 def _report_meta(settings: EvalSettings, data: Sequence[str], kb_dir: Path | str) -> dict[str, Any]:
-    return {"policy": settings.policy, "backend": settings.backend, "data": ", ".join(data), "kb": str(kb_dir),
-            "n_samples": settings.n_samples, "temperature": settings.effective_temperature,
-            "action budget B": settings.max_actions}
+    return {
+        "policy": settings.policy,
+        "backend": settings.backend,
+        "data": ", ".join(data),
+        "kb": str(kb_dir),
+        "n_samples": settings.n_samples,
+        "temperature": settings.effective_temperature,
+        "action budget B": settings.max_actions,
+    }
 
 
 def _key(row: Mapping[str, Any], sample_idx: int) -> RecordKey:
@@ -363,8 +413,9 @@ def _key(row: Mapping[str, Any], sample_idx: int) -> RecordKey:
     return (data_source, qid, sample_idx)
 
 
-def _prepare(settings: EvalSettings, server_manager: Any, tokenizer: Any, retriever_client: Any,
-             kb_dir: Path | str) -> tuple[Any, Any, TimedRetrieverClient, Any]:
+def _prepare(
+    settings: EvalSettings, server_manager: Any, tokenizer: Any, retriever_client: Any, kb_dir: Path | str
+) -> tuple[Any, Any, TimedRetrieverClient, Any]:
     """Backend, tokenizer, timed retriever client and the agent loop's trainer config."""
     from gta_verl.agent.runner import make_trainer_config
 
@@ -374,31 +425,40 @@ def _prepare(settings: EvalSettings, server_manager: Any, tokenizer: Any, retrie
         raise ValueError("pass tokenizer= together with server_manager=")
     timer = TimedRetrieverClient(retriever_client or build_retriever_client(kb_dir, settings.retriever))
     cfg = make_trainer_config(
-        prompt_length=settings.prompt_length, response_length=settings.response_length,
-        gta={"agent": {"max_actions": settings.max_actions, "max_obs_tokens": settings.max_obs_tokens,
-                       "retriever_transport": "inprocess"}},
+        prompt_length=settings.prompt_length,
+        response_length=settings.response_length,
+        gta={
+            "agent": {
+                "max_actions": settings.max_actions,
+                "max_obs_tokens": settings.max_obs_tokens,
+                "retriever_transport": "inprocess",
+            }
+        },
         temperature=settings.effective_temperature,
     )
     return server_manager, tokenizer, timer, cfg
 
 
-def _run_chunks(rows, todo, settings, server_manager, tokenizer, timer, cfg, writer, batch_size, concurrency,
-                progress) -> int:
+def _run_chunks(
+    rows, todo, settings, server_manager, tokenizer, timer, cfg, writer, batch_size, concurrency, progress
+) -> int:
     """Roll out the pending questions chunk by chunk, flushing records after each chunk."""
     from tqdm.auto import tqdm
 
     from gta_verl.agent.runner import run_agent_rollouts
 
     n_new = 0
-    bar = tqdm(total=len(todo) * settings.n_samples, desc="eval rollouts", unit="rollout",
-               disable=not progress)
+    bar = tqdm(
+        total=len(todo) * settings.n_samples, desc="eval rollouts", unit="rollout", disable=not progress
+    )
     try:
         for start in range(0, len(todo), batch_size):
-            idx = todo[start:start + batch_size]
+            idx = todo[start : start + batch_size]
             chunk = [rows[i] for i in idx]
             manager = _GlobalIndexManager(server_manager, idx)
-            rollouts = run_agent_rollouts(chunk, manager, tokenizer, timer, cfg,
-                                          n_samples=settings.n_samples, concurrency=concurrency)
+            rollouts = run_agent_rollouts(
+                chunk, manager, tokenizer, timer, cfg, n_samples=settings.n_samples, concurrency=concurrency
+            )
             for ro in rollouts:
                 n_new += int(writer.add(to_eval_record(ro, chunk[ro.row_index], timer)))
             writer.flush()

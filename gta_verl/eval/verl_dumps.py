@@ -138,10 +138,10 @@ def _split_doc(chunk: str, index: DocIndex | None) -> tuple[str, str, str]:
         return make_doc_id(title, ""), title, ""
     if index:
         for c in cuts:
-            hit = _resolve(chunk[:c], chunk[c + 2:], index)
+            hit = _resolve(chunk[:c], chunk[c + 2 :], index)
             if hit is not None:
                 return hit[0], chunk[:c], hit[1]
-    title, text = chunk[: cuts[0]], chunk[cuts[0] + 2:]
+    title, text = chunk[: cuts[0]], chunk[cuts[0] + 2 :]
     return make_doc_id(title, text), title, text
 
 
@@ -267,8 +267,13 @@ def read_verl_dump(
         seen[q] += 1  # verl repeats each prompt val_kwargs.n times, interleaved
         result.records.append(rec)
     if result.rejected:
-        logger.warning("%s: %d of %d lines rejected, first: %s", file, len(result.rejected), result.n_in,
-                       result.rejected[0])
+        logger.warning(
+            "%s: %d of %d lines rejected, first: %s",
+            file,
+            len(result.rejected),
+            result.n_in,
+            result.rejected[0],
+        )
     return result
 
 
@@ -304,7 +309,7 @@ def kb_doc_index(kb_dir: Path | str) -> dict[str, list[tuple[str, str]]]:
         raise FileNotFoundError(f"{path}: not a KB directory (built by `gta-verl kb build`)")
     cols = pq.read_table(path, columns=["doc_id", "title", "text"]).to_pydict()
     index: dict[str, list[tuple[str, str]]] = {}
-    for doc_id, title, text in zip(cols["doc_id"], cols["title"], cols["text"]):
+    for doc_id, title, text in zip(cols["doc_id"], cols["title"], cols["text"], strict=True):
         index.setdefault(_nfc(title), []).append((doc_id, _nfc(text)))
     return index
 
@@ -332,13 +337,19 @@ def score_verl_dump(
 
     out = Path(out_dir)
     data_paths = [str(p) for p in data_paths]
-    res = read_verl_dump(dump, step, question_index(data_paths) if data_paths else None,
-                         kb_doc_index(kb_dir) if kb_dir else None)
+    res = read_verl_dump(
+        dump,
+        step,
+        question_index(data_paths) if data_paths else None,
+        kb_doc_index(kb_dir) if kb_dir else None,
+    )
     if not res.records:
         from gta_verl.data.loaders import DataFormatError
 
         first = f"; first: {res.rejected[0]}" if res.rejected else ""
-        raise DataFormatError(f"{res.path}: none of its {res.n_in} lines could be scored{first}; nothing written")
+        raise DataFormatError(
+            f"{res.path}: none of its {res.n_in} lines could be scored{first}; nothing written"
+        )
     run_file, source = out / "run.json", {"source": "verl_dump", "file": str(res.path.resolve())}
     if run_file.is_file() and json.loads(run_file.read_text()).get("file") != source["file"]:
         raise ValueError(f"{run_file}: {out} holds records of another run; use a new --out")
@@ -346,17 +357,34 @@ def score_verl_dump(
     run_file.write_text(json.dumps(source))
     with RecordWriter(out / "records", chunk_size=1024) as writer:
         writer.add_all(res.records)
-    meta = {"verl dump": str(res.path), "step": res.step, "lines": res.n_in,
-            "rejected lines": len(res.rejected),
-            "data": ", ".join(data_paths) or "(none: data_source from dump)"}
-    report = write_report(read_records(out / "records"), out, name=name, meta=meta, metrics_log=metrics_log,
-                          title="gta-verl evaluation report (verl validation dump)")
+    meta = {
+        "verl dump": str(res.path),
+        "step": res.step,
+        "lines": res.n_in,
+        "rejected lines": len(res.rejected),
+        "data": ", ".join(data_paths) or "(none: data_source from dump)",
+    }
+    report = write_report(
+        read_records(out / "records"),
+        out,
+        name=name,
+        meta=meta,
+        metrics_log=metrics_log,
+        title="gta-verl evaluation report (verl validation dump)",
+    )
     return res, report
 
 
 #: Metrics two evaluations of the same policy on the same questions must agree on.
 COMPARED_METRICS = (
-    "n", "em", "f1", "answered", "target_doc_cov", "complete_traj_cov", "search_turns", "retrieval_errors",
+    "n",
+    "em",
+    "f1",
+    "answered",
+    "target_doc_cov",
+    "complete_traj_cov",
+    "search_turns",
+    "retrieval_errors",
     "invalid_actions",
 )
 

@@ -95,9 +95,12 @@ class VLLMServerManager:
         comp = final.outputs[0]
         log_probs = None
         if comp.logprobs is not None:
-            log_probs = [float(step[tok].logprob) for tok, step in zip(comp.token_ids, comp.logprobs)]
-        return GenerationOutput(token_ids=list(comp.token_ids), log_probs=log_probs,
-                                stop_reason=str(comp.finish_reason))
+            log_probs = [
+                float(step[tok].logprob) for tok, step in zip(comp.token_ids, comp.logprobs, strict=True)
+            ]
+        return GenerationOutput(
+            token_ids=list(comp.token_ids), log_probs=log_probs, stop_reason=str(comp.finish_reason)
+        )
 
     def shutdown(self) -> None:
         """Stop the engine's background loop (best effort; vLLM versions differ)."""

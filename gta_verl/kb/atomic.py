@@ -1,10 +1,11 @@
 """Durable, atomic replacement of a KB directory, and the lock that serializes writers.
 
 A KB is written into a hidden sibling ``.NAME.tmp-XXXX`` (every file fsynced, the manifest last), then swapped
-with the old one in one ``renameat2(RENAME_EXCHANGE)`` call, so at every instant ``NAME`` is a complete KB, old or
-new. Where the kernel or file system has no exchange (non-Linux, some network file systems), two renames are used
-and :func:`recover` puts a complete KB back at ``NAME`` if a kill landed between them. Only one writer per
-``NAME`` at a time: :func:`write_lock` holds an ``flock`` on ``.NAME.lock`` for the whole build.
+with the old one in one ``renameat2(RENAME_EXCHANGE)`` call, so at every instant ``NAME`` is a complete KB,
+old or new. Where the kernel or file system has no exchange (non-Linux, some network file systems), two
+renames are used and :func:`recover` puts a complete KB back at ``NAME`` if a kill landed between them. Only
+one writer per ``NAME`` at a time: :func:`write_lock` holds an ``flock`` on ``.NAME.lock`` for the whole
+build.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def swap_into_place(tmp: Path, out: Path, exchange: Callable[[Path, Path], bool]
 
 
 def recover(out: Path, is_complete: Callable[[Path], bool]) -> Path | None:
-    """If ``out`` is missing after an interrupted two-rename swap, move a complete KB back; returns what moved.
+    """If ``out`` is missing after an interrupted two-rename swap, move a complete KB back; returns what
+    moved.
 
     Prefers the new KB (a ``.tmp-*`` whose manifest checks out, since the manifest is written last), else the
     old one (``.old-*``). Call only while holding :func:`write_lock`, or when no writer can be running.
@@ -104,7 +106,8 @@ def recover(out: Path, is_complete: Callable[[Path], bool]) -> Path | None:
 
 
 def leftovers(out: Path) -> list[Path]:
-    """The ``.NAME.tmp-*`` / ``.NAME.old-*`` directories next to ``out`` (a live writer's, or a killed one's)."""
+    """The ``.NAME.tmp-*`` / ``.NAME.old-*`` directories next to ``out`` (a live writer's, or a killed
+    one's)."""
     return [*_siblings(out, "tmp"), *_siblings(out, "old")]
 
 
@@ -147,8 +150,10 @@ def write_lock(out: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _holder_pid(fd)
-            raise KBWriteError(f"{out}: another `gta-verl kb build`/`kb add` (pid {holder}) is writing this KB; "
-                               "wait for it to finish or pick another --out") from None
+            raise KBWriteError(
+                f"{out}: another `gta-verl kb build`/`kb add` (pid {holder}) is writing this KB; "
+                "wait for it to finish or pick another --out"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         _held[lock] = 1
@@ -165,5 +170,7 @@ def check_free_space(parent: Path, need_bytes: int) -> None:
     """Fail before writing when the file system clearly cannot hold ``need_bytes``."""
     free = shutil.disk_usage(parent).free
     if free < need_bytes:
-        raise KBWriteError(f"{parent}: {free / 2**20:.1f} MiB free, the KB needs about {need_bytes / 2**20:.1f} MiB; "
-                           "free space or pick another --out")
+        raise KBWriteError(
+            f"{parent}: {free / 2**20:.1f} MiB free, the KB needs about {need_bytes / 2**20:.1f} MiB; "
+            "free space or pick another --out"
+        )

@@ -57,8 +57,10 @@ class KBConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.synonymy_threshold <= 1.0:
-            raise ValueError(f"synonymy_threshold must be in (0, 1], got {self.synonymy_threshold} "
-                             "(cosine of L2-normalized embeddings; HippoRAG 2 uses 0.8)")
+            raise ValueError(
+                f"synonymy_threshold must be in (0, 1], got {self.synonymy_threshold} "
+                "(cosine of L2-normalized embeddings; HippoRAG 2 uses 0.8)"
+            )
         if self.synonymy_k < 1:
             raise ValueError(f"synonymy_k must be ≥ 1, got {self.synonymy_k}")
         if self.synonymy_min_alnum < 0:
@@ -71,8 +73,9 @@ class KBConfig:
         return {k: v for k, v in asdict(self).items() if k not in ("openie_cache", "device")}
 
 
-def _encode(embedder: Embedder, texts: Sequence[str], known: Mapping[str, np.ndarray], batch: int,
-            progress: bool) -> np.ndarray:
+def _encode(
+    embedder: Embedder, texts: Sequence[str], known: Mapping[str, np.ndarray], batch: int, progress: bool
+) -> np.ndarray:
     """Encode ``texts`` → ``float32 [n, dim]``, reusing vectors in ``known`` (incremental add)."""
     out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
     todo = [i for i, t in enumerate(texts) if t not in known]
@@ -87,20 +90,29 @@ def _encode(embedder: Embedder, texts: Sequence[str], known: Mapping[str, np.nda
 def _known_vectors(kb: KnowledgeBase | None) -> tuple[dict[str, np.ndarray], ...]:
     if kb is None:
         return {}, {}, {}
-    return (dict(zip((p.contents for p in kb.passages), kb.passage_emb)),
-            dict(zip(kb.entities, kb.entity_emb)),
-            dict(zip((t.text for t in kb.triples), kb.triple_emb)))
+    return (
+        dict(zip((p.contents for p in kb.passages), kb.passage_emb, strict=True)),
+        dict(zip(kb.entities, kb.entity_emb, strict=True)),
+        dict(zip((t.text for t in kb.triples), kb.triple_emb, strict=True)),
+    )
 
 
 def as_extractions(triples_by_doc: Mapping[str, Any]) -> dict[str, Extraction]:
     """Accept {doc_id: Extraction} or {doc_id: [(s, r, o), ...]} (raw triples)."""
-    return {d: v if isinstance(v, Extraction) else make_extraction(d, (), v)
-            for d, v in triples_by_doc.items()}
+    return {
+        d: v if isinstance(v, Extraction) else make_extraction(d, (), v) for d, v in triples_by_doc.items()
+    }
 
 
-def build_kb(passages: Sequence[Passage], triples_by_doc: Mapping[str, Any], embedder: Embedder,
-             config: KBConfig = KBConfig(), progress: bool = True, reuse: KnowledgeBase | None = None,
-             extra_manifest: Mapping[str, Any] | None = None) -> KnowledgeBase:
+def build_kb(
+    passages: Sequence[Passage],
+    triples_by_doc: Mapping[str, Any],
+    embedder: Embedder,
+    config: KBConfig = KBConfig(),
+    progress: bool = True,
+    reuse: KnowledgeBase | None = None,
+    extra_manifest: Mapping[str, Any] | None = None,
+) -> KnowledgeBase:
     """Build the KB in memory (pure: no files written).
 
     Args:
@@ -131,20 +143,39 @@ def build_kb(passages: Sequence[Passage], triples_by_doc: Mapping[str, Any], emb
     triple_emb = _encode(embedder, [t.text for t in nodes.triples], kt, b, progress)
     timings["embedding_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    syn = synonymy_edges(entity_emb, nodes.entities, config.synonymy_threshold, config.synonymy_k,
-                         config.synonymy_min_alnum, progress=progress)
+    syn = synonymy_edges(
+        entity_emb,
+        nodes.entities,
+        config.synonymy_threshold,
+        config.synonymy_k,
+        config.synonymy_min_alnum,
+        progress=progress,
+    )
     timings["synonymy_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     rel = relation_edges(nodes.triple_entity_ids)
     graph, syn_skipped = assemble_graph(len(passages), len(nodes.entities), nodes.doc_entity, rel, syn)
     timings["graph_s"] = time.perf_counter() - t0
-    manifest = {"config": config.graph_dict(), "embedder": embedder.name, "dim": int(embedder.dim),
-                "build_counts": {**nodes.counts, "synonymy_pairs_merged_into_relation": syn_skipped},
-                "timings": {k: round(v, 3) for k, v in timings.items()}, **(extra_manifest or {})}
-    kb = KnowledgeBase(passages=tuple(passages), entities=tuple(nodes.entities), triples=tuple(nodes.triples),
-                       triple_entity_ids=nodes.triple_entity_ids, graph=graph, passage_emb=passage_emb,
-                       entity_emb=entity_emb, triple_emb=triple_emb, embedder_name=embedder.name,
-                       manifest=manifest)
+    manifest = {
+        "config": config.graph_dict(),
+        "embedder": embedder.name,
+        "dim": int(embedder.dim),
+        "build_counts": {**nodes.counts, "synonymy_pairs_merged_into_relation": syn_skipped},
+        "timings": {k: round(v, 3) for k, v in timings.items()},
+        **(extra_manifest or {}),
+    }
+    kb = KnowledgeBase(
+        passages=tuple(passages),
+        entities=tuple(nodes.entities),
+        triples=tuple(nodes.triples),
+        triple_entity_ids=nodes.triple_entity_ids,
+        graph=graph,
+        passage_emb=passage_emb,
+        entity_emb=entity_emb,
+        triple_emb=triple_emb,
+        embedder_name=embedder.name,
+        manifest=manifest,
+    )
     from gta_verl.kb.stats import kb_stats
 
     kb.manifest["counts"] = kb_stats(kb)
@@ -175,8 +206,9 @@ def make_backend(spec: str, config: KBConfig = KBConfig()) -> OpenIEBackend:
     raise ValueError(f"unknown OpenIE backend {spec!r}; use precomputed:PATH, spacy, openai or vllm")
 
 
-def extract_passages(passages: Sequence[Passage], openie_spec: str, config: KBConfig,
-                     progress: bool = True) -> tuple[dict[str, Extraction], dict[str, Any]]:
+def extract_passages(
+    passages: Sequence[Passage], openie_spec: str, config: KBConfig, progress: bool = True
+) -> tuple[dict[str, Extraction], dict[str, Any]]:
     """Run OpenIE (with the resumable cache for extracting backends)."""
     from gta_verl.kb.openie.base import run_openie
 
@@ -192,7 +224,8 @@ def extract_passages(passages: Sequence[Passage], openie_spec: str, config: KBCo
 
 
 def check_not_empty(openie: Mapping[str, Any], corpus_path: str | Path) -> None:
-    """Refuse a build whose OpenIE found no triple at all: the graph would have no entity, PPR nothing to walk.
+    """Refuse a build whose OpenIE found no triple at all: the graph would have no entity, PPR nothing to
+    walk.
 
     Typical cause: a precomputed OpenIE file for another corpus (every passage unmatched).
 
@@ -203,19 +236,30 @@ def check_not_empty(openie: Mapping[str, Any], corpus_path: str | Path) -> None:
 
     if int(openie.get("n_triples", 0)) == 0:
         st = ", ".join(f"{k} {v}" for k, v in (openie.get("by_status") or {}).items() if v)
-        raise KBWriteError(f"{corpus_path}: OpenIE [{openie.get('spec', openie.get('backend'))}] found no triple in "
-                           f"any of {openie.get('n_passages', 0)} passages ({st}); the graph would be empty — check "
-                           "--openie (a precomputed file for another corpus?) or pass --allow-empty")
+        raise KBWriteError(
+            f"{corpus_path}: OpenIE [{openie.get('spec', openie.get('backend'))}] found no triple in "
+            f"any of {openie.get('n_passages', 0)} passages ({st}); the graph would be empty — check "
+            "--openie (a precomputed file for another corpus?) or pass --allow-empty"
+        )
 
 
-def build_kb_from_files(corpus_path: str | Path, corpus_format: str | None, openie_spec: str,
-                        out_dir: str | Path, config: KBConfig = KBConfig(), progress: bool = True,
-                        strict: bool = False, allow_download: bool = False, force: bool = False,
-                        allow_empty: bool = False) -> KnowledgeBase:
+def build_kb_from_files(
+    corpus_path: str | Path,
+    corpus_format: str | None,
+    openie_spec: str,
+    out_dir: str | Path,
+    config: KBConfig = KBConfig(),
+    progress: bool = True,
+    strict: bool = False,
+    allow_download: bool = False,
+    force: bool = False,
+    allow_empty: bool = False,
+) -> KnowledgeBase:
     """Read a corpus, run OpenIE, build, save to ``out_dir``; return the saved KB.
 
-    ``force`` lets the save replace a non-empty ``out_dir`` that is not a KB (see :func:`~gta_verl.kb.store.check_out_dir`);
-    ``allow_empty`` builds even when OpenIE found no triple in any passage (see :func:`check_not_empty`).
+    ``force`` lets the save replace a non-empty ``out_dir`` that is not a KB (see
+    :func:`~gta_verl.kb.store.check_out_dir`); ``allow_empty`` builds even when OpenIE found no triple in
+    any passage (see :func:`check_not_empty`).
 
     Rejected corpus records are logged with reasons and counted in the manifest
     (``corpus``: in / loaded / rejected).
@@ -232,9 +276,20 @@ def build_kb_from_files(corpus_path: str | Path, corpus_format: str | None, open
     extractions, openie = extract_passages(rep.records, openie_spec, config, progress)
     if not allow_empty:
         check_not_empty(openie, corpus_path)
-    corpus_info = {"path": str(corpus_path), "format": corpus_format, "n_in": rep.n_in,
-                   "n_loaded": rep.n_ok, "n_rejected": len(rep.rejected)}
+    corpus_info = {
+        "path": str(corpus_path),
+        "format": corpus_format,
+        "n_in": rep.n_in,
+        "n_loaded": rep.n_ok,
+        "n_rejected": len(rep.rejected),
+    }
     embedder = load_embedder(config.embedder, device=config.device, allow_download=allow_download)
-    kb = build_kb(rep.records, extractions, embedder, config, progress=progress,
-                  extra_manifest={"openie": openie, "corpus": corpus_info})
+    kb = build_kb(
+        rep.records,
+        extractions,
+        embedder,
+        config,
+        progress=progress,
+        extra_manifest={"openie": openie, "corpus": corpus_info},
+    )
     return save_kb(kb, out_dir, extractions=extractions, force=force)

@@ -23,11 +23,14 @@ class CoverageReport:
 
     def markdown(self, name: str = "") -> str:
         n = self.n_questions - self.n_without_gold
-        return "\n".join([
-            f"| QA set | questions | with gold ids | mean gold coverage | fully covered | none covered |",
-            "|---|---:|---:|---:|---:|---:|",
-            f"| {name} | {self.n_questions} | {n} | {self.mean_coverage:.3f} | {self.n_fully_covered} | "
-            f"{self.n_uncovered} |"])
+        return "\n".join(
+            [
+                "| QA set | questions | with gold ids | mean gold coverage | fully covered | none covered |",
+                "|---|---:|---:|---:|---:|---:|",
+                f"| {name} | {self.n_questions} | {n} | {self.mean_coverage:.3f} | {self.n_fully_covered} | "
+                f"{self.n_uncovered} |",
+            ]
+        )
 
 
 def gold_coverage(gold_ids: Sequence[Sequence[str]], kb_ids: Collection[str]) -> CoverageReport:
@@ -46,6 +49,10 @@ def gold_coverage(gold_ids: Sequence[Sequence[str]], kb_ids: Collection[str]) ->
         uniq = set(ids)
         if uniq:
             fracs.append(len(uniq & set(kb_ids)) / len(uniq))
-    return CoverageReport(n_questions=len(gold_ids), n_without_gold=len(gold_ids) - len(fracs),
-                          mean_coverage=sum(fracs) / len(fracs) if fracs else 0.0,
-                          n_fully_covered=sum(f == 1.0 for f in fracs), n_uncovered=sum(f == 0.0 for f in fracs))
+    return CoverageReport(
+        n_questions=len(gold_ids),
+        n_without_gold=len(gold_ids) - len(fracs),
+        mean_coverage=sum(fracs) / len(fracs) if fracs else 0.0,
+        n_fully_covered=sum(f == 1.0 for f in fracs),
+        n_uncovered=sum(f == 0.0 for f in fracs),
+    )

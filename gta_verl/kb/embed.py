@@ -45,8 +45,9 @@ class Embedder(Protocol):
     name: str
     dim: int
 
-    def encode(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-        ...
+    def encode(
+        self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False
+    ) -> np.ndarray: ...
 
 
 def cache_root() -> Path:
@@ -73,8 +74,15 @@ class HFEmbedder:
         device: torch device string.
     """
 
-    def __init__(self, path: str | Path, name: str | None = None, pooling: str | None = None,
-                 max_length: int | None = None, device: str = "cpu", local_only: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        name: str | None = None,
+        pooling: str | None = None,
+        max_length: int | None = None,
+        device: str = "cpu",
+        local_only: bool = True,
+    ) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -86,8 +94,11 @@ class HFEmbedder:
         self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=local)
         self.model = AutoModel.from_pretrained(self.path, local_files_only=local).to(device).eval()
         self.device = device
-        self.max_length = int(max_length or _st_max_len(Path(self.path))
-                              or min(getattr(self.tokenizer, "model_max_length", 512), 512))
+        self.max_length = int(
+            max_length
+            or _st_max_len(Path(self.path))
+            or min(getattr(self.tokenizer, "model_max_length", 512), 512)
+        )
         self.dim = int(self.model.config.hidden_size)
         self.name = name or Path(self.path).name
         self._torch = torch
@@ -127,14 +138,21 @@ class HFEmbedder:
         uniq, inverse = unique_texts(texts)
         torch = self._torch
         with self._lock, torch.inference_mode(), encoder_threads(torch):
-            ids = self.tokenizer(uniq, truncation=True, max_length=self.max_length,
-                                 return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+            ids = self.tokenizer(
+                uniq,
+                truncation=True,
+                max_length=self.max_length,
+                return_attention_mask=False,
+                return_token_type_ids=False,
+            )["input_ids"]
             lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
             order = np.argsort(-lengths, kind="stable")  # longest first: an OOM shows on the first batch
             if len(uniq) * int(lengths.max()) <= SMALL_CALL_TOKENS:
                 spans = [(0, len(uniq))]  # a few queries: one padded forward beats several tiny ones
             else:
-                spans = token_budget_batches(lengths[order], batch_size * self.max_length, self.max_batch_rows)
+                spans = token_budget_batches(
+                    lengths[order], batch_size * self.max_length, self.max_batch_rows
+                )
             if show_progress:
                 from tqdm.auto import tqdm
 
@@ -154,8 +172,10 @@ class HFEmbedder:
         for r, row in enumerate(ids):  # right padding: position ids and CLS stay where the model expects
             input_ids[r, : len(row)] = row
             mask[r, : len(row)] = 1
-        feed = {"input_ids": torch.from_numpy(input_ids).to(self.device),
-                "attention_mask": torch.from_numpy(mask).to(self.device)}
+        feed = {
+            "input_ids": torch.from_numpy(input_ids).to(self.device),
+            "attention_mask": torch.from_numpy(mask).to(self.device),
+        }
         if "token_type_ids" in self.tokenizer.model_input_names:
             feed["token_type_ids"] = torch.zeros_like(feed["input_ids"])  # one segment, as tokenizers give
         hidden = self.model(**feed).last_hidden_state  # [b, L, dim]
@@ -178,8 +198,9 @@ def unique_texts(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
     return list(row), inverse
 
 
-def token_budget_batches(lengths: Sequence[int], max_tokens: int, max_rows: int,
-                         max_pad: float = 0.1) -> list[tuple[int, int]]:
+def token_budget_batches(
+    lengths: Sequence[int], max_tokens: int, max_rows: int, max_pad: float = 0.1
+) -> list[tuple[int, int]]:
     """Cut texts sorted by decreasing token count into ``[start, end)`` batches.
 
     A batch pads to its first (longest) text ``L = lengths[start]``: it takes at most
@@ -195,8 +216,9 @@ def token_budget_batches(lengths: Sequence[int], max_tokens: int, max_rows: int,
         max_pad: Padding allowed per row, as a fraction of its real tokens (≥ 0).
     """
     if max_tokens < 1 or max_rows < 1 or max_pad < 0:
-        raise ValueError(f"need max_tokens ≥ 1, max_rows ≥ 1, max_pad ≥ 0; "
-                         f"got {max_tokens}, {max_rows}, {max_pad}")
+        raise ValueError(
+            f"need max_tokens ≥ 1, max_rows ≥ 1, max_pad ≥ 0; got {max_tokens}, {max_rows}, {max_pad}"
+        )
     spans, s, n = [], 0, len(lengths)
     while s < n:
         width = max(1, int(lengths[s]))
@@ -268,7 +290,8 @@ def _unavailable(name: str) -> EmbedderUnavailable:
     return EmbedderUnavailable(
         f"embedder {name!r} is not the bundled {DEFAULT_EMBEDDER}, not a local model directory and not in "
         "the local Hugging Face cache; gta-verl never downloads it on its own: pass --allow-download "
-        "(allow_download=True) to fetch it from the model hub")
+        "(allow_download=True) to fetch it from the model hub"
+    )
 
 
 def _cached_snapshot(repo_id: str) -> str:
@@ -277,16 +300,21 @@ def _cached_snapshot(repo_id: str) -> str:
 
     try:
         hit = try_to_load_from_cache(repo_id, "config.json")
-    except Exception:  # noqa: BLE001 - not a valid repo id either
+    except Exception:  # not a valid repo id either
         hit = None
     if not isinstance(hit, str):
         raise _unavailable(repo_id)
     return str(Path(hit).parent)
 
 
-def load_embedder(name_or_path: str = DEFAULT_EMBEDDER, device: str = "cpu", pooling: str | None = None,
-                  max_length: int | None = None, cache: bool = True,
-                  allow_download: bool = False) -> Embedder:
+def load_embedder(
+    name_or_path: str = DEFAULT_EMBEDDER,
+    device: str = "cpu",
+    pooling: str | None = None,
+    max_length: int | None = None,
+    cache: bool = True,
+    allow_download: bool = False,
+) -> Embedder:
     """Load (once per process) an encoder, wrapped with the on-disk embedding cache.
 
     ``"all-MiniLM-L6-v2"`` (also ``"sentence-transformers/all-MiniLM-L6-v2"``) resolves
@@ -315,8 +343,14 @@ def load_embedder(name_or_path: str = DEFAULT_EMBEDDER, device: str = "cpu", poo
         model = _MODELS.get(key)
         if model is None:
             try:
-                model = HFEmbedder(path, name=name, pooling=pooling, max_length=max_length, device=device,
-                                   local_only=not allow_download)
+                model = HFEmbedder(
+                    path,
+                    name=name,
+                    pooling=pooling,
+                    max_length=max_length,
+                    device=device,
+                    local_only=not allow_download,
+                )
             except OSError as exc:  # transformers: not found locally (or not a model directory)
                 if allow_download:
                     raise
@@ -354,12 +388,15 @@ class EmbeddingCache:
                 with np.load(shard) as z:
                     keys, vecs = z["keys"], z["vecs"]
             except (OSError, ValueError, KeyError) as exc:  # unreadable shard: re-encode, never crash
-                logging.getLogger(__name__).warning("skipping unreadable embedding cache shard %s: %s", shard, exc)
+                logging.getLogger(__name__).warning(
+                    "skipping unreadable embedding cache shard %s: %s", shard, exc
+                )
                 continue
             self._seen_shards.add(shard.name)
             # numpy's "S20" drops trailing NUL bytes on read: pad back, or the ~1/256 digests ending in
             # 0x00 would never hit and be re-encoded (in other batches, so other last bits) every build.
-            for k, v in zip(keys.tolist(), vecs):
+            # not strict: a damaged shard's unmatched keys stay uncached (re-encoded), never a crash
+            for k, v in zip(keys.tolist(), vecs, strict=False):
                 self._mem[k.ljust(20, b"\0")] = v
 
     def get_many(self, keys: Sequence[bytes]) -> list[np.ndarray | None]:
@@ -377,7 +414,7 @@ class EmbeddingCache:
         np.savez(tmp, keys=np.array(list(keys), dtype="S20"), vecs=vecs.astype(np.float32))
         os.replace(tmp, self.dir / name)
         self._seen_shards.add(name)
-        for k, v in zip(keys, vecs):
+        for k, v in zip(keys, vecs, strict=True):
             self._mem[k] = v
 
 
@@ -403,9 +440,9 @@ class CachedEmbedder:
         texts = [str(t) for t in texts]
         keys = [text_key(t) for t in texts]
         found = self.cache.get_many(keys)
-        missing = list(dict.fromkeys(k for k, v in zip(keys, found) if v is None))
+        missing = list(dict.fromkeys(k for k, v in zip(keys, found, strict=True) if v is None))
         if missing:
-            first = {k: t for k, t in zip(keys, texts)}
+            first = {k: t for k, t in zip(keys, texts, strict=True)}
             bar = None
             if show_progress:
                 from tqdm.auto import tqdm
@@ -414,8 +451,15 @@ class CachedEmbedder:
             # Chunks, each saved as a shard: a killed run keeps its progress, and a
             # concurrent process encoding the same corpus picks up our finished chunks.
             for s in range(0, len(missing), self.chunk):
-                todo = [k for k, v in zip(missing[s : s + self.chunk],
-                                          self.cache.get_many(missing[s : s + self.chunk])) if v is None]
+                todo = [
+                    k
+                    for k, v in zip(
+                        missing[s : s + self.chunk],
+                        self.cache.get_many(missing[s : s + self.chunk]),
+                        strict=True,
+                    )
+                    if v is None
+                ]
                 if todo:
                     self.cache.put_many(todo, self.inner.encode([first[k] for k in todo], batch_size))
                 if bar is not None:

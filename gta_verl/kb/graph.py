@@ -37,8 +37,9 @@ class NodeTables:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def collect_nodes(passages: Sequence[Passage], extractions: Mapping[str, Extraction],
-                  include_ner_entities: bool = False) -> NodeTables:
+def collect_nodes(
+    passages: Sequence[Passage], extractions: Mapping[str, Extraction], include_ner_entities: bool = False
+) -> NodeTables:
     """Normalize every extraction into entity/triple tables, in corpus order.
 
     Entity order = first appearance (document order, then triple order), so the
@@ -79,8 +80,11 @@ def collect_nodes(passages: Sequence[Passage], extractions: Mapping[str, Extract
                 if e:
                     doc_ent.add((d, ent(e)))
     tei = np.asarray(pair_ids, dtype=np.int64).reshape(-1, 2)
-    counts = {"triples_dropped_empty_entity": dropped, "triples_duplicate": dup,
-              "passages_without_extraction": missing}
+    counts = {
+        "triples_dropped_empty_entity": dropped,
+        "triples_duplicate": dup,
+        "passages_without_extraction": missing,
+    }
     return NodeTables(list(ent_index), triples, tei, sorted(doc_ent), counts)
 
 
@@ -94,9 +98,15 @@ def relation_edges(triple_entity_ids: np.ndarray) -> list[tuple[int, int, float]
     return [(a, b, float(c)) for (a, b), c in sorted(counts.items())]
 
 
-def synonymy_edges(entity_emb: np.ndarray, entities: Sequence[str], threshold: float = 0.8,
-                   k: int = 2047, min_alnum: int = 3, chunk: int = 4096,
-                   progress: bool = False) -> list[tuple[int, int, float]]:
+def synonymy_edges(
+    entity_emb: np.ndarray,
+    entities: Sequence[str],
+    threshold: float = 0.8,
+    k: int = 2047,
+    min_alnum: int = 3,
+    chunk: int = 4096,
+    progress: bool = False,
+) -> list[tuple[int, int, float]]:
     """Synonymy pairs: exact neighbours with cos ≥ δ among each entity's k nearest (faiss, inner product).
 
     Same result as HippoRAG 2's k-NN search then threshold, computed as an exact
@@ -132,7 +142,9 @@ def synonymy_edges(entity_emb: np.ndarray, entities: Sequence[str], threshold: f
         starts = tqdm(starts, desc="synonymy search", unit="chunk")
     for s in starts:
         # faiss keeps scores > radius; step just below δ, then apply ≥ δ exactly
-        lims, scores, nbrs = index.range_search(emb[s : s + chunk], float(np.nextafter(threshold, -1, dtype=np.float32)))
+        lims, scores, nbrs = index.range_search(
+            emb[s : s + chunk], float(np.nextafter(threshold, -1, dtype=np.float32))
+        )
         for r in range(len(lims) - 1):
             sc, nb = scores[lims[r] : lims[r + 1]], nbrs[lims[r] : lims[r + 1]]
             keep = sc >= threshold
@@ -141,7 +153,7 @@ def synonymy_edges(entity_emb: np.ndarray, entities: Sequence[str], threshold: f
                 top = np.argsort(-sc, kind="stable")[: k + 1]
                 sc, nb = sc[top], nb[top]
             a = int(idx_ok[s + r])
-            for b_local, w in zip(nb.tolist(), sc.tolist()):
+            for b_local, w in zip(nb.tolist(), sc.tolist(), strict=True):
                 b = int(idx_ok[b_local])
                 if a != b:
                     key = (a, b) if a < b else (b, a)
@@ -149,9 +161,13 @@ def synonymy_edges(entity_emb: np.ndarray, entities: Sequence[str], threshold: f
     return [(a, b, w) for (a, b), w in sorted(best.items())]
 
 
-def assemble_graph(n_docs: int, n_entities: int, doc_entity: Sequence[tuple[int, int]],
-                   relations: Sequence[tuple[int, int, float]],
-                   synonyms: Sequence[tuple[int, int, float]]) -> tuple[object, int]:
+def assemble_graph(
+    n_docs: int,
+    n_entities: int,
+    doc_entity: Sequence[tuple[int, int]],
+    relations: Sequence[tuple[int, int, float]],
+    synonyms: Sequence[tuple[int, int, float]],
+) -> tuple[object, int]:
     """Build the undirected igraph from the three edge lists.
 
     Returns:
@@ -166,16 +182,21 @@ def assemble_graph(n_docs: int, n_entities: int, doc_entity: Sequence[tuple[int,
     edges += [(n_docs + a, n_docs + b) for a, b, _ in syn]
     weights = [1.0] * len(doc_entity) + [float(w) for *_, w in relations] + [float(w) for *_, w in syn]
     kinds = ["doc_entity"] * len(doc_entity) + ["relation"] * len(relations) + ["synonymy"] * len(syn)
-    g = ig.Graph(n=n_docs + n_entities, edges=edges, directed=False,
-                 edge_attrs={"weight": weights, "kind": kinds})
+    g = ig.Graph(
+        n=n_docs + n_entities, edges=edges, directed=False, edge_attrs={"weight": weights, "kind": kinds}
+    )
     return g, len(synonyms) - len(syn)
 
 
-def graph_from_edge_table(n_nodes: int, src: np.ndarray, dst: np.ndarray, kind: Sequence[str],
-                          weight: np.ndarray) -> object:
+def graph_from_edge_table(
+    n_nodes: int, src: np.ndarray, dst: np.ndarray, kind: Sequence[str], weight: np.ndarray
+) -> object:
     """Rebuild the graph from a stored edge table; weights become Python floats."""
     import igraph as ig
 
-    return ig.Graph(n=n_nodes, edges=list(zip(src.tolist(), dst.tolist())), directed=False,
-                    edge_attrs={"weight": np.asarray(weight, dtype=np.float64).tolist(),
-                                "kind": [str(k) for k in kind]})
+    return ig.Graph(
+        n=n_nodes,
+        edges=list(zip(src.tolist(), dst.tolist(), strict=True)),
+        directed=False,
+        edge_attrs={"weight": np.asarray(weight, dtype=np.float64).tolist(), "kind": [str(k) for k in kind]},
+    )

@@ -89,7 +89,9 @@ class KnowledgeBase:
             arr = getattr(self, name)
             if not isinstance(arr, np.ndarray) or arr.ndim != 2 or arr.dtype != np.float32:
                 got = getattr(arr, "dtype", type(arr).__name__)
-                out.append((name, f"expected a float32 matrix, got {got} of shape {getattr(arr, 'shape', '?')}"))
+                out.append(
+                    (name, f"expected a float32 matrix, got {got} of shape {getattr(arr, 'shape', '?')}")
+                )
                 continue
             dims.add(arr.shape[1])
             if arr.shape[0] != n:
@@ -110,8 +112,13 @@ class KnowledgeBase:
         if orphan is not None:
             out.append(("triple_entity_ids", f"triple from unknown document {orphan!r}"))
         if self.graph.vcount() != self.n_docs + self.n_entities:
-            out.append(("graph", f"{self.graph.vcount()} vertices for {self.n_docs} documents + "
-                                 f"{self.n_entities} entities"))
+            out.append(
+                (
+                    "graph",
+                    f"{self.graph.vcount()} vertices for {self.n_docs} documents + "
+                    f"{self.n_entities} entities",
+                )
+            )
         kinds = set(self.graph.es["kind"]) if self.graph.ecount() else set()
         if not kinds <= set(EDGE_KINDS):
             out.append(("graph", f"unknown edge kind(s) {sorted(kinds - set(EDGE_KINDS))}"))

@@ -105,12 +105,16 @@ class StageStats:
 
 def summary_table(stats: Sequence[StageStats]) -> str:
     """Markdown table: passages/texts, triples, failures, shards run/resumed and time per stage."""
-    rows = ["| stage | items | triples | failures | shards run | shards resumed | time (s) |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| stage | items | triples | failures | shards run | shards resumed | time (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for s in stats:
         tri = "" if s.triples is None else f"{s.triples:,}"
-        rows.append(f"| {s.stage} | {s.items:,} | {tri} | {s.failures:,} | {s.shards_run} | "
-                    f"{s.shards_resumed} | {s.seconds:.1f} |")
+        rows.append(
+            f"| {s.stage} | {s.items:,} | {tri} | {s.failures:,} | {s.shards_run} | "
+            f"{s.shards_resumed} | {s.seconds:.1f} |"
+        )
     for s in stats:
         if s.failed_ids:
             more = f" (+{s.failures - len(s.failed_ids)} more)" if s.failures > len(s.failed_ids) else ""
@@ -162,8 +166,14 @@ def _digest(*parts: Any) -> str:
     return hashlib.sha256(json.dumps([WORK_LAYOUT, *parts], default=str).encode()).hexdigest()[:16]
 
 
-def _run_pool(actor: type, rows: list[dict[str, Any]], ctor: dict[str, Any], concurrency: int,
-              num_gpus: float, num_cpus: float = 1.0) -> list[dict[str, Any]]:
+def _run_pool(
+    actor: type,
+    rows: list[dict[str, Any]],
+    ctor: dict[str, Any],
+    concurrency: int,
+    num_gpus: float,
+    num_cpus: float = 1.0,
+) -> list[dict[str, Any]]:
     """Map ``rows`` (one per shard) through a pool of ``actor``; return the small result rows.
 
     The pool never asks for more actors than the cluster can hold (Ray Data would wait for them).
@@ -178,9 +188,15 @@ def _run_pool(actor: type, rows: list[dict[str, Any]], ctor: dict[str, Any], con
     if num_gpus:
         size = min(size, int(total.get("GPU", 0) // num_gpus))
     ds = ray.data.from_items(rows, override_num_blocks=len(rows))
-    out = ds.map_batches(actor, batch_size=1, batch_format="pyarrow", fn_constructor_kwargs=ctor,
-                         compute=ray.data.ActorPoolStrategy(size=max(1, size)),
-                         num_cpus=num_cpus, num_gpus=num_gpus or None)
+    out = ds.map_batches(
+        actor,
+        batch_size=1,
+        batch_format="pyarrow",
+        fn_constructor_kwargs=ctor,
+        compute=ray.data.ActorPoolStrategy(size=max(1, size)),
+        num_cpus=num_cpus,
+        num_gpus=num_gpus or None,
+    )
     return list(out.iter_rows())
 
 
@@ -188,16 +204,27 @@ def _run_pool(actor: type, rows: list[dict[str, Any]], ctor: dict[str, Any], con
 def _extraction_table(exs: Sequence[Extraction]) -> Any:
     import pyarrow as pa
 
-    return pa.table({"doc_id": [e.doc_id for e in exs], "status": [e.status for e in exs],
-                     "n_malformed": [e.n_malformed for e in exs], "error": [e.error for e in exs],
-                     "entities": [json.dumps(list(e.entities), ensure_ascii=False) for e in exs],
-                     "triples": [json.dumps([list(t) for t in e.triples], ensure_ascii=False) for e in exs]})
+    return pa.table(
+        {
+            "doc_id": [e.doc_id for e in exs],
+            "status": [e.status for e in exs],
+            "n_malformed": [e.n_malformed for e in exs],
+            "error": [e.error for e in exs],
+            "entities": [json.dumps(list(e.entities), ensure_ascii=False) for e in exs],
+            "triples": [json.dumps([list(t) for t in e.triples], ensure_ascii=False) for e in exs],
+        }
+    )
 
 
 def _extraction(r: dict[str, Any]) -> Extraction:
-    return Extraction(r["doc_id"], tuple(json.loads(r["entities"])),
-                      tuple(tuple(t) for t in json.loads(r["triples"])),  # type: ignore[misc]
-                      r["status"], int(r["n_malformed"]), r["error"] or "")
+    return Extraction(
+        r["doc_id"],
+        tuple(json.loads(r["entities"])),
+        tuple(tuple(t) for t in json.loads(r["triples"])),  # type: ignore[misc]
+        r["status"],
+        int(r["n_malformed"]),
+        r["error"] or "",
+    )
 
 
 class OpenIEActor:
@@ -231,8 +258,9 @@ class OpenIEActor:
         return pa.Table.from_pylist(out)
 
 
-def ray_extract(passages: Sequence[Passage], spec: str, config: KBConfig, work: Path, opts: RayOptions,
-                progress: bool) -> tuple[dict[str, Extraction], dict[str, Any], StageStats]:
+def ray_extract(
+    passages: Sequence[Passage], spec: str, config: KBConfig, work: Path, opts: RayOptions, progress: bool
+) -> tuple[dict[str, Extraction], dict[str, Any], StageStats]:
     """OpenIE stage → ({doc_id: Extraction}, manifest report, stats)."""
     t0 = time.perf_counter()
     if spec.startswith("precomputed"):  # reading a file: nothing to distribute
@@ -241,16 +269,31 @@ def ray_extract(passages: Sequence[Passage], spec: str, config: KBConfig, work: 
     unique = list({p.doc_id: p for p in passages}.values())
     out_dir, size = work / "openie", opts.shard_passages
     key = [spec, config.llm_model, config.llm_base_url]  # what the backend's output depends on
-    names = [f"{i:06d}-{_digest(key, [(p.doc_id, p.contents) for p in unique[s:s + size]])}"
-             for i, s in enumerate(range(0, len(unique), size))]
+    names = [
+        f"{i:06d}-{_digest(key, [(p.doc_id, p.contents) for p in unique[s : s + size]])}"
+        for i, s in enumerate(range(0, len(unique), size))
+    ]
     metas = {n: finished_shard(out_dir, n) for n in names}
     todo = [i for i, n in enumerate(names) if metas[n] is None or metas[n].get("failed")]
-    rows = [{"shard": names[i],
-             "payload": json.dumps([[p.doc_id, p.title, p.text] for p in unique[i * size:(i + 1) * size]])}
-            for i in todo]
-    _run_pool(OpenIEActor, rows, {"spec": spec, "config": asdict(config), "out_dir": str(out_dir),
-                                  "cache_dir": str(opts.cache_dir or cache_root())},
-              opts.concurrency, opts.openie_num_gpus)
+    rows = [
+        {
+            "shard": names[i],
+            "payload": json.dumps([[p.doc_id, p.title, p.text] for p in unique[i * size : (i + 1) * size]]),
+        }
+        for i in todo
+    ]
+    _run_pool(
+        OpenIEActor,
+        rows,
+        {
+            "spec": spec,
+            "config": asdict(config),
+            "out_dir": str(out_dir),
+            "cache_dir": str(opts.cache_dir or cache_root()),
+        },
+        opts.concurrency,
+        opts.openie_num_gpus,
+    )
     exs: dict[str, Extraction] = {}
     report: OpenIEReport | None = None
     for n in names:
@@ -270,13 +313,15 @@ def ray_extract(passages: Sequence[Passage], spec: str, config: KBConfig, work: 
     return exs, rep, _openie_stats(exs, report.n_triples, len(todo), len(names) - len(todo), t0, "OpenIE")
 
 
-def _openie_stats(exs: dict[str, Extraction], n_triples: int, run: int, resumed: int, t0: float,
-                  stage: str) -> StageStats:
+def _openie_stats(
+    exs: dict[str, Extraction], n_triples: int, run: int, resumed: int, t0: float, stage: str
+) -> StageStats:
     failed = [d for d, e in exs.items() if e.status == "error"]
     for d in failed[:20]:
         log.warning("OpenIE failed for %s: %s", d, exs[d].error)
-    return StageStats(stage, len(exs), n_triples, len(failed), run, resumed, time.perf_counter() - t0,
-                      failed_ids=failed[:5])
+    return StageStats(
+        stage, len(exs), n_triples, len(failed), run, resumed, time.perf_counter() - t0, failed_ids=failed[:5]
+    )
 
 
 # ------------------------------------------------------------------ embeddings
@@ -298,17 +343,18 @@ def plan_chunks(lists: Iterable[Sequence[str]], is_known: Any, chunk: int) -> li
     out: list[list[str]] = []
     for texts in lists:
         uniq = [t for t in dict.fromkeys(str(t) for t in texts) if t not in planned]
-        missing = [t for t, k in zip(uniq, is_known(uniq)) if not k]
+        missing = [t for t, k in zip(uniq, is_known(uniq), strict=True) if not k]
         planned.update(missing)
-        out += [missing[s:s + chunk] for s in range(0, len(missing), chunk)]
+        out += [missing[s : s + chunk] for s in range(0, len(missing), chunk)]
     return out
 
 
 class EncodeActor:
     """Actor of the encoder pool: one ``HFEmbedder``; one row = one chunk of texts → one shard."""
 
-    def __init__(self, embedder: str, device: str, allow_download: bool, batch_size: int,
-                 out_dir: str) -> None:
+    def __init__(
+        self, embedder: str, device: str, allow_download: bool, batch_size: int, out_dir: str
+    ) -> None:
         self.model = load_embedder(embedder, device=device, allow_download=allow_download, cache=False)
         self.batch_size = batch_size
         self.out_dir = Path(out_dir)
@@ -321,9 +367,12 @@ class EncodeActor:
             texts = json.loads(row["payload"])
             vecs = self.model.encode(texts, batch_size=self.batch_size)
             vecs = np.ascontiguousarray(vecs, dtype=np.float32)
-            table = pa.table({"key": pa.array([text_key(t) for t in texts], pa.binary(20)),
-                              "vec": pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)),
-                                                                       vecs.shape[1])})
+            table = pa.table(
+                {
+                    "key": pa.array([text_key(t) for t in texts], pa.binary(20)),
+                    "vec": pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1)), vecs.shape[1]),
+                }
+            )
             write_shard(self.out_dir, row["shard"], table, {"identity": self.model.identity})
             out.append({"shard": row["shard"], "n": len(texts)})
         return pa.Table.from_pylist(out)
@@ -339,7 +388,7 @@ class TableEmbedder:
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         keys = [text_key(str(t)) for t in texts]
-        missing = [t for t, k in zip(texts, keys) if k not in self.table]
+        missing = [t for t, k in zip(texts, keys, strict=True) if k not in self.table]
         if missing:
             raise KeyError(f"{len(missing)} texts have no vector from the Ray pool, e.g. {missing[0][:80]!r}")
         return np.stack([self.table[k] for k in keys]) if keys else np.zeros((0, self.dim), np.float32)
@@ -361,8 +410,9 @@ def _read_vectors(out_dir: Path, name: str, want: list[bytes]) -> tuple[list[byt
     return keys, flat.reshape(len(keys), vec.type.list_size)
 
 
-def ray_embed(lists: Sequence[Sequence[str]], config: KBConfig, work: Path, opts: RayOptions,
-              allow_download: bool) -> tuple[TableEmbedder, StageStats]:
+def ray_embed(
+    lists: Sequence[Sequence[str]], config: KBConfig, work: Path, opts: RayOptions, allow_download: bool
+) -> tuple[TableEmbedder, StageStats]:
     """Embedding stage: vectors of every text of ``lists`` (cache hits + the pool's shards)."""
     from gta_verl.kb.embed import CachedEmbedder
 
@@ -370,31 +420,49 @@ def ray_embed(lists: Sequence[Sequence[str]], config: KBConfig, work: Path, opts
     inner = load_embedder(config.embedder, device="cpu", allow_download=allow_download, cache=False)
     cache = EmbeddingCache(inner.identity, root=Path(opts.cache_dir or cache_root()) / "emb")
     chunk = opts.embed_chunk or CachedEmbedder(inner, cache).chunk
-    chunks = plan_chunks(lists, lambda ts: [v is not None for v in cache.get_many([text_key(t) for t in ts])],
-                         chunk)
+    chunks = plan_chunks(
+        lists, lambda ts: [v is not None for v in cache.get_many([text_key(t) for t in ts])], chunk
+    )
     out_dir = work / "embeddings"
     names = [f"{i:06d}-{_digest(inner.identity, config.embed_batch_size, c)}" for i, c in enumerate(chunks)]
     todo = [i for i, n in enumerate(names) if finished_shard(out_dir, n) is None]
     device = "cuda" if opts.num_gpus and config.device == "cpu" else config.device
-    _run_pool(EncodeActor, [{"shard": names[i], "payload": json.dumps(chunks[i])} for i in todo],
-              {"embedder": config.embedder, "device": device, "allow_download": allow_download,
-               "batch_size": config.embed_batch_size, "out_dir": str(out_dir)},
-              opts.concurrency, opts.num_gpus, opts.encoder_num_cpus)
+    _run_pool(
+        EncodeActor,
+        [{"shard": names[i], "payload": json.dumps(chunks[i])} for i in todo],
+        {
+            "embedder": config.embedder,
+            "device": device,
+            "allow_download": allow_download,
+            "batch_size": config.embed_batch_size,
+            "out_dir": str(out_dir),
+        },
+        opts.concurrency,
+        opts.num_gpus,
+        opts.encoder_num_cpus,
+    )
     new_keys: list[bytes] = []
     new_vecs: list[np.ndarray] = []
-    for n, texts in zip(names, chunks):
+    for n, texts in zip(names, chunks, strict=True):
         keys, vecs = _read_vectors(out_dir, n, [text_key(t) for t in texts])
         new_keys += keys
         new_vecs.append(vecs)
-    table = dict(zip(new_keys, (v for block in new_vecs for v in block)))
+    table = dict(zip(new_keys, (v for block in new_vecs for v in block), strict=True))
     all_keys = list(dict.fromkeys(text_key(str(t)) for texts in lists for t in texts))
-    for k, v in zip(all_keys, cache.get_many(all_keys)):
+    for k, v in zip(all_keys, cache.get_many(all_keys), strict=True):
         if v is not None and k not in table:
             table[k] = np.asarray(v, dtype=np.float32)
     if new_keys:  # one atomic cache shard: later builds (Ray or not) reuse these exact vectors
         cache.put_many(new_keys, np.concatenate(new_vecs))
-    stats = StageStats("embeddings (unique texts)", len(all_keys), None, 0, len(todo), len(names) - len(todo),
-                       time.perf_counter() - t0)
+    stats = StageStats(
+        "embeddings (unique texts)",
+        len(all_keys),
+        None,
+        0,
+        len(todo),
+        len(names) - len(todo),
+        time.perf_counter() - t0,
+    )
     return TableEmbedder(inner.name, inner.dim, table), stats
 
 
@@ -412,10 +480,19 @@ def _start_ray(address: str | None, progress: bool) -> bool:
     return started
 
 
-def build_kb_ray(corpus_path: str | Path, corpus_format: str | None, openie_spec: str, out_dir: str | Path,
-                 config: KBConfig = KBConfig(), opts: RayOptions = RayOptions(), progress: bool = True,
-                 strict: bool = False, allow_download: bool = False, force: bool = False,
-                 allow_empty: bool = False) -> tuple[Any, list[StageStats]]:
+def build_kb_ray(
+    corpus_path: str | Path,
+    corpus_format: str | None,
+    openie_spec: str,
+    out_dir: str | Path,
+    config: KBConfig = KBConfig(),
+    opts: RayOptions = RayOptions(),
+    progress: bool = True,
+    strict: bool = False,
+    allow_download: bool = False,
+    force: bool = False,
+    allow_empty: bool = False,
+) -> tuple[Any, list[StageStats]]:
     """Build and save a KB with Ray Data stages; the files equal ``build_kb_from_files``'s.
 
     Args:
@@ -444,8 +521,16 @@ def build_kb_ray(corpus_path: str | Path, corpus_format: str | None, openie_spec
             log.warning("rejected %s", r)
         if not rep.records:
             raise ValueError(f"{corpus_path}: no passages loaded ({rep.summary()})")
-        stats = [StageStats("corpus", rep.n_in, None, len(rep.rejected), seconds=time.perf_counter() - t0,
-                            failed_ids=[str(r) for r in rep.rejected[:5]])]
+        stats = [
+            StageStats(
+                "corpus",
+                rep.n_in,
+                None,
+                len(rep.rejected),
+                seconds=time.perf_counter() - t0,
+                failed_ids=[str(r) for r in rep.rejected[:5]],
+            )
+        ]
         passages = rep.records
         exs, openie, st = ray_extract(passages, openie_spec, config, work, opts, progress)
         if not allow_empty:
@@ -458,13 +543,30 @@ def build_kb_ray(corpus_path: str | Path, corpus_format: str | None, openie_spec
         embedder, st = ray_embed(lists, config, work, opts, allow_download)
         stats.append(st)
         t1 = time.perf_counter()
-        corpus_info = {"path": str(corpus_path), "format": corpus_format, "n_in": rep.n_in,
-                       "n_loaded": rep.n_ok, "n_rejected": len(rep.rejected)}
-        kb = build_kb(passages, exs, embedder, config, progress=progress,
-                      extra_manifest={"openie": openie, "corpus": corpus_info})
+        corpus_info = {
+            "path": str(corpus_path),
+            "format": corpus_format,
+            "n_in": rep.n_in,
+            "n_loaded": rep.n_ok,
+            "n_rejected": len(rep.rejected),
+        }
+        kb = build_kb(
+            passages,
+            exs,
+            embedder,
+            config,
+            progress=progress,
+            extra_manifest={"openie": openie, "corpus": corpus_info},
+        )
         kb = save_kb(kb, out, extractions=exs, force=force)
-        stats.append(StageStats("graph + save (driver)", kb.n_docs + kb.n_entities, len(kb.triples),
-                                seconds=time.perf_counter() - t1))
+        stats.append(
+            StageStats(
+                "graph + save (driver)",
+                kb.n_docs + kb.n_entities,
+                len(kb.triples),
+                seconds=time.perf_counter() - t1,
+            )
+        )
     finally:
         if started:
             ray.shutdown()

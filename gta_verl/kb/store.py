@@ -13,8 +13,8 @@ Layout (``SCHEMA_VERSION`` 1)::
 
 The directory is written next to the target, fsynced, and exchanged with the old
 one in a single rename under a one-writer lock, so a crash never leaves a half-written KB
-or no KB (:mod:`gta_verl.kb.atomic`); only a KB or an empty directory is replaced; loading checks schema version and every
-checksum and says which file is wrong. The manifest cannot switch those checks
+or no KB (:mod:`gta_verl.kb.atomic`); only a KB or an empty directory is replaced; loading checks schema
+version and every checksum and says which file is wrong. The manifest cannot switch those checks
 off: its ``files`` must list exactly the files of its schema version, each a
 regular file inside the directory, and every table and array must agree with
 the others in shape (see :meth:`KnowledgeBase.problems`).
@@ -44,8 +44,16 @@ from gta_verl.kb.knowledge_base import KnowledgeBase
 from gta_verl.kb.openie.base import Extraction
 
 MANIFEST = "manifest.json"
-KB_FILES = ("passages.parquet", "entities.parquet", "triples.parquet", "edges.parquet",
-            "extractions.parquet", "passage_emb.npy", "entity_emb.npy", "triple_emb.npy")
+KB_FILES = (
+    "passages.parquet",
+    "entities.parquet",
+    "triples.parquet",
+    "edges.parquet",
+    "extractions.parquet",
+    "passage_emb.npy",
+    "entity_emb.npy",
+    "triple_emb.npy",
+)
 
 
 class KBLoadError(RuntimeError):
@@ -85,28 +93,54 @@ def _extractions_from_kb(kb: KnowledgeBase) -> dict[str, Extraction]:
 def _write_tables(kb: KnowledgeBase, d: Path, extractions: Mapping[str, Extraction]) -> None:
     import pandas as pd
 
-    pd.DataFrame({"doc_id": [p.doc_id for p in kb.passages], "title": [p.title for p in kb.passages],
-                  "text": [p.text for p in kb.passages]}).to_parquet(d / "passages.parquet", index=False)
+    pd.DataFrame(
+        {
+            "doc_id": [p.doc_id for p in kb.passages],
+            "title": [p.title for p in kb.passages],
+            "text": [p.text for p in kb.passages],
+        }
+    ).to_parquet(d / "passages.parquet", index=False)
     pd.DataFrame({"entity": list(kb.entities)}).to_parquet(d / "entities.parquet", index=False)
     tei = np.asarray(kb.triple_entity_ids, dtype=np.int64).reshape(-1, 2)
-    pd.DataFrame({"subject": [t.subject for t in kb.triples], "relation": [t.relation for t in kb.triples],
-                  "object": [t.object for t in kb.triples], "doc_id": [t.doc_id for t in kb.triples],
-                  "subject_idx": tei[:, 0], "object_idx": tei[:, 1]}).to_parquet(
-        d / "triples.parquet", index=False)
+    pd.DataFrame(
+        {
+            "subject": [t.subject for t in kb.triples],
+            "relation": [t.relation for t in kb.triples],
+            "object": [t.object for t in kb.triples],
+            "doc_id": [t.doc_id for t in kb.triples],
+            "subject_idx": tei[:, 0],
+            "object_idx": tei[:, 1],
+        }
+    ).to_parquet(d / "triples.parquet", index=False)
     g = kb.graph
     el = np.asarray(g.get_edgelist(), dtype=np.int64).reshape(-1, 2)
-    pd.DataFrame({"source": el[:, 0], "target": el[:, 1], "kind": g.es["kind"] if g.ecount() else [],
-                  "weight": np.asarray(g.es["weight"] if g.ecount() else [], dtype=np.float64)}).to_parquet(
-        d / "edges.parquet", index=False)
-    exs = [extractions.get(p.doc_id) or Extraction(p.doc_id, status="error", error="no extraction")
-           for p in kb.passages]
-    pd.DataFrame({"doc_id": [e.doc_id for e in exs], "status": [e.status for e in exs],
-                  "n_malformed": [e.n_malformed for e in exs], "error": [e.error for e in exs],
-                  "entities": [list(e.entities) for e in exs],
-                  "triples": [[list(t) for t in e.triples] for e in exs]}).to_parquet(
-        d / "extractions.parquet", index=False)
-    for name, arr in (("passage_emb", kb.passage_emb), ("entity_emb", kb.entity_emb),
-                      ("triple_emb", kb.triple_emb)):
+    pd.DataFrame(
+        {
+            "source": el[:, 0],
+            "target": el[:, 1],
+            "kind": g.es["kind"] if g.ecount() else [],
+            "weight": np.asarray(g.es["weight"] if g.ecount() else [], dtype=np.float64),
+        }
+    ).to_parquet(d / "edges.parquet", index=False)
+    exs = [
+        extractions.get(p.doc_id) or Extraction(p.doc_id, status="error", error="no extraction")
+        for p in kb.passages
+    ]
+    pd.DataFrame(
+        {
+            "doc_id": [e.doc_id for e in exs],
+            "status": [e.status for e in exs],
+            "n_malformed": [e.n_malformed for e in exs],
+            "error": [e.error for e in exs],
+            "entities": [list(e.entities) for e in exs],
+            "triples": [[list(t) for t in e.triples] for e in exs],
+        }
+    ).to_parquet(d / "extractions.parquet", index=False)
+    for name, arr in (
+        ("passage_emb", kb.passage_emb),
+        ("entity_emb", kb.entity_emb),
+        ("triple_emb", kb.triple_emb),
+    ):
         np.save(d / f"{name}.npy", np.ascontiguousarray(arr, dtype=np.float32))
 
 
@@ -121,7 +155,8 @@ def check_out_dir(out_dir: str | Path, force: bool = False) -> None:
     """Refuse to replace anything at ``out_dir`` but a KB (or an empty directory), unless ``force``.
 
     Raises:
-        KBWriteError: ``out_dir`` is a file, the working directory (or above it), or a non-empty non-KB directory.
+        KBWriteError: ``out_dir`` is a file, the working directory (or above it), or a non-empty non-KB
+            directory.
     """
     out = Path(out_dir).resolve()
     if not out.exists():
@@ -136,10 +171,14 @@ def check_out_dir(out_dir: str | Path, force: bool = False) -> None:
     except KBLoadError as exc:
         reason = str(exc)
     if Path.cwd().resolve().is_relative_to(out):
-        raise KBWriteError(f"{out}: is (or contains) the working directory and is not a KB; refusing to replace it")
+        raise KBWriteError(
+            f"{out}: is (or contains) the working directory and is not a KB; refusing to replace it"
+        )
     if not force:
-        raise KBWriteError(f"{out}: not empty and not a KB ({reason.split(': ', 1)[-1]}); refusing to replace "
-                           "it — pick another --out, or pass --force to replace the directory and all it holds")
+        raise KBWriteError(
+            f"{out}: not empty and not a KB ({reason.split(': ', 1)[-1]}); refusing to replace "
+            "it — pick another --out, or pass --force to replace the directory and all it holds"
+        )
 
 
 def _complete(d: Path) -> bool:
@@ -150,9 +189,13 @@ def _complete(d: Path) -> bool:
         return False
 
 
-def save_kb(kb: KnowledgeBase, out_dir: str | Path,
-            extractions: Mapping[str, Extraction] | None = None, force: bool = False,
-            exchange: Callable[[Path, Path], bool] | None = None) -> KnowledgeBase:
+def save_kb(
+    kb: KnowledgeBase,
+    out_dir: str | Path,
+    extractions: Mapping[str, Extraction] | None = None,
+    force: bool = False,
+    exchange: Callable[[Path, Path], bool] | None = None,
+) -> KnowledgeBase:
     """Write ``kb`` to ``out_dir`` atomically and durably (replacing an existing KB there).
 
     Every file is fsynced and the manifest written last; the new directory is exchanged with the old one in
@@ -177,13 +220,17 @@ def save_kb(kb: KnowledgeBase, out_dir: str | Path,
         tmp = atomic.tmp_dir(out)
         tmp.mkdir()
         try:
-            manifest = _write_dir(kb, tmp, extractions if extractions is not None else _extractions_from_kb(kb))
+            manifest = _write_dir(
+                kb, tmp, extractions if extractions is not None else _extractions_from_kb(kb)
+            )
             atomic.swap_into_place(tmp, out, exchange)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise KBWriteError(f"{out.parent}: no space left while writing the KB "
-                                   f"({Path(exc.filename or tmp).name}); nothing was replaced") from None
+                raise KBWriteError(
+                    f"{out.parent}: no space left while writing the KB "
+                    f"({Path(exc.filename or tmp).name}); nothing was replaced"
+                ) from None
             raise
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -213,11 +260,15 @@ def recover_interrupted(kb_dir: str | Path) -> bool:
 
 def _write_dir(kb: KnowledgeBase, tmp: Path, extractions: Mapping[str, Extraction]) -> dict[str, Any]:
     _write_tables(kb, tmp, extractions)
-    manifest = {**kb.manifest, "schema_version": gta_verl.SCHEMA_VERSION,
-                "gta_verl_version": gta_verl.__version__,
-                "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                "embedder": kb.embedder_name, "dim": int(kb.passage_emb.shape[1]),
-                "files": {f: sha256_file(tmp / f) for f in KB_FILES}}
+    manifest = {
+        **kb.manifest,
+        "schema_version": gta_verl.SCHEMA_VERSION,
+        "gta_verl_version": gta_verl.__version__,
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "embedder": kb.embedder_name,
+        "dim": int(kb.passage_emb.shape[1]),
+        "files": {f: sha256_file(tmp / f) for f in KB_FILES},
+    }
     atomic.fsync_tree(tmp)  # tables durable before the manifest that vouches for them
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
     atomic.fsync_tree(tmp)
@@ -230,15 +281,21 @@ _SHA256_HEX = frozenset("0123456789abcdef")
 
 def _plain_name(name: Any) -> bool:
     """A bare file name: no directory part, not absolute, not ``..``."""
-    return isinstance(name, str) and name not in ("", ".", "..") and "\x00" not in name \
-        and Path(name).name == name and not Path(name).is_absolute()
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and "\x00" not in name
+        and Path(name).name == name
+        and not Path(name).is_absolute()
+    )
 
 
 def _regular_file(kb_dir: Path, name: str, what: str) -> Path:
     """``kb_dir / name`` if it is a regular file inside ``kb_dir`` (after symlinks), else KBLoadError."""
     if not _plain_name(name):
         raise KBLoadError(
-            f"{kb_dir / MANIFEST}: {what} {name!r} is not a plain file name inside the KB directory")
+            f"{kb_dir / MANIFEST}: {what} {name!r} is not a plain file name inside the KB directory"
+        )
     path = kb_dir / name
     try:
         real = path.resolve(strict=True)
@@ -264,9 +321,12 @@ def _check_files(kb_dir: Path, files: Any) -> dict[str, str]:
             raise KBLoadError(f"{where}: file name {name!r} is not a plain file name inside the KB directory")
     missing, extra = sorted(set(KB_FILES) - set(files)), sorted(set(files) - set(KB_FILES))
     if missing or extra:
-        raise KBLoadError(f"{where}: 'files' must list exactly the {len(KB_FILES)} files of schema version "
-                          f"{gta_verl.SCHEMA_VERSION}" + (f"; missing {missing}" if missing else "")
-                          + (f"; unexpected {extra}" if extra else ""))
+        raise KBLoadError(
+            f"{where}: 'files' must list exactly the {len(KB_FILES)} files of schema version "
+            f"{gta_verl.SCHEMA_VERSION}"
+            + (f"; missing {missing}" if missing else "")
+            + (f"; unexpected {extra}" if extra else "")
+        )
     for name, digest in files.items():
         if not isinstance(digest, str) or len(digest) != 64 or not set(digest) <= _SHA256_HEX:
             raise KBLoadError(f"{where}: checksum of {name} is not a sha256 hex digest: {digest!r}")
@@ -298,8 +358,10 @@ def read_manifest(kb_dir: str | Path) -> dict[str, Any]:
         raise KBLoadError(f"{path}: manifest must be a JSON object, got {type(manifest).__name__}")
     ver = manifest.get("schema_version")
     if ver != gta_verl.SCHEMA_VERSION:
-        raise KBLoadError(f"{path}: KB schema version {ver!r}, this gta-verl reads version "
-                          f"{gta_verl.SCHEMA_VERSION}; rebuild it with `gta-verl kb build`")
+        raise KBLoadError(
+            f"{path}: KB schema version {ver!r}, this gta-verl reads version "
+            f"{gta_verl.SCHEMA_VERSION}; rebuild it with `gta-verl kb build`"
+        )
     if not isinstance(manifest.get("embedder", ""), str):
         raise KBLoadError(f"{path}: 'embedder' must be a string, got {manifest['embedder']!r}")
     _check_files(kb_dir, manifest.get("files"))
@@ -314,19 +376,31 @@ def verify_kb(kb_dir: str | Path) -> dict[str, Any]:
         path = _regular_file(kb_dir, name, "file listed in the manifest")
         got = sha256_file(path)
         if got != expected:
-            raise KBLoadError(f"{path}: checksum mismatch (manifest {expected[:12]}…, file {got[:12]}…): "
-                              "the KB was modified after it was written; rebuild it with `gta-verl kb build`")
+            raise KBLoadError(
+                f"{path}: checksum mismatch (manifest {expected[:12]}…, file {got[:12]}…): "
+                "the KB was modified after it was written; rebuild it with `gta-verl kb build`"
+            )
     return manifest
 
 
 def load_extractions(kb_dir: str | Path) -> dict[str, Extraction]:
     """The raw OpenIE extractions stored with a KB (input of ``kb add``)."""
-    df = _read_table(Path(kb_dir), "extractions.parquet",
-                     ("doc_id", "entities", "triples", "status", "n_malformed", "error"))
-    return {r["doc_id"]: Extraction(r["doc_id"], tuple(r["entities"]),
-                                    tuple(tuple(t) for t in r["triples"]),  # type: ignore[misc]
-                                    r["status"], int(r["n_malformed"]), r["error"])
-            for r in df.to_dict("records")}
+    df = _read_table(
+        Path(kb_dir),
+        "extractions.parquet",
+        ("doc_id", "entities", "triples", "status", "n_malformed", "error"),
+    )
+    return {
+        r["doc_id"]: Extraction(
+            r["doc_id"],
+            tuple(r["entities"]),
+            tuple(tuple(t) for t in r["triples"]),  # type: ignore[misc]
+            r["status"],
+            int(r["n_malformed"]),
+            r["error"],
+        )
+        for r in df.to_dict("records")
+    }
 
 
 def read_doc_ids(kb_dir: str | Path) -> list[str]:
@@ -341,7 +415,7 @@ def _read_table(kb_dir: Path, name: str, columns: tuple[str, ...]) -> Any:
     path = _regular_file(kb_dir, name, "KB table")
     try:
         df = pd.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a damaged file
+    except Exception as exc:  # pyarrow raises many types for a damaged file
         raise KBLoadError(f"{path}: unreadable parquet: {type(exc).__name__}: {exc}") from None
     absent = [c for c in columns if c not in df.columns]
     if absent:
@@ -353,7 +427,7 @@ def _read_array(kb_dir: Path, name: str) -> np.ndarray:
     path = _regular_file(kb_dir, name, "KB array")
     try:
         arr = np.load(path, allow_pickle=False)
-    except Exception as exc:  # noqa: BLE001 - truncated header, bad magic, pickled object, ...
+    except Exception as exc:  # truncated header, bad magic, pickled object, ...
         raise KBLoadError(f"{path}: unreadable .npy array: {type(exc).__name__}: {exc}") from None
     if not isinstance(arr, np.ndarray):
         raise KBLoadError(f"{path}: not a single .npy array")
@@ -376,9 +450,14 @@ def _edge_table(kb_dir: Path, n_nodes: int) -> Any:
 
 
 # Which file holds each KnowledgeBase field (to name it in a KBLoadError).
-_FIELD_FILE = {"passages": "passages.parquet", "triple_entity_ids": "triples.parquet",
-               "graph": "edges.parquet", "passage_emb": "passage_emb.npy", "entity_emb": "entity_emb.npy",
-               "triple_emb": "triple_emb.npy"}
+_FIELD_FILE = {
+    "passages": "passages.parquet",
+    "triple_entity_ids": "triples.parquet",
+    "graph": "edges.parquet",
+    "passage_emb": "passage_emb.npy",
+    "entity_emb": "entity_emb.npy",
+    "triple_emb": "triple_emb.npy",
+}
 
 
 def load_kb(kb_dir: str | Path, verify: bool = True) -> KnowledgeBase:
@@ -399,12 +478,17 @@ def load_kb(kb_dir: str | Path, verify: bool = True) -> KnowledgeBase:
     recover_interrupted(kb_dir)
     manifest = verify_kb(kb_dir) if verify else read_manifest(kb_dir)
     pdf = _read_table(kb_dir, "passages.parquet", ("doc_id", "title", "text"))
-    passages = tuple(Passage(d, t, x) for d, t, x in zip(pdf["doc_id"], pdf["title"], pdf["text"]))
+    passages = tuple(
+        Passage(d, t, x) for d, t, x in zip(pdf["doc_id"], pdf["title"], pdf["text"], strict=True)
+    )
     entities = tuple(_read_table(kb_dir, "entities.parquet", ("entity",))["entity"].tolist())
-    tdf = _read_table(kb_dir, "triples.parquet",
-                      ("subject", "relation", "object", "doc_id", "subject_idx", "object_idx"))
-    triples = tuple(Triple(s, r, o, d) for s, r, o, d in
-                    zip(tdf["subject"], tdf["relation"], tdf["object"], tdf["doc_id"]))
+    tdf = _read_table(
+        kb_dir, "triples.parquet", ("subject", "relation", "object", "doc_id", "subject_idx", "object_idx")
+    )
+    triples = tuple(
+        Triple(s, r, o, d)
+        for s, r, o, d in zip(tdf["subject"], tdf["relation"], tdf["object"], tdf["doc_id"], strict=True)
+    )
     try:
         tei = tdf[["subject_idx", "object_idx"]].to_numpy(dtype=np.int64).reshape(-1, 2)
     except (TypeError, ValueError) as exc:
@@ -414,10 +498,18 @@ def load_kb(kb_dir: str | Path, verify: bool = True) -> KnowledgeBase:
     if ex_rows != len(passages):
         raise KBLoadError(f"{kb_dir / 'extractions.parquet'}: {ex_rows} rows for {len(passages)} passages")
     emb = {n: _read_array(kb_dir, f"{n}.npy") for n in ("passage_emb", "entity_emb", "triple_emb")}
-    kb = KnowledgeBase(passages=passages, entities=entities, triples=triples, triple_entity_ids=tei,
-                       graph=graph, passage_emb=emb["passage_emb"], entity_emb=emb["entity_emb"],
-                       triple_emb=emb["triple_emb"], embedder_name=manifest.get("embedder", ""),
-                       manifest=manifest)
+    kb = KnowledgeBase(
+        passages=passages,
+        entities=entities,
+        triples=triples,
+        triple_entity_ids=tei,
+        graph=graph,
+        passage_emb=emb["passage_emb"],
+        entity_emb=emb["entity_emb"],
+        triple_emb=emb["triple_emb"],
+        embedder_name=manifest.get("embedder", ""),
+        manifest=manifest,
+    )
     problems = kb.problems()
     if problems:
         field_name, why = problems[0]
@@ -425,6 +517,7 @@ def load_kb(kb_dir: str | Path, verify: bool = True) -> KnowledgeBase:
     dim = manifest.get("dim")
     if dim is not None and dim != kb.passage_emb.shape[1]:
         raise KBLoadError(
-            f"{kb_dir / 'passage_emb.npy'}: width {kb.passage_emb.shape[1]}, manifest says {dim}")
+            f"{kb_dir / 'passage_emb.npy'}: width {kb.passage_emb.shape[1]}, manifest says {dim}"
+        )
     # Counts are derived data: recomputed, so an edited manifest cannot misreport the KB.
     return replace(kb, manifest={**manifest, "counts": kb_stats(kb)})

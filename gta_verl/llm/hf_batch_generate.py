@@ -57,8 +57,14 @@ class _RowStops:
     finished are padded by ``generate`` and keep their record.
     """
 
-    def __init__(self, tokenizer: Any, stops: Sequence[str], prompt_len: int, budgets: Sequence[int],
-                 prev: Sequence[int]) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        stops: Sequence[str],
+        prompt_len: int,
+        budgets: Sequence[int],
+        prev: Sequence[int],
+    ) -> None:
         self.tokenizer, self.stops, self.start = tokenizer, list(stops), prompt_len
         self.budgets, self.prev = list(budgets), list(prev)
         self.lengths: list[int | None] = [None] * len(budgets)
@@ -72,8 +78,13 @@ class _RowStops:
                 reason = None
                 if int(input_ids[i, -1]) == self.tokenizer.eos_token_id:
                     reason = "completed"
-                elif self.stops and any(s in self.tokenizer.decode(input_ids[i, self.start - self.prev[i]:],
-                                                                   skip_special_tokens=False) for s in self.stops):
+                elif self.stops and any(
+                    s
+                    in self.tokenizer.decode(
+                        input_ids[i, self.start - self.prev[i] :], skip_special_tokens=False
+                    )
+                    for s in self.stops
+                ):
                     reason = "completed"
                 if n_new + self.prev[i] >= budget and int(input_ids[i, -1]) != self.tokenizer.eos_token_id:
                     reason = "length"  # as the single path: a spent budget is "length" unless EOS ended it
@@ -101,7 +112,9 @@ def hf_generate_batch(
     prompts: Sequence[Sequence[int]],
     sampling_params: Mapping[str, Any],
     budgets: Sequence[int | None],
-    default_max_tokens: int, prev: Sequence[int] | None = None, chunk: int | None = None,
+    default_max_tokens: int,
+    prev: Sequence[int] | None = None,
+    chunk: int | None = None,
 ) -> list[Generation]:
     """Generate one continuation per prompt in a single left-padded ``model.generate`` call.
 
@@ -135,15 +148,21 @@ def hf_generate_batch(
     mask = torch.zeros((len(live), width), dtype=torch.long)
     for row, i in enumerate(live):
         p = list(prompts[i])
-        ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        mask[row, width - len(p):] = 1
+        ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        mask[row, width - len(p) :] = 1
     from transformers import StoppingCriteriaList
 
-    stops = _RowStops(tokenizer, _stop_strings(params), width, [caps[i] for i in live], [prev[i] for i in live])
+    stops = _RowStops(
+        tokenizer, _stop_strings(params), width, [caps[i] for i in live], [prev[i] for i in live]
+    )
     max_new = max(caps[i] - prev[i] for i in live)
     max_new = max_new if chunk is None else min(max_new, int(chunk))
-    out = model.generate(input_ids=ids, attention_mask=mask, stopping_criteria=StoppingCriteriaList([stops]),
-                         **_generate_kwargs(params, max_new, tokenizer))
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        stopping_criteria=StoppingCriteriaList([stops]),
+        **_generate_kwargs(params, max_new, tokenizer),
+    )
     new = out.sequences[:, width:]
     logits = torch.stack(out.logits, dim=1)  # [B, steps, V]
     temperature = float(params.get("temperature", 1.0) or 0.0)
@@ -151,7 +170,9 @@ def hf_generate_batch(
         n = stops.lengths[row]
         n = new.shape[1] if n is None else n
         tokens = new[row, :n]
-        log_probs = token_log_probs(logits[row, :n], tokens, temperature).tolist() if params.get("logprobs") else None
+        log_probs = (
+            token_log_probs(logits[row, :n], tokens, temperature).tolist() if params.get("logprobs") else None
+        )
         results[i] = Generation(tokens.tolist(), log_probs, stops.reasons[row])
     return [r for r in results if r is not None]
 
@@ -189,8 +210,15 @@ class GenerationBatcher:
         lock: Held around each model call (shared with whatever else touches the model).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, response_length: int, max_batch: int = 64,
-                 lock: asyncio.Lock | None = None, chunk: int = 32) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        response_length: int,
+        max_batch: int = 64,
+        lock: asyncio.Lock | None = None,
+        chunk: int = 32,
+    ) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.response_length, self.max_batch = int(response_length), max(1, int(max_batch))
         self.chunk = max(1, int(chunk))
@@ -225,8 +253,14 @@ class GenerationBatcher:
             from gta_verl.llm.hf_generate import hf_generate
 
             async with self.lock:
-                return await asyncio.to_thread(hf_generate, self.model, self.tokenizer, list(prompt_ids),
-                                               dict(params), self.response_length)
+                return await asyncio.to_thread(
+                    hf_generate,
+                    self.model,
+                    self.tokenizer,
+                    list(prompt_ids),
+                    dict(params),
+                    self.response_length,
+                )
         item = _Pending(list(prompt_ids), dict(params), asyncio.get_running_loop().create_future())
         self._pending.append(item)
         if self._worker is None or self._worker.done():
@@ -243,16 +277,22 @@ class GenerationBatcher:
             try:
                 async with self.lock:
                     outs = await asyncio.to_thread(
-                        hf_generate_batch, self.model, self.tokenizer, [g.prompt_ids + g.tokens for g in group],
-                        shared_params(group[0].params), [request_budget(g.params) for g in group],
-                        self.response_length, [len(g.tokens) for g in group], self.chunk,
+                        hf_generate_batch,
+                        self.model,
+                        self.tokenizer,
+                        [g.prompt_ids + g.tokens for g in group],
+                        shared_params(group[0].params),
+                        [request_budget(g.params) for g in group],
+                        self.response_length,
+                        [len(g.tokens) for g in group],
+                        self.chunk,
                     )
             except Exception as exc:  # every waiting turn sees the failure, none hangs
                 for g in group:
                     if not g.future.done():
                         g.future.set_exception(exc)
                 continue
-            for g, out in zip(group, outs):
+            for g, out in zip(group, outs, strict=True):
                 g.tokens += out.token_ids
                 if out.log_probs is not None:
                     g.log_probs += out.log_probs

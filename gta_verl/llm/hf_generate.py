@@ -23,8 +23,18 @@ import torch
 
 #: ``sampling_params`` keys we read; anything else (e.g. ``detokenize``) is ignored like vLLM's defaults.
 _KNOWN = {
-    "temperature", "top_p", "top_k", "repetition_penalty", "logprobs", "max_tokens", "max_new_tokens",
-    "stop", "include_stop_str_in_output", "prompt_logprobs", "detokenize", "seed",
+    "temperature",
+    "top_p",
+    "top_k",
+    "repetition_penalty",
+    "logprobs",
+    "max_tokens",
+    "max_new_tokens",
+    "stop",
+    "include_stop_str_in_output",
+    "prompt_logprobs",
+    "detokenize",
+    "seed",
 }
 
 
@@ -59,12 +69,17 @@ def _generate_kwargs(params: Mapping[str, Any], max_new_tokens: int, tokenizer: 
         "return_dict_in_generate": True,
         "output_logits": True,
         "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id
+        if tokenizer.pad_token_id is not None
+        else tokenizer.eos_token_id,
         "repetition_penalty": float(params.get("repetition_penalty", 1.0) or 1.0),
     }
     if temperature > 0:
-        kwargs.update(temperature=temperature, top_p=float(params.get("top_p", 1.0) or 1.0),
-                      top_k=top_k if top_k > 0 else 0)
+        kwargs.update(
+            temperature=temperature,
+            top_p=float(params.get("top_p", 1.0) or 1.0),
+            top_k=top_k if top_k > 0 else 0,
+        )
     else:  # greedy: leave the model's sampling defaults out of it
         kwargs.update(temperature=None, top_p=None, top_k=None)
     return kwargs
@@ -171,7 +186,7 @@ def hf_generate(
         stopping_criteria=criteria,
         **_generate_kwargs(params, max_new, tokenizer),
     )
-    new = out.sequences[0, input_ids.shape[1]:]
+    new = out.sequences[0, input_ids.shape[1] :]
     logits = torch.stack([step[0] for step in out.logits])[: new.numel()]  # [R, V]
     log_probs = None
     if params.get("logprobs"):

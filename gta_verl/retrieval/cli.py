@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from typing import Any
 
 from gta_verl.retrieval.config import FUSIONS, MODES, RetrieverConfig
 from gta_verl.retrieval.serving.http_limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
@@ -20,20 +21,35 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
         "--alpha", type=float, default=d.alpha, help=f"PPR restart probability (default {d.alpha})"
     )
     p.add_argument("--fusion", choices=FUSIONS, default=d.fusion, help=f"hybrid order (default {d.fusion})")
-    p.add_argument("--dense-head", type=int, default=d.dense_head,
-                   help=f"dense documents first with --fusion dense_head (default {d.dense_head})")
-    p.add_argument("--fusion-weight", type=float, default=d.fusion_weight,
-                   help=f"dense weight λ of --fusion score (default {d.fusion_weight})")
-    p.add_argument("--passage-seed-top", type=int, default=d.passage_seed_top,
-                   help=f"documents seeded with their dense score, 0 = all (default {d.passage_seed_top})")
+    p.add_argument(
+        "--dense-head",
+        type=int,
+        default=d.dense_head,
+        help=f"dense documents first with --fusion dense_head (default {d.dense_head})",
+    )
+    p.add_argument(
+        "--fusion-weight",
+        type=float,
+        default=d.fusion_weight,
+        help=f"dense weight λ of --fusion score (default {d.fusion_weight})",
+    )
+    p.add_argument(
+        "--passage-seed-top",
+        type=int,
+        default=d.passage_seed_top,
+        help=f"documents seeded with their dense score, 0 = all (default {d.passage_seed_top})",
+    )
     p.add_argument(
         "--index", choices=("flat", "ivf", "hnsw"), default=d.index, help="triple index (default flat)"
     )
-    p.add_argument("--allow-download", action="store_true",
-                   help="let the KB's query encoder be fetched from the model hub (default: local/bundled only)")
+    p.add_argument(
+        "--allow-download",
+        action="store_true",
+        help="let the KB's query encoder be fetched from the model hub (default: local/bundled only)",
+    )
 
 
-def _config(args: argparse.Namespace, **extra: object) -> RetrieverConfig:
+def _config(args: argparse.Namespace, **extra: Any) -> RetrieverConfig:
     return RetrieverConfig(
         k_graph=args.k_graph,
         k_dense=args.k_dense,
@@ -93,8 +109,11 @@ def _tune(args: argparse.Namespace, retriever: object, qa: list) -> int:
     seed_tops = [int(x) for x in args.seed_tops.split(",") if x.strip()]
     ks = [int(k) for k in args.k.split(",") if k.strip()]
     report = tune_fusion([Dataset(args.qa, retriever, qa)], default_grid(seed_tops), args.split_seed, ks)
-    print(json.dumps(dataclasses.asdict(report), indent=2, default=str) if args.json
-          else format_tune_report(report))
+    print(
+        json.dumps(dataclasses.asdict(report), indent=2, default=str)
+        if args.json
+        else format_tune_report(report)
+    )
     return 0
 
 
@@ -109,15 +128,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--max-batch", type=int, default=256, help="most queries per batched call")
     s.add_argument("--max-wait-ms", type=float, default=5.0, help="micro-batching window")
-    s.add_argument("--header-timeout", type=float, default=HEADER_TIMEOUT_S,
-                   help=f"close a connection without complete request headers after this many s "
-                        f"(default {HEADER_TIMEOUT_S:g})")
-    s.add_argument("--body-timeout", type=float, default=BODY_TIMEOUT_S,
-                   help=f"408 and close when the body is incomplete this many s after its headers "
-                        f"(default {BODY_TIMEOUT_S:g})")
-    s.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS,
-                   help=f"open connections at most; past it the oldest idle one is closed; lowered to fit "
-                        f"the open-file limit (default {MAX_CONNECTIONS})")
+    s.add_argument(
+        "--header-timeout",
+        type=float,
+        default=HEADER_TIMEOUT_S,
+        help=f"close a connection without complete request headers after this many s "
+        f"(default {HEADER_TIMEOUT_S:g})",
+    )
+    s.add_argument(
+        "--body-timeout",
+        type=float,
+        default=BODY_TIMEOUT_S,
+        help=f"408 and close when the body is incomplete this many s after its headers "
+        f"(default {BODY_TIMEOUT_S:g})",
+    )
+    s.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        help=f"open connections at most; past it the oldest idle one is closed; lowered to fit "
+        f"the open-file limit (default {MAX_CONNECTIONS})",
+    )
     s.set_defaults(func=cmd_serve)
     r.set_defaults(func=lambda a: (r.print_help(), 2)[1])
 
@@ -128,10 +159,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--k", default="1,2,5,10", help="comma list of cut-offs")
     e.add_argument("--limit", type=int, default=0, help="evaluate only the first N questions")
     e.add_argument("--json", action="store_true", help="print JSON instead of markdown")
-    e.add_argument("--tune-fusion", action="store_true",
-                   help="choose the hybrid order on one seeded half of the questions (mean R@2, R@5; "
-                        "≥ dense and graph at every k) and report recall on the other half")
+    e.add_argument(
+        "--tune-fusion",
+        action="store_true",
+        help="choose the hybrid order on one seeded half of the questions (mean R@2, R@5; "
+        "≥ dense and graph at every k) and report recall on the other half",
+    )
     e.add_argument("--split-seed", type=int, default=0, help="seed of the --tune-fusion split (default 0)")
-    e.add_argument("--seed-tops", default="0",
-                   help="passage_seed_top values tried by --tune-fusion, comma list (default 0 = all)")
+    e.add_argument(
+        "--seed-tops",
+        default="0",
+        help="passage_seed_top values tried by --tune-fusion, comma list (default 0 = all)",
+    )
     e.set_defaults(func=cmd_eval)

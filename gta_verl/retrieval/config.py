@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, TypeGuard, get_args
 
 from gta_verl.retrieval.ppr.choice import PPR_METHODS, Method, pick_solver
 from gta_verl.strict_config import StrictConfig
@@ -16,6 +16,19 @@ Fusion = Literal["dense_head", "interleave", "rrf", "graph_first", "dense_first"
 MODES: tuple[str, ...] = get_args(Mode)
 INDEX_KINDS: tuple[str, ...] = get_args(IndexKind)
 FUSIONS: tuple[str, ...] = get_args(Fusion)
+#: What :class:`RetrieverConfig` says of a ``mode`` outside :data:`MODES`.
+MODE_RULE = f"must be one of {MODES} (dense = the 'w/o graph retrieval' ablation)"
+
+
+def as_mode(name: str) -> Mode:
+    """``name`` as a :data:`Mode`; raises the ``ValueError`` :class:`RetrieverConfig` raises for it."""
+    if not _is_mode(name):
+        raise ValueError(f"RetrieverConfig.mode={name!r}: {MODE_RULE}")
+    return name
+
+
+def _is_mode(name: str) -> TypeGuard[Mode]:
+    return name in MODES
 
 
 @dataclass(frozen=True)
@@ -138,7 +151,7 @@ class RetrieverConfig(StrictConfig):
             return ValueError(f"RetrieverConfig.{name}={getattr(self, name)!r}: {msg}")
 
         if self.mode not in MODES:
-            raise bad("mode", f"must be one of {MODES} (dense = the 'w/o graph retrieval' ablation)")
+            raise bad("mode", MODE_RULE)
         if self.index not in INDEX_KINDS:
             raise bad("index", f"must be one of {INDEX_KINDS}")
         if self.fusion not in FUSIONS:
@@ -167,8 +180,14 @@ class RetrieverConfig(StrictConfig):
         for name in ("top_n_triples", "ppr_max_iter", "ppr_block_size", "batch_size", "max_query_chars"):
             if getattr(self, name) < 1:
                 raise bad(name, "must be >= 1")
-        for name in ("passage_seed_top", "max_seed_entities", "max_query_words", "dense_head", "ivf_nprobe",
-                     "hnsw_m"):
+        for name in (
+            "passage_seed_top",
+            "max_seed_entities",
+            "max_query_words",
+            "dense_head",
+            "ivf_nprobe",
+            "hnsw_m",
+        ):
             if getattr(self, name) < 0:
                 raise bad(name, "must be >= 0")
         if self.passage_node_weight < 0:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gta_verl.data.types import QAExample
-from gta_verl.retrieval.config import MODES, RetrieverConfig
+from gta_verl.retrieval.config import MODES, RetrieverConfig, as_mode
 
 logger = logging.getLogger(__name__)
 
@@ -81,10 +81,13 @@ def _load_parquet_qa(path: Path, corpus: Mapping[str, Any]) -> list[QAExample]:
     try:
         df = pd.read_parquet(path)
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise DataFormatError(f"{path}: not a readable parquet file ({type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0][:200]})") from None
+        raise DataFormatError(
+            f"{path}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        ) from None
     if "reward_model" not in df.columns:
-        raise DataFormatError(f"{path}: not a verl QA parquet (no reward_model column; columns {list(df.columns)})")
+        raise DataFormatError(
+            f"{path}: not a verl QA parquet (no reward_model column; columns {list(df.columns)})"
+        )
     out, not_in_kb = [], 0
     for i, row in df.iterrows():
         try:
@@ -106,8 +109,12 @@ def _load_parquet_qa(path: Path, corpus: Mapping[str, Any]) -> list[QAExample]:
             )
         )
     if not_in_kb:
-        logger.warning("%s: %d of %d questions rejected: no gold document in the KB (another corpus?)",
-                       path, not_in_kb, len(df))
+        logger.warning(
+            "%s: %d of %d questions rejected: no gold document in the KB (another corpus?)",
+            path,
+            not_in_kb,
+            len(df),
+        )
     if not out:
         raise DataFormatError(f"{path}: none of its {len(df)} questions has a gold document in the KB")
     return out
@@ -119,7 +126,7 @@ def _mode_recall(retriever: Any, qa: Sequence[QAExample], ks: Sequence[int]) -> 
     per_k: dict[int, list[float]] = {k: [] for k in ks}
     by_hops: dict[int, dict[int, list[float]]] = {}
     flags: dict[str, int] = {}
-    for ex, res in zip(qa, results):
+    for ex, res in zip(qa, results, strict=True):
         ids = res.doc_ids
         for f in res.flags:
             flags[f] = flags.get(f, 0) + 1
@@ -187,7 +194,7 @@ def evaluate_retrieval(
         "modes": {},
     }
     for mode in modes:
-        retriever = base.with_config(dataclasses.replace(config, mode=mode))
+        retriever = base.with_config(dataclasses.replace(config, mode=as_mode(mode)))
         out["modes"][mode] = _mode_recall(retriever, qa, ks)
     return out
 

@@ -86,7 +86,7 @@ def score_fusion(
     cos = np.array([float(dense_scores[d]) for d in order], dtype=np.float64)
     span = cos.max() - cos.min() if len(cos) else 0.0
     d_norm = (cos - cos.min()) / span if span > 0 else np.ones_like(cos)
-    ppr = dict(zip((int(g) for g in graph), (float(x) for x in graph_scores)))
+    ppr = dict(zip((int(g) for g in graph), (float(x) for x in graph_scores), strict=True))
     top = max(ppr.values(), default=0.0)
     g_norm = np.array([ppr.get(d, 0.0) / top if top > 0 else 0.0 for d in order])
     fused = dense_weight * d_norm + (1.0 - dense_weight) * g_norm

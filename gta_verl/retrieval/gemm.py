@@ -37,7 +37,7 @@ def backend() -> str:
     return _BACKEND
 
 
-def _tensor(x: np.ndarray):  # noqa: ANN202 - torch stays an import-time-optional dependency here
+def _tensor(x: np.ndarray):  # torch stays an import-time-optional dependency here
     import torch
 
     with warnings.catch_warnings():  # read-only shared maps: torch only reads them

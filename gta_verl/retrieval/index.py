@@ -108,8 +108,9 @@ class Bf16Scan:
         max_norm: Optional largest row norm of ``vectors`` (computed when not given).
     """
 
-    def __init__(self, vectors: np.ndarray, bf16_bits: np.ndarray | None = None,
-                 max_norm: float | None = None) -> None:
+    def __init__(
+        self, vectors: np.ndarray, bf16_bits: np.ndarray | None = None, max_norm: float | None = None
+    ) -> None:
         import torch
 
         self.x = vectors
@@ -121,8 +122,9 @@ class Bf16Scan:
                 blk = np.ascontiguousarray(vectors[start : start + step], dtype=np.float32)
                 norms.append(float(np.sqrt(np.einsum("ij,ij->i", blk, blk).max())))
                 if bf16_bits is None:
-                    bits[start : start + len(blk)] = torch.from_numpy(blk).to(torch.bfloat16).view(torch.int16) \
-                        .numpy().view(np.uint16)
+                    bits[start : start + len(blk)] = (
+                        torch.from_numpy(blk).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+                    )
         self.bits = bits
         self.max_norm = max_norm if max_norm is not None else max(norms)
 
@@ -186,8 +188,14 @@ class VectorIndex:
             CPU multiplies it natively, :func:`cpu_has_bf16`). The answers are the float32 ones.
     """
 
-    def __init__(self, vectors: np.ndarray, kind: str = "flat", nprobe: int = 16, hnsw_m: int = 32,
-                 scan: str = "float32") -> None:
+    def __init__(
+        self,
+        vectors: np.ndarray,
+        kind: str = "flat",
+        nprobe: int = 16,
+        hnsw_m: int = 32,
+        scan: str = "float32",
+    ) -> None:
         import faiss
 
         use_blas_for_batches()
@@ -197,13 +205,15 @@ class VectorIndex:
         self.n, self.dim = x.shape
         self.kind = kind
         # IVF needs ~39 training points per list; small tables get an exact index.
+        index: faiss.Index
         if kind == "ivf" and self.n >= 39 * 4:
             nlist = int(min(4 * np.sqrt(self.n), self.n // 39))
             quantizer = faiss.IndexFlatIP(self.dim)
-            index = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
-            index.train(x)
-            index.nprobe = max(1, min(nprobe, nlist))
+            ivf = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            ivf.train(x)
+            ivf.nprobe = max(1, min(nprobe, nlist))
             self._keep = quantizer  # the IVF index does not own its quantizer in Python
+            index = ivf
         elif kind == "hnsw":
             index = faiss.IndexHNSWFlat(self.dim, max(hnsw_m, 4), faiss.METRIC_INNER_PRODUCT)
         else:

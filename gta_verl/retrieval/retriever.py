@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from gta_verl.data.types import RetrievalHit, RetrievalResult
+from gta_verl.data.types import HitSource, RetrievalHit, RetrievalResult
 from gta_verl.retrieval import gemm
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.fusion import fuse
@@ -35,8 +35,14 @@ from gta_verl.retrieval.ppr.linear import PassageBasis, build_passage_basis
 from gta_verl.retrieval.ppr.solve import minmax_rows, passage_part, ppr_top_docs, topk_stable
 from gta_verl.retrieval.ppr.transition import Transition, build_transition
 
-__all__ = ["FLAG_NO_ENTITIES", "FLAG_TRUNCATED", "GraphRetriever", "entity_doc_frequency", "seed_entities",
-           "topk_stable"]
+__all__ = [
+    "FLAG_NO_ENTITIES",
+    "FLAG_TRUNCATED",
+    "GraphRetriever",
+    "entity_doc_frequency",
+    "seed_entities",
+    "topk_stable",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +79,9 @@ def seed_entities(
     ([0, 1, 2], [1.0, 0.375, 0.5])
     """
     sums: dict[int, list[float]] = {}
-    for score, pair in zip(np.asarray(triple_scores, dtype=np.float64), np.asarray(entity_pairs)):
+    for score, pair in zip(
+        np.asarray(triple_scores, dtype=np.float64), np.asarray(entity_pairs), strict=True
+    ):
         for ent in dict.fromkeys(int(e) for e in pair):  # a self-relation counts once
             sums.setdefault(ent, []).append(float(score))
     if not sums:
@@ -147,7 +155,10 @@ class GraphRetriever:
 
     @classmethod
     def from_kb_dir(
-        cls, kb_dir: str | Path, config: RetrieverConfig | None = None, embedder: Any = None,
+        cls,
+        kb_dir: str | Path,
+        config: RetrieverConfig | None = None,
+        embedder: Any = None,
         allow_download: bool = False,
     ) -> GraphRetriever:
         """Load the KB at ``kb_dir`` and its encoder (``load_embedder(kb.embedder_name)``)."""
@@ -156,8 +167,13 @@ class GraphRetriever:
         return cls.from_kb(load_kb(kb_dir), config, embedder, allow_download=allow_download)
 
     @classmethod
-    def from_kb(cls, kb: Any, config: RetrieverConfig | None = None, embedder: Any = None,
-                allow_download: bool = False) -> GraphRetriever:
+    def from_kb(
+        cls,
+        kb: Any,
+        config: RetrieverConfig | None = None,
+        embedder: Any = None,
+        allow_download: bool = False,
+    ) -> GraphRetriever:
         """Serve an already loaded KB with its own encoder (``load_embedder(kb.embedder_name)``).
 
         The encoder named by the KB manifest is never downloaded unless ``allow_download``.
@@ -166,8 +182,9 @@ class GraphRetriever:
             from gta_verl.kb.embed import load_embedder
 
             # no disk cache for queries: RL issues millions of distinct ones
-            embedder = load_embedder(kb.embedder_name or "all-MiniLM-L6-v2", cache=False,
-                                     allow_download=allow_download)
+            embedder = load_embedder(
+                kb.embedder_name or "all-MiniLM-L6-v2", cache=False, allow_download=allow_download
+            )
         return cls(kb, embedder, config)
 
     def with_config(self, config: RetrieverConfig) -> GraphRetriever:
@@ -236,8 +253,10 @@ class GraphRetriever:
                 raise TypeError(f"query {i} is {type(q).__name__}, expected str")
             text = " ".join(_visible(q).split())  # NUL-, zero-width- or bidi-only is as empty as blank
             if not text:
-                raise ValueError(f"query {i} is empty or has only whitespace/invisible characters; "
-                                 "a search query needs text")
+                raise ValueError(
+                    f"query {i} is empty or has only whitespace/invisible characters; "
+                    "a search query needs text"
+                )
             truncated = False
             if c.max_query_words and len(words := text.split(" ")) > c.max_query_words:
                 text, truncated = " ".join(words[: c.max_query_words]), True
@@ -265,13 +284,21 @@ class GraphRetriever:
         c, kb = self.config, self.kb
         n_b = len(triple_scores)
         seeded = np.zeros(n_b, dtype=bool)
-        norm = minmax_rows(triple_scores, min_scores, triple_scores[:, 0]) if c.triple_score_norm == "minmax" \
+        norm = (
+            minmax_rows(triple_scores, min_scores, triple_scores[:, 0])
+            if c.triple_score_norm == "minmax"
             else triple_scores
+        )
         rows, cols, vals = [], [], []
         for b in range(n_b):
             usable = (triple_ids[b] >= 0) & (triple_scores[b] > c.min_triple_score)
-            ids, w = seed_entities(norm[b, usable], self._fact_pairs[triple_ids[b, usable]], self._doc_freq,
-                                   c.max_seed_entities, c.doc_frequency_norm)
+            ids, w = seed_entities(
+                norm[b, usable],
+                self._fact_pairs[triple_ids[b, usable]],
+                self._doc_freq,
+                c.max_seed_entities,
+                c.doc_frequency_norm,
+            )
             if w.sum() <= 0:
                 continue
             seeded[b] = True
@@ -281,8 +308,9 @@ class GraphRetriever:
         n_nodes = kb.n_docs + kb.n_entities
         if not rows:
             return sp.csr_matrix((n_b, n_nodes)), seeded
-        seeds = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                              shape=(n_b, n_nodes))
+        seeds = sp.csr_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_b, n_nodes)
+        )
         seeds.sum_duplicates()
         return seeds, seeded
 
@@ -307,8 +335,9 @@ class GraphRetriever:
         seeds, seeded = self.entity_seeds(triple_scores, triple_ids, min_scores)
         if c.passage_node_weight <= 0 or not seeded.any():
             return seeds, seeded
-        docs_part = passage_part(dense, np.flatnonzero(seeded), c.passage_node_weight, c.passage_seed_top,
-                                 seeds.shape)
+        docs_part = passage_part(
+            dense, np.flatnonzero(seeded), c.passage_node_weight, c.passage_seed_top, seeds.shape
+        )
         pers = (seeds + docs_part).tocsr()
         pers.sum_duplicates()
         return pers, seeded
@@ -368,8 +397,9 @@ class GraphRetriever:
             self._basis = build_passage_basis(self.transition, self._passage_emb, self.config.alpha)
         return self._basis
 
-    def ppr_top(self, seeds: sp.csr_matrix, q: np.ndarray, dense: np.ndarray,
-                k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    def ppr_top(
+        self, seeds: sp.csr_matrix, q: np.ndarray, dense: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Top-``k`` PPR documents of seeded queries by :func:`~gta_verl.retrieval.ppr.solve.ppr_top_docs`.
 
         Args:
@@ -381,11 +411,12 @@ class GraphRetriever:
         Returns:
             ``(ids int64 [b, k], scores float64 [b, k], nodes the push touched int64 [b] or None)``.
         """
-        return ppr_top_docs(self.solver, self.transition, seeds, dense, q, k, self.config,
-                            lambda: self.passage_basis)
+        return ppr_top_docs(
+            self.solver, self.transition, seeds, dense, q, k, self.config, lambda: self.passage_basis
+        )
 
     # ------------------------------------------------------------------ results
-    def _hit(self, doc: int, source: str, score: float) -> RetrievalHit:
+    def _hit(self, doc: int, source: HitSource, score: float) -> RetrievalHit:
         p = self.kb.passages[doc]
         return RetrievalHit(doc_id=p.doc_id, title=p.title, text=p.text, score=score, source=source)
 
@@ -405,7 +436,7 @@ class GraphRetriever:
             return [self._hit(int(d), "dense", float(dense[d])) for d in d_order]
         ids, scores = graph[0][:k_g], graph[1][:k_g]
         g_order = ids[ids >= 0]
-        ppr = dict(zip(g_order.tolist(), scores[ids >= 0].tolist()))
+        ppr = dict(zip(g_order.tolist(), scores[ids >= 0].tolist(), strict=True))
         want = min(k_g, len(dense))
         if len(g_order) < want:
             rest = np.setdiff1d(np.arange(want + len(g_order)), g_order)
@@ -416,8 +447,16 @@ class GraphRetriever:
         hits = []
         # only score fusion reads scores; padded unreached documents have PPR 0
         g_scores = [ppr.get(int(d), 0.0) for d in g_order] if c.fusion == "score" else None
-        fused = fuse(g_order, d_order, c.fusion, c.dense_head, c.rrf_k, graph_scores=g_scores,
-                     dense_scores=dense, dense_weight=c.fusion_weight)
+        fused = fuse(
+            g_order,
+            d_order,
+            c.fusion,
+            c.dense_head,
+            c.rrf_k,
+            graph_scores=g_scores,
+            dense_scores=dense,
+            dense_weight=c.fusion_weight,
+        )
         for d in fused:
             if d in g_set:
                 hits.append(self._hit(d, "both" if d in d_set else "graph", ppr.get(d, 0.0)))

@@ -71,14 +71,20 @@ class RetrieverSection(StrictConfig):
         serving_keys = ServingConfig.known_keys()
         serving = {k: values.pop(k) for k in list(values) if k in serving_keys}
         own = {k: values.pop(k) for k in cls.OWN_KEYS if k in values}
-        return cls(serving=ServingConfig(**{**SECTION_SERVING_DEFAULTS, **serving}),
-                   retrieval=RetrieverConfig(**values), **own)
+        return cls(
+            serving=ServingConfig(**{**SECTION_SERVING_DEFAULTS, **serving}),
+            retrieval=RetrieverConfig(**values),
+            **own,
+        )
 
     def __getattr__(self, name: str) -> Any:
         """Deprecated flat access to the serving keys (``section.num_cpus``): use ``section.serving``."""
         if name in ServingConfig.known_keys():
-            warnings.warn(f"RetrieverSection.{name} is deprecated; use RetrieverSection.serving.{name}",
-                          DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                f"RetrieverSection.{name} is deprecated; use RetrieverSection.serving.{name}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             return getattr(self.serving, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gta_verl.data.types import QAExample
-from gta_verl.retrieval.config import Fusion, RetrieverConfig
+from gta_verl.retrieval.config import Fusion, Mode, RetrieverConfig
 from gta_verl.retrieval.evaluate import DEFAULT_KS, recall_at_k
 
 K = TypeVar("K", bound=Hashable)
@@ -53,21 +53,26 @@ class FusionChoice:
 
     def apply(self, config: RetrieverConfig) -> RetrieverConfig:
         """``config`` with this order (and seeding)."""
-        return dataclasses.replace(config, fusion=self.fusion, dense_head=self.dense_head,
-                                   fusion_weight=self.fusion_weight, passage_seed_top=self.passage_seed_top)
+        return dataclasses.replace(
+            config,
+            fusion=self.fusion,
+            dense_head=self.dense_head,
+            fusion_weight=self.fusion_weight,
+            passage_seed_top=self.passage_seed_top,
+        )
 
 
 def default_grid(seed_tops: Sequence[int] = (0,)) -> tuple[FusionChoice, ...]:
     """Candidates: rank rules, then score fusion λ = 0.1 … 0.9, for each seeding value.
 
-    Today's default (``dense_head(3)``, every document seeded) comes first, so a tie
-    on the tune half keeps it.
+    The configured default (``dense_head(3)``, every document seeded) comes first, so a
+    tie on the tune half keeps it.
     """
     grid: list[FusionChoice] = []
     for top in seed_tops:
-        heads = dict.fromkeys((RetrieverConfig().dense_head, 1, 2, 3))  # today's default first
+        heads = dict.fromkeys((RetrieverConfig().dense_head, 1, 2, 3))  # the configured default first
         grid += [FusionChoice("dense_head", h, passage_seed_top=top) for h in heads]
-        rank_rules = ("interleave", "rrf", "graph_first", "dense_first")
+        rank_rules: tuple[Fusion, ...] = ("interleave", "rrf", "graph_first", "dense_first")
         grid += [FusionChoice(m, passage_seed_top=top) for m in rank_rules]
         grid += [FusionChoice("score", fusion_weight=w / 10, passage_seed_top=top) for w in range(1, 10)]
     return tuple(grid)
@@ -138,9 +143,18 @@ def select_fusion(
         return float(np.mean([objective(t[key], objective_ks) for t in tables]))
 
     def shortfall(key: K) -> float:
-        return max(ref[k] - t[key][k] for t, refs in zip(tables, references) for ref in refs for k in ref)
+        return max(
+            ref[k] - t[key][k]
+            for t, refs in zip(tables, references, strict=True)
+            for ref in refs
+            for k in ref
+        )
 
-    passing = [key for key in keys if all(dominates(t[key], refs) for t, refs in zip(tables, references))]
+    passing = [
+        key
+        for key in keys
+        if all(dominates(t[key], refs) for t, refs in zip(tables, references, strict=True))
+    ]
     if passing:
         best = max(range(len(passing)), key=lambda i: (score(passing[i]), -i))  # first wins a tie
         return passing[best], True
@@ -171,8 +185,14 @@ def score_questions(retriever: Any, questions: Sequence[str], k: int) -> list[Sc
     return out
 
 
-def mean_recalls(retriever: Any, scored: Sequence[Scored], qa: Sequence[QAExample], ks: Sequence[int],
-                 k_g: int | None = None, k_d: int | None = None) -> dict[int, float]:
+def mean_recalls(
+    retriever: Any,
+    scored: Sequence[Scored],
+    qa: Sequence[QAExample],
+    ks: Sequence[int],
+    k_g: int | None = None,
+    k_d: int | None = None,
+) -> dict[int, float]:
     """Mean recall@k of the hits ``retriever.fused_hits`` orders from cached scores.
 
     ``k_g``/``k_d`` default to ``max(ks)`` each (= :meth:`GraphRetriever.rank`); pass the
@@ -236,16 +256,26 @@ class _Tables:
         self.scored = {
             top: score_questions(
                 ds.retriever.with_config(dataclasses.replace(self.base, mode="hybrid", passage_seed_top=top)),
-                questions, k)
+                questions,
+                k,
+            )
             for top in seed_tops
         }
 
-    def row(self, idx: Sequence[int], choice: FusionChoice, mode: str, r_q: bool = False) -> dict[int, float]:
+    def row(
+        self, idx: Sequence[int], choice: FusionChoice, mode: Mode, r_q: bool = False
+    ) -> dict[int, float]:
         cfg = dataclasses.replace(choice.apply(self.base), mode=mode)
         kg, kd = (cfg.k_graph, cfg.k_dense) if r_q else (None, None)
         scored = self.scored[choice.passage_seed_top]
-        return mean_recalls(self.retriever.with_config(cfg), [scored[i] for i in idx],
-                            [self.qa[i] for i in idx], self.ks, kg, kd)
+        return mean_recalls(
+            self.retriever.with_config(cfg),
+            [scored[i] for i in idx],
+            [self.qa[i] for i in idx],
+            self.ks,
+            kg,
+            kd,
+        )
 
     def references(self, idx: Sequence[int], seed_tops: Sequence[int]) -> dict[str, dict[int, float]]:
         """Dense, and graph at every seeding value of the grid (the bars to match)."""
@@ -283,11 +313,13 @@ def tune_fusion(
     seed_tops = list(dict.fromkeys(c.passage_seed_top for c in grid))
     tables = [_Tables(ds, seed_tops, ks) for ds in datasets]
     splits = [split_halves([q.qid for q in t.qa], split_seed) for t in tables]
-    tune_tables = [{c: t.row(tune, c, "hybrid") for c in grid} for t, (tune, _) in zip(tables, splits)]
-    tune_refs = [t.references(tune, seed_tops) for t, (tune, _) in zip(tables, splits)]
+    tune_tables = [
+        {c: t.row(tune, c, "hybrid") for c in grid} for t, (tune, _) in zip(tables, splits, strict=True)
+    ]
+    tune_refs = [t.references(tune, seed_tops) for t, (tune, _) in zip(tables, splits, strict=True)]
     chosen, met = select_fusion(tune_tables, [list(r.values()) for r in tune_refs], objective_ks)
     results = []
-    for ds, t, (tune, held), tt, refs in zip(datasets, tables, splits, tune_tables, tune_refs):
+    for ds, t, (tune, held), tt, refs in zip(datasets, tables, splits, tune_tables, tune_refs, strict=True):
         b = t.base
         base_choice = FusionChoice(b.fusion, b.dense_head, b.fusion_weight, b.passage_seed_top)
         held_rows = {
@@ -298,12 +330,16 @@ def tune_fusion(
         }
         if base_choice.passage_seed_top in seed_tops:  # its scores are cached
             held_rows[f"hybrid (config: {base_choice.label})"] = t.row(held, base_choice, "hybrid")
-        results.append(DatasetResult(
-            name=ds.name, n_tune=len(tune), n_held_out=len(held),
-            tune={**refs, **{c.label: r for c, r in tt.items()}},
-            held_out=held_rows,
-            held_out_candidates={c.label: t.row(held, c, "hybrid") for c in grid},
-        ))
+        results.append(
+            DatasetResult(
+                name=ds.name,
+                n_tune=len(tune),
+                n_held_out=len(held),
+                tune={**refs, **{c.label: r for c, r in tt.items()}},
+                held_out=held_rows,
+                held_out_candidates={c.label: t.row(held, c, "hybrid") for c in grid},
+            )
+        )
     return TuneReport(split_seed, tuple(ks), tuple(objective_ks), chosen, met, tuple(results))
 
 
@@ -311,8 +347,12 @@ def held_out_shortfalls(result: DatasetResult, ks: Sequence[int]) -> list[str]:
     """Where the chosen hybrid falls below dense or graph on the held-out half (``[]`` = nowhere)."""
     rows = result.held_out
     hyb = next(r for name, r in rows.items() if name.startswith("hybrid (chosen"))
-    return [f"R@{k} {hyb[k]:.3f} < {ref} {rows[ref][k]:.3f}"
-            for ref in ("dense", "graph") for k in ks if hyb[k] < rows[ref][k]]
+    return [
+        f"R@{k} {hyb[k]:.3f} < {ref} {rows[ref][k]:.3f}"
+        for ref in ("dense", "graph")
+        for k in ks
+        if hyb[k] < rows[ref][k]
+    ]
 
 
 def _table(rows: Mapping[str, Mapping[int, float]], ks: Sequence[int], bold: str = "") -> list[str]:
@@ -337,11 +377,17 @@ def format_tune_report(report: TuneReport) -> str:
         out += ["", f"### {d.name}: held-out half ({d.n_held_out} questions, not used for the choice)", ""]
         out += _table(d.held_out, report.ks)
         short = held_out_shortfalls(d, report.ks)
-        out += ["", "Held out, chosen hybrid ≥ dense and ≥ graph at every k: "
-                + ("yes" if not short else "no (" + "; ".join(short) + ")")]
+        out += [
+            "",
+            "Held out, chosen hybrid ≥ dense and ≥ graph at every k: "
+            + ("yes" if not short else "no (" + "; ".join(short) + ")"),
+        ]
         out += ["", f"{d.name}: tune half ({d.n_tune} questions; the choice was made here)", ""]
         out += _table(d.tune, report.ks, bold=report.chosen.label)
-        out += ["", f"{d.name}: every candidate on the held-out half (inspection only, not used to choose)",
-                ""]
+        out += [
+            "",
+            f"{d.name}: every candidate on the held-out half (inspection only, not used to choose)",
+            "",
+        ]
         out += _table(d.held_out_candidates, report.ks, bold=report.chosen.label)
     return "\n".join(out)

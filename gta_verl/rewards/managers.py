@@ -77,7 +77,7 @@ class GTARewardManager(RewardManagerBase):
             if not math.isfinite(float(reward)):
                 raise ValueError(f"reward {reward!r} is not finite")
             return {"reward_score": float(reward), "reward_extra_info": {**info, REWARD_ERROR_KEY: 0.0}}
-        except Exception as exc:  # noqa: BLE001 - one bad row must not fail the batch
+        except Exception as exc:  # one bad row must not fail the batch
             logger.warning("gta reward: row scored 0 as an error: %s: %s", type(exc).__name__, exc)
             _, info = self.score(ScoringRequest(response_text="", answers=("",)))
             neutral = {k: (0.0 if isinstance(v, (int, float)) else v) for k, v in info.items()}

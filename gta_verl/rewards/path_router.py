@@ -333,9 +333,9 @@ def shaping_reward(
     * timeout penalty r_o: budget exhausted / truncated without taking the answer action;
     * redundancy penalty r_d: per repeated normalized query, capped.
 
-    The empty answer ``<answer></answer>`` is an answer action with nothing in it: it ends the episode, so it
-    takes the lazy penalty without a search, but earns no exploration bonus — it never pays better than a wrong
-    guess (docs/path_router.md, "The empty answer").
+    The empty answer ``<answer></answer>`` is an answer action with nothing in it: it ends the episode, so
+    it takes the lazy penalty without a search, but earns no exploration bonus — it never pays better than a
+    wrong guess (docs/path_router.md, "The empty answer").
 
     Args:
         answered: A non-empty answer was given.
@@ -429,7 +429,9 @@ def path_router_reward(
     c = int(em > 0 or f1_score >= cfg.theta_c)
     has_gold = any(str(g).strip() for g in gold_texts)
     p = path_overlap(retrieved_texts, gold_texts, cfg.overlap) if has_gold else 0.0
-    r_s = shaping_reward(n_search, answered, budget_exhausted, queries, cfg, answer_action=prediction is not None)
+    r_s = shaping_reward(
+        n_search, answered, budget_exhausted, queries, cfg, answer_action=prediction is not None
+    )
     r = route(c, p, cfg, has_gold=has_gold)
     evidence_poor = has_gold and p < cfg.theta_p
     select = cfg.kl.enabled and has_gold and (evidence_poor or not cfg.kl.selective)

@@ -66,7 +66,7 @@ def place_turn_rewards(
         )
     out = [0.0] * response_length
     placed = 0.0
-    for pos, reward in zip(turn_end_positions, turn_rewards):
+    for pos, reward in zip(turn_end_positions, turn_rewards, strict=True):
         pos = int(pos)
         if pos < 0:
             raise ValueError(f"turn end position {pos} is negative")

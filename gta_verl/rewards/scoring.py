@@ -120,7 +120,7 @@ def decode_response(item: Any, tokenizer: Any) -> str:
     """
     response_ids = item.batch["responses"]
     length = int(response_ids.shape[-1])
-    if "attention_mask" in item.batch.keys():  # noqa: SIM118 - TensorDict has no `in`
+    if "attention_mask" in item.batch.keys():  # TensorDict has no `in`
         valid = int(item.batch["attention_mask"][-length:].sum())
     else:
         valid = length

@@ -224,7 +224,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
             print(f"wrote {len(result.validated)} trajectories to {args.out}")
     if not result.validated:
         print(
-            f"synth: 0 of {funnel['sampled']} sampled paths passed validation; nothing written (see the funnel)",
+            f"synth: 0 of {funnel['sampled']} sampled paths passed validation; "
+            "nothing written (see the funnel)",
             file=sys.stderr,
         )
         return 1

@@ -234,7 +234,7 @@ def build_path_index(kb: KnowledgeBase, config: PathSamplerConfig | None = None)
     ent_docs: list[list[int]] = [[] for _ in range(n_ent)]
     ent_links: list[list[tuple[int, str]]] = [[] for _ in range(n_ent)]
     kinds = kb.graph.es["kind"] if kb.graph.ecount() else []
-    for (a, b), kind in zip(kb.graph.get_edgelist(), kinds):
+    for (a, b), kind in zip(kb.graph.get_edgelist(), kinds, strict=True):
         if a > b:
             a, b = b, a
         if kind == "doc_entity":
@@ -254,7 +254,9 @@ def build_path_index(kb: KnowledgeBase, config: PathSamplerConfig | None = None)
     doc_index = kb.doc_index_by_id()
     det: dict[tuple[int, int], list[int]] = defaultdict(list)
     pair: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for t, (triple, (s, o)) in enumerate(zip(kb.triples, np.asarray(kb.triple_entity_ids).tolist())):
+    for t, (triple, (s, o)) in enumerate(
+        zip(kb.triples, np.asarray(kb.triple_entity_ids).tolist(), strict=True)
+    ):
         d = doc_index.get(triple.doc_id)
         if d is not None:
             det[(d, s)].append(t)

@@ -141,7 +141,9 @@ def validate_trajectories(
         raise ValueError("validate_trajectories: a retriever is required when check_retrieval=True")
     reasons = [check_rules(t, passages, config) for t in trajectories]
     if not config.check_retrieval:
-        return [ValidationReport(t, r, rules_ok=r is None) for t, r in zip(trajectories, reasons)]
+        return [
+            ValidationReport(t, r, rules_ok=r is None) for t, r in zip(trajectories, reasons, strict=True)
+        ]
     todo = [i for i, r in enumerate(reasons) if r is None]
     queries = [turn.query for i in todo for turn in trajectories[i].turns]
     results = []
@@ -152,14 +154,15 @@ def validate_trajectories(
             raise RuntimeError(f"retriever returned {len(got)} results for {len(chunk)} queries")
         results.extend(got)
     reports: list[ValidationReport | None] = [
-        None if r is None else ValidationReport(t, r, rules_ok=False) for t, r in zip(trajectories, reasons)
+        None if r is None else ValidationReport(t, r, rules_ok=False)
+        for t, r in zip(trajectories, reasons, strict=True)
     ]
     pos = 0
     for i in todo:
         traj = trajectories[i]
         res = results[pos : pos + len(traj.turns)]
         pos += len(traj.turns)
-        hits = tuple(turn.target_doc_id in r.doc_ids for turn, r in zip(traj.turns, res))
+        hits = tuple(turn.target_doc_id in r.doc_ids for turn, r in zip(traj.turns, res, strict=True))
         reason = None
         if any(not r.ok for r in res):
             reason = "retrieval:error"

@@ -157,8 +157,14 @@ def scale_spec(spec: GraphSpec, n_docs: int) -> GraphSpec:
     (1830, 12754, 20647, 38275, 74843)
     """
     f = n_docs / spec.n_docs
-    return GraphSpec(f"{spec.name} x{f:g}", n_docs, max(1, round(spec.n_entities * f)),
-                     round(spec.n_doc_entity * f), round(spec.n_relation * f), round(spec.n_synonymy * f))
+    return GraphSpec(
+        f"{spec.name} x{f:g}",
+        n_docs,
+        max(1, round(spec.n_entities * f)),
+        round(spec.n_doc_entity * f),
+        round(spec.n_relation * f),
+        round(spec.n_synonymy * f),
+    )
 
 
 def _unique_pairs_np(count: int, sample, key_base: int, symmetric: bool) -> np.ndarray:
@@ -205,14 +211,18 @@ def make_scaled_graph(spec: GraphSpec, seed: int = 0, exponent: float = 0.9) -> 
     def zipf(n: int) -> np.ndarray:
         return np.minimum(np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right"), ne - 1)
 
-    de = _unique_pairs_np(spec.n_doc_entity, lambda n: np.stack([rng.integers(0, nd, n), zipf(n)], 1),
-                          ne, symmetric=False)
-    ee = _unique_pairs_np(spec.n_relation + spec.n_synonymy, lambda n: np.stack([zipf(n), zipf(n)], 1),
-                          ne, symmetric=True)
+    de = _unique_pairs_np(
+        spec.n_doc_entity, lambda n: np.stack([rng.integers(0, nd, n), zipf(n)], 1), ne, symmetric=False
+    )
+    ee = _unique_pairs_np(
+        spec.n_relation + spec.n_synonymy, lambda n: np.stack([zipf(n), zipf(n)], 1), ne, symmetric=True
+    )
     rel, syn = ee[: spec.n_relation], ee[spec.n_relation :]
     edges = np.concatenate([np.stack([de[:, 0], de[:, 1] + nd], 1), ee + nd]).astype(np.int64)
-    weights = np.concatenate([np.ones(len(de)), rng.choice([1.0, 1.0, 1.0, 2.0, 3.0], len(rel)),
-                              rng.uniform(0.8, 1.0, len(syn))])
-    kinds = np.concatenate([np.zeros(len(de), np.int8), np.ones(len(rel), np.int8),
-                            np.full(len(syn), 2, np.int8)])
+    weights = np.concatenate(
+        [np.ones(len(de)), rng.choice([1.0, 1.0, 1.0, 2.0, 3.0], len(rel)), rng.uniform(0.8, 1.0, len(syn))]
+    )
+    kinds = np.concatenate(
+        [np.zeros(len(de), np.int8), np.ones(len(rel), np.int8), np.full(len(syn), 2, np.int8)]
+    )
     return SyntheticGraph(spec, edges, weights, kinds)

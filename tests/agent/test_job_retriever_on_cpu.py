@@ -31,7 +31,13 @@ def _cfg(kb_dir, transport="auto"):
 
 @pytest.fixture(scope="module")
 def ray_session():
-    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, namespace="gta_verl_test_job")
+    ray.init(
+        address="local",
+        num_cpus=1,
+        include_dashboard=False,
+        log_to_driver=False,
+        namespace="gta_verl_test_job",
+    )
     yield
     ray.shutdown()
 

@@ -1,4 +1,4 @@
-"""Blocker (issue 10): every ``gta_search_agent`` output carries int ``min/max_global_steps``.
+"""Every ``gta_search_agent`` output carries int ``min/max_global_steps``: verl's trainer needs them.
 
 Driven end to end through verl's own code, no re-implementation:
 
@@ -10,8 +10,8 @@ Driven end to end through verl's own code, no re-implementation:
 3. verl's ``PPOTrainer._compute_metrics`` reads those tags (``np.array(..., dtype=int)``)
    and the captured fields (``tq.kv_batch_get``) and computes the staleness metrics.
 
-On the code before the fix the loop dropped the stamps, the tags held ``None`` and step 3
-raised ``TypeError: int() argument must be ... not 'NoneType'``.
+A loop that drops the stamps leaves ``None`` in the tags, and step 3 raises
+``TypeError: int() argument must be ... not 'NoneType'``.
 """
 
 from __future__ import annotations

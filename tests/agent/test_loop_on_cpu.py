@@ -13,12 +13,12 @@ import pytest
 
 from gta_verl.agent.backends import ScriptedServerManager
 from gta_verl.agent.loop import EF_PLACE_TURN_REWARDS, EF_TRAILING_DROPPED
-from gta_verl.protocol import INVALID_ACTION_MESSAGE, format_observation
 from gta_verl.agent.runner import make_trainer_config, run_agent_rollouts
 from gta_verl.agent.spans import response_mask_from_spans
 from gta_verl.data import schema
 from gta_verl.data.schema import make_verl_row
 from gta_verl.data.types import QAExample
+from gta_verl.protocol import INVALID_ACTION_MESSAGE, format_observation
 
 from .conftest import ErrorResultRetriever, HangingRetriever, RaisingRetriever
 
@@ -87,9 +87,9 @@ def test_search_then_answer_masks_spans_doc_ids(qwen_tokenizer, musique_retrieve
     assert ef[schema.EF_TURN_DOC_IDS] == [r.doc_ids for r in expected]
     assert ef[schema.EF_TURN_TEXTS][0] == [f"{h.title}\n{h.text}" for h in expected[0].hits]
     # the observation tokens decode to exactly the formatted R(q_t)
-    for (s, e), res in zip(spans_of(out, "observation"), expected):
+    for (s, e), res in zip(spans_of(out, "observation"), expected, strict=True):
         assert tok.decode(out.response_ids[s:e]) == format_observation(res.hits)
-    for (s, e), title in zip(spans_of(out, "query"), titles):
+    for (s, e), title in zip(spans_of(out, "query"), titles, strict=True):
         assert tok.decode(out.response_ids[s:e]).strip().replace(
             " ", ""
         ) == f"<search>{title}</search>".replace(" ", "")
@@ -151,7 +151,7 @@ def test_truncation_at_response_length(qwen_tokenizer, fake_retriever) -> None:
     assert out.extra_fields[schema.EF_TRUNCATED] is True and out.extra_fields[schema.EF_ANSWER] is None
     assert out.extra_fields[schema.EF_TURN_SPANS][-1] == ["observation", limit - 5, limit]
     # the observation was fitted to the 5 tokens left: its passage was not shown, so the
-    # search records no document (before: ["d:first query"], credited by the rewards)
+    # search records no document (recording ["d:first query"] would credit an unseen passage)
     assert qwen_tokenizer.decode(out.response_ids[obs_start:]).endswith("</info>\n\n")
     assert out.extra_fields[schema.EF_TURN_DOC_IDS] == [[]] and out.extra_fields[schema.EF_TURN_TEXTS] == [[]]
 
@@ -238,7 +238,7 @@ def test_default_cap_on_long_real_passages_records_only_what_was_shown(
     assert ef[schema.EF_TURN_DOC_IDS] == [[h.doc_id for h in hits]]
     texts = ef[schema.EF_TURN_TEXTS][0]
     assert len(texts) == len(hits)
-    for i, (text, hit) in enumerate(zip(texts, hits)):
+    for i, (text, hit) in enumerate(zip(texts, hits, strict=True)):
         title, body = text.split("\n", 1)
         assert title == hit.title and hit.text.startswith(body)
         # what the reward reads is literally in the observation the policy saw
@@ -268,7 +268,7 @@ def test_as_dict_places_turn_rewards_and_distill_mask(qwen_tokenizer, fake_retri
     # not " <answer> x </answer>"
     out.extra_fields["reward_extra_info"]["distill_select"] = 1.0
     mask = out.output.as_dict()["distill_mask"].tolist()
-    kept = [t for t, m in zip(out.response_ids, mask) if m == 1.0]
+    kept = [t for t, m in zip(out.response_ids, mask, strict=True) if m == 1.0]
     assert qwen_tokenizer.decode(kept) == "a <search> q1 </search>b <search> q2 </search>c"
     assert set(mask) == {0.0, 1.0} and mask[q_ends[0]] == 1.0 and mask[-1] == 0.0
     out.extra_fields["reward_extra_info"]["distill_select"] = 0.0  # evidence-rich
@@ -349,6 +349,6 @@ def test_reward_parser_reads_the_answer_the_loop_recorded(qwen_tokenizer, fake_r
     out, _ = rollout(qwen_tokenizer, fake_retriever, [script])
     assert out.extra_fields[schema.EF_ANSWER] == "Lyon"
     # what a reward manager decodes (special tokens skipped) parses to the same answer;
-    # the old reward regex read "might be Paris, let me check … <answer> Lyon" here
+    # a regex over the whole text would read "might be Paris, let me check … <answer> Lyon" here
     text = qwen_tokenizer.decode(out.response_ids, skip_special_tokens=True)
     assert final_answer(text) == "Lyon"

@@ -36,7 +36,9 @@ from gta_verl.verl_compat import FullyAsyncLLMServerClient, TokenOutput
 
 agent_loop_tq = pytest.importorskip("verl.trainer.ppo.v1.agent_loop_tq")
 
-QUESTION = QAExample("q1", "Who directed the film that won the award?", ("Nolan",), ("d:film", "d:award"), 2, "toy")
+QUESTION = QAExample(
+    "q1", "Who directed the film that won the award?", ("Nolan",), ("d:film", "d:award"), 2, "toy"
+)
 TURNS = ["I need the film. <search> film </search>", " <search> award </search>", " <answer> Nolan </answer>"]
 ABORT_AFTER = {0: 3, 1: 2}  # turn → tokens generated before the abort
 OLD_LP, NEW_LP = -0.25, -0.5  # log-prob reported before / after a weight update
@@ -67,8 +69,12 @@ class AbortingServer:
         tokens = self.turns[self.turn]
         if self.partial is None and self.turn in ABORT_AFTER:
             self.partial = tokens[: ABORT_AFTER[self.turn]]
-            out = TokenOutput(token_ids=self.partial, log_probs=[OLD_LP] * len(self.partial), stop_reason="aborted",
-                              extra_fields={"global_steps": self.version})
+            out = TokenOutput(
+                token_ids=self.partial,
+                log_probs=[OLD_LP] * len(self.partial),
+                stop_reason="aborted",
+                extra_fields={"global_steps": self.version},
+            )
             self.version += 1  # the trainer syncs new weights before generation resumes
             return out
         done = len(self.partial) if self.partial is not None else 0
@@ -76,8 +82,12 @@ class AbortingServer:
             assert prompt_ids[-done:] == self.partial, "the resume must re-send the aborted tokens"
         rest = tokens[done:]
         self.partial, self.turn = None, self.turn + 1
-        return TokenOutput(token_ids=rest, log_probs=[NEW_LP] * len(rest), stop_reason="completed",
-                           extra_fields={"global_steps": self.version})
+        return TokenOutput(
+            token_ids=rest,
+            log_probs=[NEW_LP] * len(rest),
+            stop_reason="completed",
+            extra_fields={"global_steps": self.version},
+        )
 
 
 class _LoadBalancer:
@@ -97,7 +107,9 @@ class _LoadBalancer:
 def _trainer_config():
     cfg = make_trainer_config(prompt_length=1024, response_length=512)
     cfg.actor_rollout_ref.rollout.name = "vllm"
-    cfg.reward = OmegaConf.create({"custom_reward_function": {"path": None}, "reward_model": {"enable": False}})
+    cfg.reward = OmegaConf.create(
+        {"custom_reward_function": {"path": None}, "reward_model": {"enable": False}}
+    )
     return cfg
 
 
@@ -153,9 +165,13 @@ def test_aborted_turns_keep_provenance(qwen_tokenizer, fake_retriever, monkeypat
     assert fields["response_mask"][0].tolist() == expected_mask
     assert fields["loss_mask"][0].tolist() == expected_mask
     # Log-probs: the aborted piece from the old policy, the rest from the new one, 0 on observations.
-    pieces = [[OLD_LP] * 3 + [NEW_LP] * (len(t1) - 3), [0.0] * len(obs("film")),
-              [OLD_LP] * 2 + [NEW_LP] * (len(t2) - 2), [0.0] * len(obs("award")), [NEW_LP] * len(t3)]
+    pieces = [
+        [OLD_LP] * 3 + [NEW_LP] * (len(t1) - 3),
+        [0.0] * len(obs("film")),
+        [OLD_LP] * 2 + [NEW_LP] * (len(t2) - 2),
+        [0.0] * len(obs("award")),
+        [NEW_LP] * len(t3),
+    ]
     assert fields["rollout_log_probs"][0].tolist() == pytest.approx([x for p in pieces for x in p])
     # Weight versions: first generation on 3, last on 5 (two updates during the trajectory).
     assert (tags[0]["min_global_steps"], tags[0]["max_global_steps"], tags[0]["global_steps"]) == (3, 5, 6)
-

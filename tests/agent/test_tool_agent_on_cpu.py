@@ -30,17 +30,25 @@ from gta_verl.agent.tool import GraphSearchTool, ToolSettings
 from gta_verl.data import schema
 from gta_verl.data.types import QAExample
 from gta_verl.rewards.managers import TrajectoryGuidedRewardManager
-from gta_verl.verl_compat import AGENT_LOOP_REGISTRY, DictConfigWrap, RLHFDataset, ToolListWrap, load_all_tools
+from gta_verl.verl_compat import (
+    AGENT_LOOP_REGISTRY,
+    DictConfigWrap,
+    RLHFDataset,
+    ToolListWrap,
+    load_all_tools,
+)
 
 agent_loop_tq = pytest.importorskip("verl.trainer.ppo.v1.agent_loop_tq")
 
 CONFIG_DIR = Path(gta_verl.__file__).parent / "config"
 TOOLS_YAML = CONFIG_DIR / "tools" / "graph_search.yaml"
-QUESTION = QAExample("q1", "Who directed the film that won the award?", ("Nolan",), ("d:film", "d:award"), 2, "toy")
+QUESTION = QAExample(
+    "q1", "Who directed the film that won the award?", ("Nolan",), ("d:film", "d:award"), 2, "toy"
+)
 
 
 def _call(query: str) -> str:
-    return '\n<tool_call>\n{"name": "search", "arguments": {"query": "%s"}}\n</tool_call>' % query
+    return f'\n<tool_call>\n{{"name": "search", "arguments": {{"query": "{query}"}}}}\n</tool_call>'
 
 
 TURNS = ["I need the film." + _call("film"), "Now the award." + _call("award"), "<answer> Nolan </answer>"]
@@ -67,12 +75,15 @@ def retriever(fake_retriever):
 
 def _config():
     overrides = [
-        "data.train_files=t.parquet", "data.val_files=v.parquet", "actor_rollout_ref.model.path=m",
+        "data.train_files=t.parquet",
+        "data.val_files=v.parquet",
+        "actor_rollout_ref.model.path=m",
         "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
         f"actor_rollout_ref.rollout.multi_turn.tool_config_path={TOOLS_YAML}",
         "actor_rollout_ref.rollout.multi_turn.format=hermes",
         "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=2048",
-        "actor_rollout_ref.rollout.prompt_length=1024", "actor_rollout_ref.rollout.response_length=1024",
+        "actor_rollout_ref.rollout.prompt_length=1024",
+        "actor_rollout_ref.rollout.response_length=1024",
     ]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose("gta_grpo", overrides)
@@ -84,9 +95,15 @@ def _run_tool_agent(cfg, tokenizer, row):
 
     async def one():  # built inside the event loop, as in verl's worker (the loop keeps it)
         loop = hydra.utils.instantiate(
-            config=AGENT_LOOP_REGISTRY["tool_agent"], trainer_config=DictConfigWrap(config=cfg),
-            server_manager=server, tokenizer=tokenizer, processor=None, hf_model_type="qwen2",
-            dataset_cls=RLHFDataset, data_config=DictConfigWrap(cfg.data), tools=ToolListWrap(tools),
+            config=AGENT_LOOP_REGISTRY["tool_agent"],
+            trainer_config=DictConfigWrap(config=cfg),
+            server_manager=server,
+            tokenizer=tokenizer,
+            processor=None,
+            hf_model_type="qwen2",
+            dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(cfg.data),
+            tools=ToolListWrap(tools),
         )
         return await loop.run(sampling_params_from_config(cfg), **row_to_kwargs(row))
 
@@ -137,10 +154,10 @@ def test_tool_agent_trains_on_our_reward(tool_tokenizer, retriever, monkeypatch)
 
     # Loss mask: 1 on exactly the scripted (policy) tokens, in order; the tool responses are 0.
     ids, mask = output.response_ids, output.response_mask
-    policy = [t for t, m in zip(ids, mask) if m == 1]
+    policy = [t for t, m in zip(ids, mask, strict=True) if m == 1]
     generated = [t for turn in TURNS for t in tool_tokenizer.encode(turn, add_special_tokens=False)]
     assert policy == generated
-    observed = tool_tokenizer.decode([t for t, m in zip(ids, mask) if m == 0])
+    observed = tool_tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m == 0])
     assert observed.count("<tool_response>") == 2 and "Doc 1(Title: T film) text about film" in observed
     assert captured["fields"]["loss_mask"][0].tolist() == list(mask)
 
@@ -151,10 +168,15 @@ def test_tool_records_only_shown_passages_and_invalid_calls(retriever):
     tool = load_all_tools(str(TOOLS_YAML), None)[0]
     data = SimpleNamespace(extra_fields={})
     resp, reward, metrics = asyncio.run(tool.execute("i", {"query": "  "}, agent_data=data))
-    assert data.extra_fields[schema.EF_INVALID_ACTIONS] == 1 and data.extra_fields[schema.EF_NUM_SEARCHES] == 0
+    assert (
+        data.extra_fields[schema.EF_INVALID_ACTIONS] == 1 and data.extra_fields[schema.EF_NUM_SEARCHES] == 0
+    )
     resp, reward, metrics = asyncio.run(tool.execute("i", {"query": "film"}, agent_data=data))
     assert resp.text == "<info>Doc 1(Title: T film) text about film</info>"
     assert (reward, metrics) == (0.0, {"num_docs": 1})
-    assert data.extra_fields[schema.EF_TURN_DOC_IDS] == [["d:film"]] and data.extra_fields[schema.EF_NUM_SEARCHES] == 1
+    assert (
+        data.extra_fields[schema.EF_TURN_DOC_IDS] == [["d:film"]]
+        and data.extra_fields[schema.EF_NUM_SEARCHES] == 1
+    )
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['topk'\] under GraphSearchTool config"):
         ToolSettings.from_tool_config({"type": "native", "topk": 3})

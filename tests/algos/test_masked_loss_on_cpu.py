@@ -126,7 +126,7 @@ def test_vanilla_is_verls_clipped_pg_loss() -> None:
     assert get_policy_loss_fn("vanilla") is compute_policy_loss_vanilla
 
 
-def test_rollouts_mask_observations_and_invalid_actions(group, qwen_tokenizer) -> None:  # noqa: F811
+def test_rollouts_mask_observations_and_invalid_actions(group, qwen_tokenizer) -> None:  # noqa: F811 - the imported fixture
     rollouts, mask, old, _ = group
     kinds = {k for r in rollouts for k, _, _ in r.extra_fields[schema.EF_TURN_SPANS]}
     assert {"observation", "invalid", "reasoning", "query", "answer"} <= kinds
@@ -137,7 +137,7 @@ def test_rollouts_mask_observations_and_invalid_actions(group, qwen_tokenizer) -
         # mask-1 tokens are exactly the tokens the scripted policy produced
         produced = sum(len(qwen_tokenizer.encode(t, add_special_tokens=False)) for t in script)
         assert int(mask[i].sum()) == produced
-        assert mask[i, len(r.response_ids):].sum() == 0  # right padding
+        assert mask[i, len(r.response_ids) :].sum() == 0  # right padding
     assert (old[mask == 1] == -0.5).all() and (old[mask == 0] == 0.0).all()
 
 
@@ -188,7 +188,7 @@ def test_the_mask_alone_zeroes_the_gradient(group) -> None:
         assert (grad[mask == 1] != 0).all()
 
 
-def test_one_rollout_token_gradient_by_hand(qwen_tokenizer) -> None:  # noqa: F811
+def test_one_rollout_token_gradient_by_hand(qwen_tokenizer) -> None:  # noqa: F811 - the imported fixture
     """1 rollout, token-mean, ratio 1: d loss / d logp_t = -A / (number of mask-1 tokens)."""
     script = GROUP_SCRIPTS[0]
     (rollout,) = _rollouts(qwen_tokenizer, [script])
@@ -201,8 +201,9 @@ def test_one_rollout_token_gradient_by_hand(qwen_tokenizer) -> None:  # noqa: F8
     n = sum(len(qwen_tokenizer.encode(t, add_special_tokens=False)) for t in script)
     assert int(mask.sum()) == n
     # agg_loss's own default (no global batch info: N = the mask's sum), as on a single micro-batch.
-    config = OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": None, "clip_ratio_high": None,
-                               "global_batch_info": {}})
+    config = OmegaConf.create(
+        {"clip_ratio": 0.2, "clip_ratio_low": None, "clip_ratio_high": None, "global_batch_info": {}}
+    )
     loss, _, grad = _grad(old, old, adv, mask, "token-mean", config)
     ((ans_s, _),) = [(s, e) for k, s, e in rollout.extra_fields[schema.EF_TURN_SPANS] if k == "answer"]
     ((obs_s, _), _) = [(s, e) for k, s, e in rollout.extra_fields[schema.EF_TURN_SPANS] if k == "observation"]

@@ -70,7 +70,7 @@ def _rows(weights, routes, c=None, p=None):
     c = c if c is not None else [float(r in (0, 1)) for r in routes]
     p = p if p is not None else [0.5 if r in (0, 2) else 0.0 for r in routes]
     rows = {}
-    for i, (s, w, r) in enumerate(zip(scores, weights, routes)):
+    for i, (s, w, r) in enumerate(zip(scores, weights, routes, strict=True)):
         uid = f"u{i // 3}"
         length = 3 + i
         rm = torch.zeros(length)

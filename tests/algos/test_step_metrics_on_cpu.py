@@ -55,7 +55,9 @@ def test_padding_rows_are_dropped():
 
 def test_path_router_metrics():
     def pr(route, p, gold, select):
-        return _traj(0, 1, 0, "a", {"route": route, "P": p, "has_gold_evidence": gold, "distill_select": select})
+        return _traj(
+            0, 1, 0, "a", {"route": route, "P": p, "has_gold_evidence": gold, "distill_select": select}
+        )
 
     rows = [pr(0, 0.8, 1.0, 0.0), pr(1, 0.0, 1.0, 1.0), pr(1, 0.2, 1.0, 1.0), pr(3, 0.9, 0.0, 0.0)]
     m = evidence_step_metrics(rows)

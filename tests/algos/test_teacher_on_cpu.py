@@ -10,7 +10,6 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gta_verl.protocol import build_messages
 from gta_verl.agent.tokenizer import load_qwen_tokenizer
 from gta_verl.algos.teacher import (
     EVIDENCE_HEADER,
@@ -21,6 +20,7 @@ from gta_verl.algos.teacher import (
     realign_teacher_topk,
 )
 from gta_verl.data.schema import make_ground_truth
+from gta_verl.protocol import build_messages
 
 K = 4
 SUPPORT = ["Alpha Corp\nAlpha Corp was founded by Jane Roe.", "Jane Roe\nJane Roe was born in Lyon."]
@@ -166,9 +166,9 @@ def test_worker_skips_evidence_rich_validation_and_disabled(tok):
 
 
 def test_non_path_router_manager_is_never_distilled(tok):
-    # trajectory_guided / exact_match write no distill_select. Before: the worker defaulted to
-    # 1.0 (teacher called, distill_mask on) while the trainer defaulted to 0.0. Now the one
-    # default (schema.DISTILL_SELECT_DEFAULT = 0) holds everywhere.
+    # trajectory_guided / exact_match write no distill_select. One default
+    # (schema.DISTILL_SELECT_DEFAULT = 0) holds everywhere: a worker defaulting to 1.0 would call
+    # the teacher and set distill_mask while the trainer, at 0.0, ignores it.
     from gta_verl.data.schema import DISTILL_SELECT_DEFAULT, distill_select
 
     assert DISTILL_SELECT_DEFAULT == 0.0

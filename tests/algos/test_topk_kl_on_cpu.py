@@ -116,11 +116,17 @@ def _batch(gen, lam=None, frac=None):
     from gta_verl.agent.spans import distill_mask_from_spans
 
     resp_lens = [s[-1][2] for s in SPANS]
-    nested = lambda xs: torch.nested.as_nested_tensor(xs, layout=torch.jagged)
+
+    def nested(xs):
+        return torch.nested.as_nested_tensor(xs, layout=torch.jagged)
+
     rmask = [
         torch.tensor([0 if k == "observation" else 1 for k, a, b in s for _ in range(a, b)]) for s in SPANS
     ]
-    dmask = [torch.tensor(distill_mask_from_spans(n, s)) * sel for n, s, sel in zip(resp_lens, SPANS, SELECT)]
+    dmask = [
+        torch.tensor(distill_mask_from_spans(n, s)) * sel
+        for n, s, sel in zip(resp_lens, SPANS, SELECT, strict=True)
+    ]
     td = TensorDict(
         {
             "prompts": nested([torch.ones(p, dtype=torch.long) for p in PROMPT_LENS]),
@@ -143,7 +149,7 @@ def _batch(gen, lam=None, frac=None):
 
 def _as_engine_output(outputs, resp_lens):
     """(1, total_nnz) logits-processor outputs → nested per sequence, as the FSDP engine stores them."""
-    lens = torch.tensor([p + r for p, r in zip(PROMPT_LENS, resp_lens)])
+    lens = torch.tensor([p + r for p, r in zip(PROMPT_LENS, resp_lens, strict=True)])
     offsets = torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)])
     return {k: torch.nested.nested_tensor_from_jagged(v.squeeze(0), offsets) for k, v in outputs.items()}
 
@@ -151,7 +157,7 @@ def _as_engine_output(outputs, resp_lens):
 def _response_rows(resp_lens):
     """Flat row of the logits that predicts response token j of sample i (row P−1+j)."""
     rows, off = [], 0
-    for p, r in zip(PROMPT_LENS, resp_lens):
+    for p, r in zip(PROMPT_LENS, resp_lens, strict=True):
         rows.append([off + p - 1 + j for j in range(r)])
         off += p + r
     return rows
@@ -199,7 +205,7 @@ def test_registered_loss_equals_selective_kl_under_every_agg_mode(mode):
     ref.backward()
     assert torch.allclose(logits.grad, ref_logits.grad, atol=1e-6)
     grad_norm = logits.grad[0].abs().sum(-1)
-    for i, (r, m) in enumerate(zip(rows, dmask)):
+    for i, (r, m) in enumerate(zip(rows, dmask, strict=True)):
         for j, row in enumerate(r):
             if m[j] == 0:  # observation, answer, or an evidence-rich trajectory: no gradient
                 assert grad_norm[row] == 0, (i, j)

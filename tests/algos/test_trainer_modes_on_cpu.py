@@ -39,8 +39,16 @@ SEPARATE = [
     "actor_rollout_ref.rollout.n_gpus_per_node=1",
     "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl",
 ]
-STOCK = {"sync": PPOTrainerSync, "colocate_async": PPOTrainerColocateAsync, "separate_async": PPOTrainerSeparateAsync}
-BUFFER = {"sync": "ReplayBuffer", "colocate_async": "ReplayBufferAsync", "separate_async": "ReplayBufferAsync"}
+STOCK = {
+    "sync": PPOTrainerSync,
+    "colocate_async": PPOTrainerColocateAsync,
+    "separate_async": PPOTrainerSeparateAsync,
+}
+BUFFER = {
+    "sync": "ReplayBuffer",
+    "colocate_async": "ReplayBufferAsync",
+    "separate_async": "ReplayBufferAsync",
+}
 
 
 @pytest.mark.parametrize("recipe,family", [("gta_grpo", "gta"), ("path_router", "gta_path_router")])
@@ -48,27 +56,34 @@ BUFFER = {"sync": "ReplayBuffer", "colocate_async": "ReplayBufferAsync", "separa
 def test_verl_builds_our_trainer_in_each_mode(recipe, family, mode):
     extra = SEPARATE if mode == "separate_async" else []
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        cfg = compose(recipe, [*REQUIRED, *extra, f"trainer.v1.trainer_mode={mode}"], return_hydra_config=True)
+        cfg = compose(
+            recipe, [*REQUIRED, *extra, f"trainer.v1.trainer_mode={mode}"], return_hydra_config=True
+        )
     apply_preflight(cfg, family)
     with open_dict(cfg):
         del cfg["hydra"]  # the job config Hydra hands main_ppo
     cls = get_trainer_cls(cfg.trainer.v1.trainer_mode)
     trainer = cls(config=cfg)
-    assert cls.__name__ in {
-        ("gta", "sync"): "GTATrainerSync",
-        ("gta", "colocate_async"): "GTATrainerColocateAsync",
-        ("gta", "separate_async"): "GTATrainerSeparateAsync",
-        ("gta_path_router", "sync"): "GTAPathRouterTrainer",
-        ("gta_path_router", "colocate_async"): "GTAPathRouterColocateAsync",
-        ("gta_path_router", "separate_async"): "GTAPathRouterSeparateAsync",
-    }[family, mode]
+    assert (
+        cls.__name__
+        in {
+            ("gta", "sync"): "GTATrainerSync",
+            ("gta", "colocate_async"): "GTATrainerColocateAsync",
+            ("gta", "separate_async"): "GTATrainerSeparateAsync",
+            ("gta_path_router", "sync"): "GTAPathRouterTrainer",
+            ("gta_path_router", "colocate_async"): "GTAPathRouterColocateAsync",
+            ("gta_path_router", "separate_async"): "GTAPathRouterSeparateAsync",
+        }[family, mode]
+    )
     assert isinstance(trainer, STOCK[mode]) and isinstance(trainer, tr.GTATrainerMixin)
     assert isinstance(trainer, tr.PathRouterMixin) == (family == "gta_path_router")
     assert trainer.trainer_mode == mode and trainer.registered_trainer_mode == f"{family}_{mode}"
     assert type(trainer.replay_buffer).__name__ == BUFFER[mode]
 
 
-@pytest.mark.parametrize("cls", [tr.GTAPathRouterTrainer, tr.GTAPathRouterColocateAsync, tr.GTAPathRouterSeparateAsync])
+@pytest.mark.parametrize(
+    "cls", [tr.GTAPathRouterTrainer, tr.GTAPathRouterColocateAsync, tr.GTAPathRouterSeparateAsync]
+)
 def test_route_weights_applied_once_per_sample(monkeypatch, cls):
     weights, routes = [1.0, 0.5, 0.5, 1.0, 1.0, 0.5], [0, 1, 2, 3, 0, 1]
     rows, _ = _rows(weights, routes)

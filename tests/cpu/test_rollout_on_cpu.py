@@ -37,8 +37,9 @@ def ray_local():
 def _rollout_config():
     from verl.workers.config import RolloutConfig
 
-    return RolloutConfig(name="hf_cpu", mode="async", response_length=8, prompt_length=64,
-                         tensor_model_parallel_size=1, seed=0)
+    return RolloutConfig(
+        name="hf_cpu", mode="async", response_length=8, prompt_length=64, tensor_model_parallel_size=1, seed=0
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +48,12 @@ def replica(ray_local, model_path):
 
     from gta_verl.cpu.rollout import HFCPUReplica
 
-    rep = HFCPUReplica(replica_rank=0, config=_rollout_config(), model_config=OmegaConf.create({"path": model_path}),
-                       gpus_per_node=1)
+    rep = HFCPUReplica(
+        replica_rank=0,
+        config=_rollout_config(),
+        model_config=OmegaConf.create({"path": model_path}),
+        gpus_per_node=1,
+    )
     asyncio.run(rep.launch_servers())
     yield rep
     ray.kill(rep.server_handle)
@@ -69,8 +74,11 @@ def test_registered_by_name():
 
 
 def test_server_generate_returns_int_global_steps(replica):
-    out = ray.get(replica.server_handle.generate.remote(
-        prompt_ids=[151644, 872, 198, 9707], sampling_params={**GREEDY, "max_tokens": 5}, request_id="r0"))
+    out = ray.get(
+        replica.server_handle.generate.remote(
+            prompt_ids=[151644, 872, 198, 9707], sampling_params={**GREEDY, "max_tokens": 5}, request_id="r0"
+        )
+    )
     assert len(out.token_ids) == 5 and len(out.log_probs) == 5
     assert out.extra_fields["global_steps"] == 0  # an int before the first sync (V1 builds an int array)
     assert replica.server_address == "hf_cpu_server_0"
@@ -86,8 +94,11 @@ def test_weight_update_reaches_the_server(replica, model_path, monkeypatch):
     monkeypatch.setitem(os.environ, "RANK", "0")
     adapter = HFCPUServerAdapter(_rollout_config(), HFModelConfig(path=model_path), device_mesh=None)
     prompt = [151644, 872, 198, 9707]
-    before = ray.get(replica.server_handle.generate.remote(
-        prompt_ids=prompt, sampling_params={**GREEDY, "max_tokens": 4}, request_id="a"))
+    before = ray.get(
+        replica.server_handle.generate.remote(
+            prompt_ids=prompt, sampling_params={**GREEDY, "max_tokens": 4}, request_id="a"
+        )
+    )
 
     # The "actor" after a step: every weight scaled, so greedy log-probs must change.
     policy = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
@@ -97,8 +108,11 @@ def test_weight_update_reaches_the_server(replica, model_path, monkeypatch):
     weights = ((n, t) for n, t in policy.state_dict().items() if n != "lm_head.weight")  # tied, as FSDP sends
     asyncio.run(adapter.update_weights(weights, global_steps=3))
 
-    after = ray.get(replica.server_handle.generate.remote(
-        prompt_ids=prompt, sampling_params={**GREEDY, "max_tokens": 4}, request_id="b"))
+    after = ray.get(
+        replica.server_handle.generate.remote(
+            prompt_ids=prompt, sampling_params={**GREEDY, "max_tokens": 4}, request_id="b"
+        )
+    )
     assert after.extra_fields["global_steps"] == 3
     assert ray.get(replica.server_handle.state.remote())["weight_updates"] == 1
     # Expected: the updated policy's own greedy continuation and its log-probs (plain forward pass).
@@ -119,16 +133,24 @@ def test_partial_weight_sync_is_refused(replica):
 def test_concurrent_requests_share_one_batched_call(replica):
     """Eight turns sent at once are served in fewer than eight model calls, each row its own greedy result."""
     prompts = [[151644, 872, 198, 9707 + k] for k in range(8)]
-    singles = [ray.get(replica.server_handle.generate.remote(
-        prompt_ids=p, sampling_params={**GREEDY, "max_tokens": 3 + k % 3}, request_id=f"s{k}"))
-        for k, p in enumerate(prompts)]
+    singles = [
+        ray.get(
+            replica.server_handle.generate.remote(
+                prompt_ids=p, sampling_params={**GREEDY, "max_tokens": 3 + k % 3}, request_id=f"s{k}"
+            )
+        )
+        for k, p in enumerate(prompts)
+    ]
     calls_before = len(ray.get(replica.server_handle.state.remote())["batches"])
-    refs = [replica.server_handle.generate.remote(
-        prompt_ids=p, sampling_params={**GREEDY, "max_tokens": 3 + k % 3}, request_id=f"c{k}")
-        for k, p in enumerate(prompts)]
+    refs = [
+        replica.server_handle.generate.remote(
+            prompt_ids=p, sampling_params={**GREEDY, "max_tokens": 3 + k % 3}, request_id=f"c{k}"
+        )
+        for k, p in enumerate(prompts)
+    ]
     together = ray.get(refs)
     batches = ray.get(replica.server_handle.state.remote())["batches"][calls_before:]
     assert sum(batches) == 8 and len(batches) < 8 and max(batches) > 1
-    for one, many in zip(singles, together):
+    for one, many in zip(singles, together, strict=True):
         assert many.token_ids == one.token_ids
         assert torch.allclose(torch.tensor(many.log_probs), torch.tensor(one.log_probs), atol=1e-4)

@@ -35,18 +35,21 @@ def _runs(mask: list[int]) -> list[tuple[int, int, int]]:
     return out
 
 
-def test_replayed_rows_train_the_reference_turns_and_mask_the_observations(musique_kb, musique_kb_dir,
-                                                                           stage1_rows) -> None:
+def test_replayed_rows_train_the_reference_turns_and_mask_the_observations(
+    musique_kb, musique_kb_dir, stage1_rows
+) -> None:
     tok = train_corpus_tokenizer(sft_data.tokenizer_texts(musique_kb.passages[:300], stage1_rows), 1024)
     rows = sft_data.replay_rows(stage1_rows, tok, musique_kb_dir)
     assert len(rows) == len(stage1_rows)
-    for row, src in zip(rows, stage1_rows):
+    for row, src in zip(rows, stage1_rows, strict=True):
         assert row["answered"] and not row["truncated"]
         script = reference_script(src)
         assert row["n_searches"] == len(script) - 1
         runs = _runs(row["loss_mask"])
         prompt, *rest = runs
-        assert prompt[0] == 0 and tok.decode(row["input_ids"][: prompt[2]]).endswith("<|im_start|>assistant\n")
+        assert prompt[0] == 0 and tok.decode(row["input_ids"][: prompt[2]]).endswith(
+            "<|im_start|>assistant\n"
+        )
         trained = [tok.decode(row["input_ids"][s:e]) for v, s, e in rest if v == 1]
         masked = [tok.decode(row["input_ids"][s:e]) for v, s, e in rest if v == 0]
         assert trained == script  # each generated turn exactly, one trained run per turn

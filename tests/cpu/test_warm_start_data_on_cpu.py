@@ -12,8 +12,11 @@ import torch
 from gta_verl.cpu.corpus_tokenizer import PROTOCOL_TOKENS, train_corpus_tokenizer
 from gta_verl.cpu.sft_dataset import AgentLayoutSFTDataset
 
-TEXTS = ["Paris is the capital of France.", "The Eiffel Tower is in Paris.",
-         "Berlin is the capital of Germany."] * 20
+TEXTS = [
+    "Paris is the capital of France.",
+    "The Eiffel Tower is in Paris.",
+    "Berlin is the capital of Germany.",
+] * 20
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +34,9 @@ def test_specials_tags_and_template(tok) -> None:
     assert tok.decode(ids) == text  # byte-level: lossless round trip
     assert tok.decode(ids, skip_special_tokens=True) == text  # tags are not "special"
     assert len(tok) <= 400
-    prompt = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
-                                     add_generation_prompt=True)
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
     assert prompt.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
 
 

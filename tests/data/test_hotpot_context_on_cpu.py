@@ -63,8 +63,14 @@ def _para(title: str, n: int, tag: str = "") -> list:
 
 def _record(qid: str, titles: list[str], gold: tuple[int, int] = (0, 1)) -> dict:
     ctx = [_para(t, 2) for t in titles]
-    return {"_id": qid, "question": f"Q {qid}?", "answer": "yes", "type": "comparison",
-            "supporting_facts": [[titles[gold[0]], 0], [titles[gold[1]], 1]], "context": ctx}
+    return {
+        "_id": qid,
+        "question": f"Q {qid}?",
+        "answer": "yes",
+        "type": "comparison",
+        "supporting_facts": [[titles[gold[0]], 0], [titles[gold[1]], 1]],
+        "context": ctx,
+    }
 
 
 def _write(path: Path, recs: list) -> Path:
@@ -81,13 +87,13 @@ def test_sample_20_seed_0_counts_and_gold_ids_in_corpus(tmp_path):
     paragraphs = [(t, "".join(s)) for r in kept for t, s in r["context"]]
     assert (len(qa), len(paragraphs), len(set(paragraphs))) == (20, 200, 200)
     assert len(corpus) == len(set(paragraphs)) == 200
-    assert set(zip(corpus["title"], corpus["text"])) == set(paragraphs)
+    assert set(zip(corpus["title"], corpus["text"], strict=True)) == set(paragraphs)
     # Kept in file order.
     order = [r["_id"] for r in _raw()]
     assert _qids(qa) == sorted(_qids(qa), key=order.index)
     # Gold = each question's supporting-fact paragraphs, as corpus doc ids.
-    ids = dict(zip(zip(corpus["title"], corpus["text"]), corpus["doc_id"]))
-    for r, gold, rm in zip(kept, _gold(qa), qa["reward_model"]):
+    ids = dict(zip(zip(corpus["title"], corpus["text"], strict=True), corpus["doc_id"], strict=True))
+    for r, gold, rm in zip(kept, _gold(qa), qa["reward_model"], strict=True):
         own = {t: "".join(s) for t, s in r["context"]}
         titles = list(dict.fromkeys(t for t, _ in r["supporting_facts"]))
         assert gold == [ids[(t, own[t])] for t in titles] and len(gold) == 2
@@ -121,16 +127,39 @@ def test_counts_reconcile_and_are_printed(tmp_path, capsys):
 
 
 def test_cli_and_recipe_step(tmp_path):
-    subprocess.run([sys.executable, str(SCRIPT), "--context", "--input", str(BUNDLED), "--sample", "20",
-                    "--seed", "0", "--out", str(tmp_path / "cli")], check=True, cwd=REPO, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--context",
+            "--input",
+            str(BUNDLED),
+            "--sample",
+            "20",
+            "--seed",
+            "0",
+            "--out",
+            str(tmp_path / "cli"),
+        ],
+        check=True,
+        cwd=REPO,
+        capture_output=True,
+    )
     api_qa, api_c = _prep(tmp_path / "api")
     cli_qa = pd.read_parquet(tmp_path / "cli" / "hotpotqa_train.parquet")
     cli_c = pd.read_parquet(tmp_path / "cli" / "hotpotqa_train_corpus.parquet")
     assert _qids(cli_qa) == _qids(api_qa) and list(cli_c["doc_id"]) == list(api_c["doc_id"])
-    env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "HOTPOTQA_TRAIN": str(BUNDLED),
-           "DATA_DIR": str(tmp_path / "recipe"), "N": "20", "SEED": "0"}
-    proc = subprocess.run(["bash", str(STAGE2_PREP)], check=True, env=env, capture_output=True, text=True,
-                          cwd=REPO)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHON": sys.executable,
+        "HOTPOTQA_TRAIN": str(BUNDLED),
+        "DATA_DIR": str(tmp_path / "recipe"),
+        "N": "20",
+        "SEED": "0",
+    }
+    proc = subprocess.run(
+        ["bash", str(STAGE2_PREP)], check=True, env=env, capture_output=True, text=True, cwd=REPO
+    )
     qa = pd.read_parquet(tmp_path / "recipe" / "hotpotqa_10k_train.parquet")  # STAGE2_TRAIN of common.sh
     corpus = pd.read_parquet(tmp_path / "recipe" / "hotpotqa_10k_train_corpus.parquet")
     assert _qids(qa) == _qids(api_qa) and len(corpus) == 200
@@ -233,21 +262,43 @@ def test_kb_from_the_corpus_covers_its_questions_and_the_gate_stops_others(tmp_p
     _prep(tmp_path / "b", n=10, seed=1)  # shares one question (record 97) with seed 0
     kb = tmp_path / "kb_a"
     cli = [sys.executable, "-m", "gta_verl", "kb"]
-    subprocess.run([*cli, "build", "--corpus", str(tmp_path / "a" / "hotpotqa_train_corpus.parquet"),
-                    "--openie", "spacy", "--no-openie-cache", "--no-progress", "--out", str(kb)],
-                   check=True, capture_output=True, cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    subprocess.run(
+        [
+            *cli,
+            "build",
+            "--corpus",
+            str(tmp_path / "a" / "hotpotqa_train_corpus.parquet"),
+            "--openie",
+            "spacy",
+            "--no-openie-cache",
+            "--no-progress",
+            "--out",
+            str(kb),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     own_qa = tmp_path / "a" / "hotpotqa_train.parquet"
-    own = subprocess.run([*cli, "check-coverage", "--kb", str(kb), "--qa", str(own_qa)],
-                         capture_output=True, text=True)
+    own = subprocess.run(
+        [*cli, "check-coverage", "--kb", str(kb), "--qa", str(own_qa)], capture_output=True, text=True
+    )
     assert own.returncode == 0 and "| 10 | 10 | 1.000 | 10 | 0 |" in own.stdout
     other_qa = tmp_path / "b" / "hotpotqa_train.parquet"
-    other = subprocess.run([*cli, "check-coverage", "--kb", str(kb), "--qa", str(other_qa)],
-                           capture_output=True, text=True)
+    other = subprocess.run(
+        [*cli, "check-coverage", "--kb", str(kb), "--qa", str(other_qa)], capture_output=True, text=True
+    )
     assert other.returncode == 2 and "| 10 | 10 | 0.100 | 1 | 9 |" in other.stdout
     # The recipe gate (not a dry run): stage2_em.sh stops before verl with exit 2 and says why.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STAGE", "KB_DIR", "DRY_RUN"))}
-    env.update(PYTHON=sys.executable, GTA_CONFIG_DIR="/nonexistent", STAGE2_KB_DIR=str(kb),
-               STAGE2_TRAIN=str(other_qa), STAGE2_INIT="Qwen/Qwen2.5-3B-Instruct")
+    env.update(
+        PYTHON=sys.executable,
+        GTA_CONFIG_DIR="/nonexistent",
+        STAGE2_KB_DIR=str(kb),
+        STAGE2_TRAIN=str(other_qa),
+        STAGE2_INIT="Qwen/Qwen2.5-3B-Instruct",
+    )
     gate = subprocess.run(["bash", str(STAGE2_EM)], capture_output=True, text=True, env=env, timeout=120)
     assert gate.returncode == 2, gate.stderr
     assert "Stage II stopped by its coverage gate" in gate.stderr

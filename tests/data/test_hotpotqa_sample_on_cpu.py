@@ -15,8 +15,9 @@ BUNDLED = REPO / "assets" / "hotpotqa" / "hotpot_dev_v1_simplified.json"  # 7,40
 
 
 def _questions(out: Path, *args: str, name: str = "hotpotqa_dev.parquet") -> list[str]:
-    subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), *args], check=True, cwd=REPO,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), *args], check=True, cwd=REPO, capture_output=True
+    )
     return [r["question"] for r in pd.read_parquet(out / name)["extra_info"]]
 
 
@@ -33,8 +34,14 @@ def test_seeded_sample_is_reproducible_random_and_not_the_head(tmp_path):
 def test_stage2_recipe_step_writes_the_stage2_file(tmp_path):
     """The recipe step reads HotpotQA records with context (more in test_hotpot_context_on_cpu.py)."""
     train = REPO / "assets" / "hotpotqa_train" / "hotpotqa_train.json"  # 100 questions with context
-    env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "HOTPOTQA_TRAIN": str(train),
-           "DATA_DIR": str(tmp_path), "N": "20", "SEED": "0"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHON": sys.executable,
+        "HOTPOTQA_TRAIN": str(train),
+        "DATA_DIR": str(tmp_path),
+        "N": "20",
+        "SEED": "0",
+    }
     subprocess.run(["bash", str(RECIPE)], check=True, env=env, capture_output=True, cwd=REPO)
     df = pd.read_parquet(tmp_path / "hotpotqa_10k_train.parquet")  # STAGE2_TRAIN of recipes/gta_rag
     assert len(df) == 20 and set(df["data_source"]) == {"hotpotqa"}

@@ -27,12 +27,15 @@ def _jsonl(path: Path, lines: list[bytes]) -> Path:
 
 
 def test_jsonl_bad_byte_rejects_only_its_line(tmp_path: Path) -> None:
-    f = _jsonl(tmp_path / "c.jsonl", [
-        b'{"id": "1", "contents": "\\"Paris\\"\\nParis is the capital of France."}',
-        b'{"id": "2", "contents": "\\"Caf\xe9\\"\\nA Latin-1 byte, not UTF-8."}',  # line 2: 0xe9 then '"'
-        b'{"id": "3", "contents": "\\"Tokyo\\"\\nTokyo is the capital of Japan."}',
-        b'{"id": "4", "contents": "\\"Lone\\"\\nA \\ud800 escape."}',  # line 4: lone surrogate escape
-    ])
+    f = _jsonl(
+        tmp_path / "c.jsonl",
+        [
+            b'{"id": "1", "contents": "\\"Paris\\"\\nParis is the capital of France."}',
+            b'{"id": "2", "contents": "\\"Caf\xe9\\"\\nA Latin-1 byte, not UTF-8."}',  # line 2: 0xe9 then '"'
+            b'{"id": "3", "contents": "\\"Tokyo\\"\\nTokyo is the capital of Japan."}',
+            b'{"id": "4", "contents": "\\"Lone\\"\\nA \\ud800 escape."}',  # line 4: lone surrogate escape
+        ],
+    )
     rep = read_flashrag_corpus(f)
     # 4 lines in = 2 loaded (lines 1, 3) + 2 rejected (lines 2, 4)
     assert (rep.n_in, rep.n_ok, len(rep.rejected)) == (4, 2, 2) and rep.reconciles()
@@ -61,15 +64,23 @@ def test_json_corpus_bad_byte_rejects_only_its_record(tmp_path: Path) -> None:
 
 def test_whitespace_only_differences_are_duplicates(tmp_path: Path) -> None:
     f = tmp_path / "c.json"
-    f.write_text(json.dumps([{"title": "Paris", "text": "Paris is in France."},
-                             {"title": " Paris", "text": "Paris is in France.\n"},
-                             {"title": "Paris", "text": "  Paris is in France. "},
-                             {"title": "Paris", "text": "Paris is  in France."}]))  # inner spaces: different
+    f.write_text(
+        json.dumps(
+            [
+                {"title": "Paris", "text": "Paris is in France."},
+                {"title": " Paris", "text": "Paris is in France.\n"},
+                {"title": "Paris", "text": "  Paris is in France. "},
+                {"title": "Paris", "text": "Paris is  in France."},
+            ]
+        )
+    )  # inner spaces: different
     rep = read_hipporag_corpus(f)
     # 4 in = 2 loaded (records 0 and 3) + 2 duplicates (records 1 and 2 of record 0)
     assert (rep.n_in, rep.n_ok) == (4, 2) and rep.reconciles()
     assert [r.index for r in rep.rejected] == [1, 2]
-    assert all(r.reason.startswith("duplicate passage") and rep.records[0].doc_id in r.reason for r in rep.rejected)
+    assert all(
+        r.reason.startswith("duplicate passage") and rep.records[0].doc_id in r.reason for r in rep.rejected
+    )
     assert rep.records[0].text == "Paris is in France."  # the first one, as written
 
 
@@ -77,8 +88,12 @@ def test_non_object_record_says_so(tmp_path: Path) -> None:
     f = tmp_path / "c.json"
     f.write_text(json.dumps([{"title": "A", "text": "Alpha."}, ["B", "Beta."], "C", None, {"title": "D"}]))
     rep = read_hipporag_corpus(f)
-    assert [r.reason for r in rep.rejected] == ["expected a JSON object, got list", "expected a JSON object, got str",
-                                               "expected a JSON object, got NoneType", "missing field: text"]
+    assert [r.reason for r in rep.rejected] == [
+        "expected a JSON object, got list",
+        "expected a JSON object, got str",
+        "expected a JSON object, got NoneType",
+        "missing field: text",
+    ]
     # 5 in = 1 loaded + 4 rejected
     assert (rep.n_in, rep.n_ok) == (5, 1) and rep.reconciles()
 
@@ -92,18 +107,28 @@ def test_hotpot_dict_corpus_with_non_string_sentences(tmp_path: Path) -> None:
 
 
 def test_qa_files_reject_non_utf8_and_non_objects(tmp_path: Path) -> None:
-    f = _jsonl(tmp_path / "q.jsonl", [b'{"id": "a", "question": "Who?", "golden_answers": ["Me"]}',
-                                      b'{"id": "b", "question": "Wh\xc3o?", "golden_answers": ["X"]}',
-                                      b'[1, 2]'])
+    f = _jsonl(
+        tmp_path / "q.jsonl",
+        [
+            b'{"id": "a", "question": "Who?", "golden_answers": ["Me"]}',
+            b'{"id": "b", "question": "Wh\xc3o?", "golden_answers": ["X"]}',
+            b"[1, 2]",
+        ],
+    )
     rep = read_flashrag_qa(f)
     # line 2 is `{"id": "b", "question": "Wh` (27 bytes) then 0xc3: column 28
-    assert [str(r) for r in rep.rejected] == [f"{f}:2: not UTF-8: byte 0xc3 at column 28",
-                                              f"{f}:3: expected a JSON object, got list"]
+    assert [str(r) for r in rep.rejected] == [
+        f"{f}:2: not UTF-8: byte 0xc3 at column 28",
+        f"{f}:3: expected a JSON object, got list",
+    ]
     assert (rep.n_in, rep.n_ok) == (3, 1) and rep.reconciles()
     m = tmp_path / "m.json"
     m.write_bytes(b'[7, {"question": "Q\\udc00", "answer": "A", "paragraphs": []}]')
     rep = read_musique_qa(m)
-    assert [r.reason for r in rep.rejected] == ["expected a JSON object, got int", "not UTF-8: lone surrogate \\udc00"]
+    assert [r.reason for r in rep.rejected] == [
+        "expected a JSON object, got int",
+        "not UTF-8: lone surrogate \\udc00",
+    ]
     assert rep.n_in == 2 and rep.reconciles()
 
 
@@ -114,15 +139,48 @@ def test_kb_build_with_bad_byte_keeps_going(tmp_path: Path, capsys: pytest.Captu
     f = tmp_path / "c.json"
     f.write_bytes(raw[:at] + b"\xfe" + raw[at + 1 :])
     out = tmp_path / "kb"
-    assert main(["kb", "build", "--corpus", str(f), "--openie", "spacy", "--out", str(out),
-                 "--no-progress", "--no-openie-cache"]) == 0
+    assert (
+        main(
+            [
+                "kb",
+                "build",
+                "--corpus",
+                str(f),
+                "--openie",
+                "spacy",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--no-openie-cache",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["kb", "stats", str(out), "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     # 3 records in = 2 documents + 1 rejected "not UTF-8"
     assert obj["document_nodes"] == 2
     assert (obj["corpus"]["n_in"], obj["corpus"]["n_loaded"], obj["corpus"]["n_rejected"]) == (3, 2, 1)
-    assert main(["kb", "build", "--corpus", str(f), "--openie", "spacy", "--out", str(out), "--strict",
-                 "--no-progress", "--no-openie-cache"]) == 2
+    assert (
+        main(
+            [
+                "kb",
+                "build",
+                "--corpus",
+                str(f),
+                "--openie",
+                "spacy",
+                "--out",
+                str(out),
+                "--strict",
+                "--no-progress",
+                "--no-openie-cache",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith(f"gta-verl: error: {f}:2: not UTF-8: byte 0xfe") and "Traceback" not in "".join(err)
+    assert err[-1].startswith(f"gta-verl: error: {f}:2: not UTF-8: byte 0xfe") and "Traceback" not in "".join(
+        err
+    )

@@ -56,8 +56,11 @@ def test_musique_gold_in_reasoning_order(musique_qa):
 
 def test_hipporag_sample():
     corpus = read_hipporag_corpus(ASSETS / "hipporag_sample" / "sample_corpus.json", strict=True)
-    qa = read_musique_qa(ASSETS / "hipporag_sample" / "sample.json",
-                         corpus_ids={p.doc_id: p for p in corpus.records}, strict=True)
+    qa = read_musique_qa(
+        ASSETS / "hipporag_sample" / "sample.json",
+        corpus_ids={p.doc_id: p for p in corpus.records},
+        strict=True,
+    )
     assert corpus.n_ok == 3 and qa.n_ok == 1 and qa.records[0].answers == ("Thomas C. Sudhof",)
 
 
@@ -70,12 +73,25 @@ def test_nq_and_hotpot_simplified():
 
 def test_corpus_rejects_bad_records_with_reasons(tmp_path):
     f = tmp_path / "c.json"
-    f.write_text(json.dumps([{"title": "A", "text": "a"}, {"title": "B"}, {"title": "C", "text": "  "},
-                             {"title": "A", "text": "a"}, {"title": 3, "text": "x"}]))
+    f.write_text(
+        json.dumps(
+            [
+                {"title": "A", "text": "a"},
+                {"title": "B"},
+                {"title": "C", "text": "  "},
+                {"title": "A", "text": "a"},
+                {"title": 3, "text": "x"},
+            ]
+        )
+    )
     rep = read_hipporag_corpus(f)
     assert rep.n_in == 5 and rep.n_ok == 1 and rep.reconciles()
     assert [(r.index, r.reason.split(":")[0]) for r in rep.rejected] == [
-        (1, "missing field"), (2, "empty text"), (3, "duplicate passage"), (4, "bad field")]
+        (1, "missing field"),
+        (2, "empty text"),
+        (3, "duplicate passage"),
+        (4, "bad field"),
+    ]
     assert all(r.file == str(f) for r in rep.rejected)
     with pytest.raises(DataFormatError, match=r"c\.json:1: missing field"):
         read_hipporag_corpus(f, strict=True)
@@ -83,12 +99,15 @@ def test_corpus_rejects_bad_records_with_reasons(tmp_path):
 
 def test_flashrag_corpus_and_bad_lines(tmp_path):
     f = tmp_path / "c.jsonl"
-    f.write_text('{"id": "0", "contents": "\\"Paris\\"\\nParis is in France."}\n'
-                 "{not json\n"
-                 '{"id": "2"}\n')
+    f.write_text('{"id": "0", "contents": "\\"Paris\\"\\nParis is in France."}\n{not json\n{"id": "2"}\n')
     rep = read_flashrag_corpus(f)
-    assert rep.records == [Passage(make_doc_id("Paris", "Paris is in France."), "Paris", "Paris is in France.")]
-    assert [(r.index, r.reason.split(":")[0]) for r in rep.rejected] == [(2, "invalid JSON"), (3, "missing field")]
+    assert rep.records == [
+        Passage(make_doc_id("Paris", "Paris is in France."), "Paris", "Paris is in France.")
+    ]
+    assert [(r.index, r.reason.split(":")[0]) for r in rep.rejected] == [
+        (2, "invalid JSON"),
+        (3, "missing field"),
+    ]
     with pytest.raises(DataFormatError, match=r"c\.jsonl:2: invalid JSON"):
         read_flashrag_corpus(f, strict=True)
     assert split_flashrag_contents("no title line") == ("", "no title line")
@@ -107,16 +126,28 @@ def test_musique_qa_rejects_unmapped_gold_and_bad_records(tmp_path):
     rep = read_musique_qa(f, corpus_ids={})  # empty corpus: gold cannot map
     assert rep.n_ok == 0 and rep.reconciles()
     assert [r.reason.split(":")[0] for r in rep.rejected] == [
-        "gold paragraph not in corpus", "missing field", "no gold answer"]
+        "gold paragraph not in corpus",
+        "missing field",
+        "no gold answer",
+    ]
 
 
 def test_supporting_facts_qa(tmp_path):
     corpus = [Passage(make_doc_id(t, t + " text"), t, t + " text") for t in ("A", "B", "C")]
     f = tmp_path / "q.json"
-    f.write_text(json.dumps([
-        {"_id": "x", "question": "q1", "answer": "a", "supporting_facts": [["A", 0], ["B", 1], ["A", 2]]},
-        {"_id": "y", "question": "q2", "answer": "a", "supporting_facts": [["Z", 0]]},
-    ]))
+    f.write_text(
+        json.dumps(
+            [
+                {
+                    "_id": "x",
+                    "question": "q1",
+                    "answer": "a",
+                    "supporting_facts": [["A", 0], ["B", 1], ["A", 2]],
+                },
+                {"_id": "y", "question": "q2", "answer": "a", "supporting_facts": [["Z", 0]]},
+            ]
+        )
+    )
     rep = read_supporting_facts_qa(f, corpus)
     assert rep.n_ok == 1 and rep.records[0].supporting_doc_ids == (corpus[0].doc_id, corpus[1].doc_id)
     assert rep.records[0].hops == 2 and "gold title not uniquely in corpus" in rep.rejected[0].reason
@@ -124,8 +155,10 @@ def test_supporting_facts_qa(tmp_path):
 
 def test_flashrag_qa(tmp_path):
     f = tmp_path / "q.jsonl"
-    f.write_text('{"id": "t1", "question": "who?", "golden_answers": ["X", "Y"], "metadata": {}}\n'
-                 '{"id": "t2", "question": "what?", "golden_answers": []}\n')
+    f.write_text(
+        '{"id": "t1", "question": "who?", "golden_answers": ["X", "Y"], "metadata": {}}\n'
+        '{"id": "t2", "question": "what?", "golden_answers": []}\n'
+    )
     rep = read_flashrag_qa(f)
     assert rep.records[0].answers == ("X", "Y") and rep.records[0].qid == "t1"
     assert rep.rejected[0].index == 2 and rep.reconciles()

@@ -23,7 +23,9 @@ def test_prepare_musique(tmp_path, musique_qa):
     row = qa.iloc[0]
     answers, doc_ids, texts = parse_ground_truth(row["reward_model"]["ground_truth"])
     assert answers == list(musique_qa[0].answers) and doc_ids == list(musique_qa[0].supporting_doc_ids)
-    assert set(doc_ids) <= set(corpus["doc_id"]) and texts[0].startswith("Journal of Psychotherapy Integration")
+    assert set(doc_ids) <= set(corpus["doc_id"]) and texts[0].startswith(
+        "Journal of Psychotherapy Integration"
+    )
     assert row["data_source"] == "musique" and row["extra_info"]["hops"] == 2
     assert row["prompt"][-1]["role"] == "user" and musique_qa[0].question in row["prompt"][-1]["content"]
     assert list(row["extra_info"]["supporting_doc_ids"]) == doc_ids
@@ -35,8 +37,15 @@ def test_rejections_reconcile_and_limit(tmp_path):
     _passages, res = prepare_corpus(src, tmp_path / "c.parquet", verbose=False)
     assert (res.n_in, res.n_written, len(res.rejected)) == (3, 1, 2) and res.reconciles()
     assert "2 rejected" in res.summary() and "duplicate passage" in res.summary()
-    res = prepare_answers_only("nq_open", REPO / "assets/nq_open/NQ-open.dev.jsonl", tmp_path / "nq.parquet",
-                               "nq", "dev", limit=50, verbose=False)
+    res = prepare_answers_only(
+        "nq_open",
+        REPO / "assets/nq_open/NQ-open.dev.jsonl",
+        tmp_path / "nq.parquet",
+        "nq",
+        "dev",
+        limit=50,
+        verbose=False,
+    )
     assert res.n_in == 3610 and res.n_written == 50 and res.reconciles()
     assert len(pd.read_parquet(tmp_path / "nq.parquet")) == 50
 
@@ -44,9 +53,24 @@ def test_rejections_reconcile_and_limit(tmp_path):
 def test_scripts_run(tmp_path):
     qa = tmp_path / "q.jsonl"
     qa.write_text('{"id": "1", "question": "who?", "golden_answers": ["X"], "metadata": {}}\n')
-    out = subprocess.run([sys.executable, str(REPO / "data_prep/flashrag.py"), "--input", str(qa),
-                          "--out", str(tmp_path / "fr")], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "data_prep/flashrag.py"),
+            "--input",
+            str(qa),
+            "--out",
+            str(tmp_path / "fr"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "1 rows in, 1 written, 0 rejected [ok]" in out.stdout
-    out = subprocess.run([sys.executable, str(REPO / "data_prep/hipporag_sample.py"), "--out",
-                          str(tmp_path / "hs")], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "data_prep/hipporag_sample.py"), "--out", str(tmp_path / "hs")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "3 rows in, 3 written" in out.stdout and (tmp_path / "hs/hipporag_sample_test.parquet").exists()

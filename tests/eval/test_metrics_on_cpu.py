@@ -20,22 +20,42 @@ def _rec(**kw) -> RolloutRecord:
 
 # A: full chain over 3 turns, the third finds nothing new; correct; evidence-rich.
 A = _rec(
-    qid="a", data_source="musique", hops=2, target_doc_ids=("d1", "d2"),
-    turn_queries=("q1", "q2", "q3"), turn_doc_ids=(("d1", "x"), ("d1", "d2", "d2"), ("x",)),
-    answer="Paris", retrieved_texts=(PARIS,), gold_texts=(PARIS, "Berlin is in Germany"),
+    qid="a",
+    data_source="musique",
+    hops=2,
+    target_doc_ids=("d1", "d2"),
+    turn_queries=("q1", "q2", "q3"),
+    turn_doc_ids=(("d1", "x"), ("d1", "d2", "d2"), ("x",)),
+    answer="Paris",
+    retrieved_texts=(PARIS,),
+    gold_texts=(PARIS, "Berlin is in Germany"),
 )
 # B: never searched, never answered.
-B = _rec(qid="b", data_source="musique", hops=3, target_doc_ids=("d1", "d2", "d3"), answer=None,
-         gold_texts=("a b",))
+B = _rec(
+    qid="b",
+    data_source="musique",
+    hops=3,
+    target_doc_ids=("d1", "d2", "d3"),
+    answer=None,
+    gold_texts=("a b",),
+)
 # C: first search failed (empty), second returns the target twice; partially right answer.
 C = _rec(
-    qid="c", data_source="hotpotqa", hops=2, target_doc_ids=("d4",), turn_queries=("q", "q'"),
-    turn_doc_ids=((), ("d4", "d4")), answer="the Paris France", retrieval_errors=1,
-    retrieved_texts=("Something unrelated entirely",), gold_texts=("Eiffel tower stands tall",),
+    qid="c",
+    data_source="hotpotqa",
+    hops=2,
+    target_doc_ids=("d4",),
+    turn_queries=("q", "q'"),
+    turn_doc_ids=((), ("d4", "d4")),
+    answer="the Paris France",
+    retrieval_errors=1,
+    retrieved_texts=("Something unrelated entirely",),
+    gold_texts=("Eiffel tower stands tall",),
 )
 # D: natural question without gold documents or texts.
-D = _rec(qid="d", data_source="nq", gold_answers=("y",), turn_queries=("q",), turn_doc_ids=(("x",),),
-         answer="x")
+D = _rec(
+    qid="d", data_source="nq", gold_answers=("y",), turn_queries=("q",), turn_doc_ids=(("x",),), answer="x"
+)
 
 
 def test_per_record_values():

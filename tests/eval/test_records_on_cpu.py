@@ -13,16 +13,22 @@ from tests.eval.test_metrics_on_cpu import A, B, C, D
 
 
 def _er(rollout, i=0):
-    return EvalRecord(rollout=rollout.__class__(**{**rollout.to_dict(), "sample_idx": i}),
-                      prompt_tokens=7, retrieval_latency_ms=(1.5,) * rollout.num_searches, response_text="r")
+    return EvalRecord(
+        rollout=rollout.__class__(**{**rollout.to_dict(), "sample_idx": i}),
+        prompt_tokens=7,
+        retrieval_latency_ms=(1.5,) * rollout.num_searches,
+        response_text="r",
+    )
 
 
 def test_round_trip_is_lossless(tmp_path):
     recs = [_er(r) for r in (A, B, C, D)]
     with RecordWriter(tmp_path / "records", chunk_size=3) as w:
         w.add_all(recs)
-    assert sorted(p.name for p in (tmp_path / "records").glob("part-*")) == ["part-000000.parquet",
-                                                                            "part-000001.parquet"]
+    assert sorted(p.name for p in (tmp_path / "records").glob("part-*")) == [
+        "part-000000.parquet",
+        "part-000001.parquet",
+    ]
     back = read_records(tmp_path / "records")
     assert back == recs  # tuples, None answer, nested doc ids all survive
     df = pd.read_parquet(tmp_path / "records")  # a plain parquet dataset for users

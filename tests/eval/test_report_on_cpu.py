@@ -19,8 +19,11 @@ def _records() -> list[EvalRecord]:
     lat = {"a": (10.0, 20.0, 30.0), "b": (), "c": (40.0, 50.0), "d": (60.0,)}
     toks = {"a": 100, "b": 10, "c": 50, "d": 20}
     return [
-        EvalRecord(rollout=r.__class__(**{**r.to_dict(), "response_tokens": toks[r.qid]}),
-                   prompt_tokens=200, retrieval_latency_ms=lat[r.qid])
+        EvalRecord(
+            rollout=r.__class__(**{**r.to_dict(), "response_tokens": toks[r.qid]}),
+            prompt_tokens=200,
+            retrieval_latency_ms=lat[r.qid],
+        )
         for r in (A, B, C, D)
     ]
 
@@ -42,9 +45,22 @@ def test_cost_summary_hand_computed():
 
 def test_write_report_tables_json_and_plots(tmp_path):
     log = tmp_path / "train.jsonl"
-    log.write_text("\n".join(json.dumps({"step": s, "data": {
-        "train/path_router/route_share/C+P+": 0.1 * s, "train/path_router/route_share/C-P-": 1 - 0.1 * s,
-        "actor/loss": 0.3}}) for s in (1, 2, 3)) + "\n")
+    log.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "step": s,
+                    "data": {
+                        "train/path_router/route_share/C+P+": 0.1 * s,
+                        "train/path_router/route_share/C-P-": 1 - 0.1 * s,
+                        "actor/loss": 0.3,
+                    },
+                }
+            )
+            for s in (1, 2, 3)
+        )
+        + "\n"
+    )
     paths = write_report(_records(), tmp_path / "out", name="tiny", meta={"policy": "tiny"}, metrics_log=log)
     rep = json.loads(paths.json.read_text())
     assert rep["overall"]["target_doc_cov"] == pytest.approx(0.5)
@@ -53,8 +69,9 @@ def test_write_report_tables_json_and_plots(tmp_path):
     assert rep["per_hops"]["2"]["complete_traj_cov"] == 1.0
     md = paths.markdown.read_text()
     # Table 1 layout: per-dataset EM/F1 then the unweighted average (EM 16.7 = (50 + 0 + 0) / 3)
-    assert ("| Policy | hotpotqa EM | hotpotqa F1 | musique EM | musique F1 | nq EM | nq F1 | Average EM |"
-            in md)
+    assert (
+        "| Policy | hotpotqa EM | hotpotqa F1 | musique EM | musique F1 | nq EM | nq F1 | Average EM |" in md
+    )
     assert "| tiny | 0.0 | 66.7 | 50.0 | 50.0 | 0.0 | 0.0 | 16.7 | 38.9 |" in md
     # Table 3 layout, pooled row: 50.0 % target docs, 66.7 % complete chains, 2 zero-target turns,
     # 1.50 searches
@@ -70,7 +87,8 @@ def test_write_report_tables_json_and_plots(tmp_path):
 def test_read_route_shares_formats(tmp_path):
     csv_path = tmp_path / "m.csv"
     csv_path.write_text(
-        "step,path_router/route_share/C+P+,path_router/route_share/C+P-\n2,0.5,0.5\n1,0.25,0.75\n")
+        "step,path_router/route_share/C+P+,path_router/route_share/C+P-\n2,0.5,0.5\n1,0.25,0.75\n"
+    )
     assert plots.read_route_shares(csv_path) == {"C+P+": [(1, 0.25), (2, 0.5)], "C+P-": [(1, 0.75), (2, 0.5)]}
     flat = tmp_path / "flat.jsonl"
     flat.write_text('{"step": 3, "val-aux/path_router/route_share/C-P+": 0.2}\n')

@@ -53,8 +53,10 @@ class LookupRetriever:
             if q not in self.table:
                 out.append(RetrievalResult(query=q, error="timeout after 30 s"))
                 continue
-            hits = tuple(RetrievalHit(d, self.corpus[d].title, self.corpus[d].text, 1.0, "graph")
-                         for d in self.table[q])
+            hits = tuple(
+                RetrievalHit(d, self.corpus[d].title, self.corpus[d].text, 1.0, "graph")
+                for d in self.table[q]
+            )
             out.append(RetrievalResult(query=q, hits=hits, latency_ms=1.0))
         return out
 
@@ -64,11 +66,17 @@ def _scenario(musique):
     qa, corpus = musique
     q0, q1, q2 = qa[:3]  # 2-hop, 4-hop, 2-hop; qa[3] (2-hop) gets the failing script
     distractor = next(d for d in corpus if d not in {*q0.supporting_doc_ids, *q1.supporting_doc_ids})
-    table = {"first hop": [q0.supporting_doc_ids[0], distractor], "second hop": [q0.supporting_doc_ids[1]],
-             "song": [q1.supporting_doc_ids[0]]}
+    table = {
+        "first hop": [q0.supporting_doc_ids[0], distractor],
+        "second hop": [q0.supporting_doc_ids[1]],
+        "song": [q1.supporting_doc_ids[0]],
+    }
     scripts = [
-        ["<think>a</think><search> first hop </search>", "<search>second hop</search>",
-         f"<answer>{q0.answers[0]}</answer>"],  # full chain, correct
+        [
+            "<think>a</think><search> first hop </search>",
+            "<search>second hop</search>",
+            f"<answer>{q0.answers[0]}</answer>",
+        ],  # full chain, correct
         ["<search>song</search>", "<search>song</search>", "<answer>36</answer>"],  # 1 of 4, repeat, wrong
         [f"<think>I know it</think><answer>{q2.answers[0]}</answer>"],  # shortcut: no search, correct
         ["<search>unknown query</search>", "hmm", "still thinking"],  # failed search, invalid x4, no answer
@@ -79,9 +87,15 @@ def _scenario(musique):
 def test_scripted_eval_report_matches_hand_computation(tmp_path, musique, tokenizer, data_parquet):
     retriever, scripts = _scenario(musique)
     res = evaluate_policy(
-        "scripted", [data_parquet], kb_dir="unused", out_dir=tmp_path / "out", max_questions=4,
-        server_manager=ScriptedServerManager(tokenizer, scripts), tokenizer=tokenizer,
-        retriever_client=retriever, progress=False,
+        "scripted",
+        [data_parquet],
+        kb_dir="unused",
+        out_dir=tmp_path / "out",
+        max_questions=4,
+        server_manager=ScriptedServerManager(tokenizer, scripts),
+        tokenizer=tokenizer,
+        retriever_client=retriever,
+        progress=False,
     )
     assert (res.n_records, res.n_new) == (4, 4)
     recs = {r.rollout.qid: r for r in read_records(res.records_dir)}
@@ -104,7 +118,11 @@ def test_scripted_eval_report_matches_hand_computation(tmp_path, musique, tokeni
     # q1 C-P-: one of its four gold passages shown, P = (1 + 0.239 + 0.104 + 0.081)/4 = 0.356
     # (its best-F1 against the other three); q3 C-P- (nothing shown)
     assert {k: s[f"route/{k}"] for k in ("C+P+", "C+P-", "C-P+", "C-P-")} == {
-        "C+P+": 0.25, "C+P-": 0.25, "C-P+": 0.0, "C-P-": 0.5}
+        "C+P+": 0.25,
+        "C+P-": 0.25,
+        "C-P+": 0.0,
+        "C-P-": 0.5,
+    }
     assert s["retrieval_error_rate"] == pytest.approx(1 / 5)
     hops = json.loads(res.report.json.read_text())["per_hops"]
     assert hops["2"]["target_doc_cov"] == pytest.approx(2 / 6) and hops["4"]["target_doc_cov"] == 0.25
@@ -132,30 +150,60 @@ class FailingAfter:
 
 def test_resume_after_crash_and_rerun(tmp_path, musique, tokenizer, data_parquet):
     retriever, scripts = _scenario(musique)
-    kw = dict(kb_dir="unused", out_dir=tmp_path / "out", tokenizer=tokenizer, retriever_client=retriever,
-              progress=False, settings=EvalSettings(policy="scripted", n_samples=2), batch_size=2)
+    kw = dict(
+        kb_dir="unused",
+        out_dir=tmp_path / "out",
+        tokenizer=tokenizer,
+        retriever_client=retriever,
+        progress=False,
+        settings=EvalSettings(policy="scripted", n_samples=2),
+        batch_size=2,
+    )
     crashing = FailingAfter(ScriptedServerManager(tokenizer, scripts), limit=4)  # chunk 1 = 2 questions × 2
     with pytest.raises(RuntimeError, match="simulated crash"):
         evaluate_policy("scripted", [data_parquet], max_questions=6, server_manager=crashing, **kw)
     assert len(read_records(tmp_path / "out" / "records")) == 4  # the finished chunk survived
-    res = evaluate_policy("scripted", [data_parquet], max_questions=6,
-                          server_manager=ScriptedServerManager(tokenizer, scripts), **kw)
+    res = evaluate_policy(
+        "scripted",
+        [data_parquet],
+        max_questions=6,
+        server_manager=ScriptedServerManager(tokenizer, scripts),
+        **kw,
+    )
     assert (res.n_new, res.n_records) == (8, 12)
-    again = evaluate_policy("scripted", [data_parquet], max_questions=6,
-                            server_manager=ScriptedServerManager(tokenizer, scripts), **kw)
+    again = evaluate_policy(
+        "scripted",
+        [data_parquet],
+        max_questions=6,
+        server_manager=ScriptedServerManager(tokenizer, scripts),
+        **kw,
+    )
     assert (again.n_new, again.n_records) == (0, 12)
     keys = [r.key for r in read_records(res.records_dir)]
     assert len(set(keys)) == 12 and {k[2] for k in keys} == {0, 1}
     with pytest.raises(ValueError, match="different settings"):
-        evaluate_policy("other-policy", [data_parquet], max_questions=6, server_manager=crashing,
-                        **{**kw, "settings": None})
+        evaluate_policy(
+            "other-policy",
+            [data_parquet],
+            max_questions=6,
+            server_manager=crashing,
+            **{**kw, "settings": None},
+        )
 
 
 def test_tiny_random_qwen2_policy_runs(tmp_path, musique, data_parquet):
     retriever, _ = _scenario(musique)
     settings = EvalSettings(policy="tiny-random-qwen2", max_actions=2, response_length=48, prompt_length=512)
-    res = evaluate_policy("tiny-random-qwen2", [data_parquet], kb_dir="unused", out_dir=tmp_path / "out",
-                          max_questions=2, settings=settings, retriever_client=retriever, progress=False)
+    res = evaluate_policy(
+        "tiny-random-qwen2",
+        [data_parquet],
+        kb_dir="unused",
+        out_dir=tmp_path / "out",
+        max_questions=2,
+        settings=settings,
+        retriever_client=retriever,
+        progress=False,
+    )
     assert res.n_records == 2
     for r in read_records(res.records_dir):
         assert 0 < r.rollout.response_tokens <= 48 and r.generated_tokens > 0 and r.prompt_tokens > 100
@@ -170,9 +218,16 @@ def test_real_retriever_on_bundled_kb(tmp_path, musique, tokenizer, data_parquet
     q0 = qa[0]
     titles = [corpus[d].title for d in q0.supporting_doc_ids]
     scripts = [[f"<search>{t}</search>" for t in titles] + [f"<answer>{q0.answers[0]}</answer>"]]
-    res = evaluate_policy("scripted", [data_parquet], kb_dir=musique_kb_dir, out_dir=tmp_path / "out",
-                          max_questions=1, server_manager=ScriptedServerManager(tokenizer, scripts),
-                          tokenizer=tokenizer, progress=False)
+    res = evaluate_policy(
+        "scripted",
+        [data_parquet],
+        kb_dir=musique_kb_dir,
+        out_dir=tmp_path / "out",
+        max_questions=1,
+        server_manager=ScriptedServerManager(tokenizer, scripts),
+        tokenizer=tokenizer,
+        progress=False,
+    )
     (rec,) = read_records(res.records_dir)
     expected = GraphRetriever.from_kb_dir(musique_kb_dir).retrieve(titles)
     assert rec.rollout.turn_doc_ids == tuple(tuple(r.doc_ids) for r in expected)
@@ -209,14 +264,29 @@ def test_verl_dump_of_real_rollouts_matches_agent_records(tmp_path, musique, tok
     qa, corpus = musique
     retriever, scripts = _scenario(musique)
     rows = [make_verl_row(q, i) for i, q in enumerate(qa[:4])]
-    rollouts = run_agent_rollouts(rows, ScriptedServerManager(tokenizer, scripts), tokenizer, retriever,
-                                  make_trainer_config(response_length=2048))
+    rollouts = run_agent_rollouts(
+        rows,
+        ScriptedServerManager(tokenizer, scripts),
+        tokenizer,
+        retriever,
+        make_trainer_config(response_length=2048),
+    )
     dump = tmp_path / "val" / "5.jsonl"
     dump.parent.mkdir()
-    dump.write_text("\n".join(json.dumps({
-        "input": tokenizer.decode(r.prompt_ids, skip_special_tokens=True),
-        "output": tokenizer.decode(r.response_ids, skip_special_tokens=True),
-        "gts": r.row["reward_model"]["ground_truth"], "score": 0.0, "step": 5}) for r in rollouts))
+    dump.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "input": tokenizer.decode(r.prompt_ids, skip_special_tokens=True),
+                    "output": tokenizer.decode(r.response_ids, skip_special_tokens=True),
+                    "gts": r.row["reward_model"]["ground_truth"],
+                    "score": 0.0,
+                    "step": 5,
+                }
+            )
+            for r in rollouts
+        )
+    )
     index = {}
     for p in corpus.values():
         index.setdefault(p.title, []).append((p.doc_id, p.text))
@@ -224,19 +294,40 @@ def test_verl_dump_of_real_rollouts_matches_agent_records(tmp_path, musique, tok
     want = records_from_rollouts(rollouts)
     assert [g.rollout.turn_doc_ids for g in got] == [w.rollout.turn_doc_ids for w in want]
     assert [g.rollout.answer for g in got] == [w.rollout.answer for w in want]
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         mg, mw = score_record(g.rollout), score_record(w.rollout)
         assert (mg.em, mg.n_targets_hit, mg.zero_target_turns, mg.route) == (
-            mw.em, mw.n_targets_hit, mw.zero_target_turns, mw.route)
+            mw.em,
+            mw.n_targets_hit,
+            mw.zero_target_turns,
+            mw.route,
+        )
 
 
 def test_cli_policy_mode_on_bundled_kb(tmp_path, data_parquet, musique_kb_dir, capsys):
     from gta_verl.cli import main
 
     out = tmp_path / "out"
-    argv = ["eval", "--policy", "tiny-random-qwen2", "--data", str(data_parquet), "--kb", str(musique_kb_dir),
-            "--max-questions", "1", "--max-actions", "1", "--response-length", "32", "--no-progress",
-            "--retriever", "k_dense=2", "--out", str(out)]
+    argv = [
+        "eval",
+        "--policy",
+        "tiny-random-qwen2",
+        "--data",
+        str(data_parquet),
+        "--kb",
+        str(musique_kb_dir),
+        "--max-questions",
+        "1",
+        "--max-actions",
+        "1",
+        "--response-length",
+        "32",
+        "--no-progress",
+        "--retriever",
+        "k_dense=2",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     assert "1 rollouts (1 new, 0 already done)" in capsys.readouterr().out
     assert json.loads((out / "run.json").read_text())["settings"]["retriever"] == {"k_dense": 2}

@@ -7,12 +7,12 @@ import json
 import pandas as pd
 import pytest
 
-from gta_verl.protocol import build_messages, build_user_prompt, format_observation
 from gta_verl.data.ids import make_doc_id
 from gta_verl.data.schema import make_ground_truth
 from gta_verl.data.types import RetrievalHit
 from gta_verl.eval.metrics import score_record
 from gta_verl.eval.verl_dumps import question_index, read_verl_dump
+from gta_verl.protocol import build_messages, build_user_prompt, format_observation
 
 DOCS = {
     "p1": ("Paris (film)", "A 2008 French film.\nDirected by Cédric Klapisch."),
@@ -31,18 +31,38 @@ def _prompt(q):  # what verl decodes: chat template with special tokens skipped
 
 
 def _write_dump(directory):
-    gt = make_ground_truth(["Neuilly-sur-Seine"], [ID["p1"], ID["p2"]], [f"{t}\n{x}" for t, x in
-                                                                          (DOCS["p1"], DOCS["p2"])])
-    full = ("<think>find film</think><search> Paris film director </search>"
-            + format_observation(_hits("p1", "x"))
-            + "<search>Klapisch birthplace</search>" + format_observation(_hits("p2"))
-            + "<answer> Neuilly-sur-Seine </answer>")
+    gt = make_ground_truth(
+        ["Neuilly-sur-Seine"], [ID["p1"], ID["p2"]], [f"{t}\n{x}" for t, x in (DOCS["p1"], DOCS["p2"])]
+    )
+    full = (
+        "<think>find film</think><search> Paris film director </search>"
+        + format_observation(_hits("p1", "x"))
+        + "<search>Klapisch birthplace</search>"
+        + format_observation(_hits("p2"))
+        + "<answer> Neuilly-sur-Seine </answer>"
+    )
     failed = "<search>q</search>" + format_observation([], error="timeout") + "no answer"
     lines = [
-        {"input": _prompt("Where was the director of Paris born"), "output": full, "gts": gt, "score": 2.5,
-         "step": 7, "reward": 2.5, "acc": 1.0, "num_searches": 2},
-        {"input": _prompt("Where was the director of Paris born"), "output": failed, "gts": gt, "score": -1.1,
-         "step": 7, "reward": -1.1, "acc": 0.0, "num_searches": 1},
+        {
+            "input": _prompt("Where was the director of Paris born"),
+            "output": full,
+            "gts": gt,
+            "score": 2.5,
+            "step": 7,
+            "reward": 2.5,
+            "acc": 1.0,
+            "num_searches": 2,
+        },
+        {
+            "input": _prompt("Where was the director of Paris born"),
+            "output": failed,
+            "gts": gt,
+            "score": -1.1,
+            "step": 7,
+            "reward": -1.1,
+            "acc": 0.0,
+            "num_searches": 1,
+        },
         {"input": _prompt("Where was the director of Paris born"), "output": "x", "step": 7},  # no gts
     ]
     directory.mkdir()
@@ -74,8 +94,15 @@ def test_question_index_joins_parquet_metadata(tmp_path):
     _write_dump(tmp_path / "val")
     q = "Where was the director of Paris born"
     pq = tmp_path / "test.parquet"
-    pd.DataFrame([{"data_source": "musique", "prompt": build_messages(q),
-                   "extra_info": {"question": q, "hops": 2, "qid": "2hop__1"}}]).to_parquet(pq)
+    pd.DataFrame(
+        [
+            {
+                "data_source": "musique",
+                "prompt": build_messages(q),
+                "extra_info": {"question": q, "hops": 2, "qid": "2hop__1"},
+            }
+        ]
+    ).to_parquet(pq)
     res = read_verl_dump(tmp_path / "val" / "7.jsonl", questions=question_index([pq]))
     got = {(r.rollout.data_source, r.rollout.hops, r.rollout.qid) for r in res.records}
     assert got == {("musique", 2, "2hop__1")}
@@ -92,7 +119,10 @@ def test_cli_scores_a_dump(tmp_path, capsys):
     assert main(["eval", "--from-verl-dump", str(tmp_path / "val"), "--out", str(tmp_path / "out")]) == 0
     assert json.loads((tmp_path / "out" / "report.json").read_text())["overall"]["n"] == 2  # no duplicates
     # 3.jsonl holds only "{}": nothing to score, refused before it can touch the other run's records
-    assert main(["eval", "--from-verl-dump", str(tmp_path / "val" / "3.jsonl"), "--out", str(tmp_path / "out")]) == 2
+    assert (
+        main(["eval", "--from-verl-dump", str(tmp_path / "val" / "3.jsonl"), "--out", str(tmp_path / "out")])
+        == 2
+    )
     assert "none of its 1 lines could be scored" in capsys.readouterr().err
     (tmp_path / "val" / "3.jsonl").write_text((tmp_path / "val" / "7.jsonl").read_text())
     with pytest.raises(ValueError, match="another run"):
@@ -105,7 +135,7 @@ def test_cut_off_passage_and_parenthesized_title_resolve_with_kb_index():
     tricky = ("Foo (a) b", "Text of foo.")
     index = {DOCS["p1"][0]: [(ID["p1"], DOCS["p1"][1])], tricky[0]: [("dfoo", tricky[1])]}
     body = format_observation(_hits("p1") + [RetrievalHit("dfoo", *tricky, 0.1, "dense")])
-    body = body[body.index("<info>") + 6: body.index("</info>")]
+    body = body[body.index("<info>") + 6 : body.index("</info>")]
     docs, failed = parse_observation(body, index)
     assert [d for d, _, _ in docs] == [ID["p1"], "dfoo"] and not failed
     cut = body[: body.index("Directed by") + 5]  # the loop's max_obs_tokens cut inside passage 1

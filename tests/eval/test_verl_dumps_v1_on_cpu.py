@@ -12,7 +12,10 @@ from gta_verl.eval.verl_dumps import compare_reports, read_verl_dump
 
 trainer_base = pytest.importorskip("verl.trainer.ppo.v1.trainer_base")
 
-PROMPT = "system\nYou are a helpful assistant.\nuser\nAnswer the question.\nQuestion: Who directed Tenet?\nassistant\n"
+PROMPT = (
+    "system\nYou are a helpful assistant.\nuser\nAnswer the question.\nQuestion: Who directed Tenet?\n"
+    "assistant\n"
+)
 OUTPUT = (
     "I should search. <search> Tenet director </search>\n\n<info>Doc 1(Title: Tenet) Tenet is a film "
     "directed by Christopher Nolan.</info>\n\nSo <answer> Christopher Nolan </answer>"
@@ -20,7 +23,11 @@ OUTPUT = (
 
 
 def test_reads_the_file_verl_v1_writes(tmp_path):
-    gts = {"target": ["Christopher Nolan"], "target_doc_ids": ["d1"], "support_texts": ["Tenet\nTenet is ..."]}
+    gts = {
+        "target": ["Christopher Nolan"],
+        "target_doc_ids": ["d1"],
+        "support_texts": ["Tenet\nTenet is ..."],
+    }
     # verl's own writer, as PPOTrainer._validate calls it for trainer.val_only (global step 0).
     trainer_base.PPOTrainer._write_generations(
         inputs=[PROMPT, PROMPT],

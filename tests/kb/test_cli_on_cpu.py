@@ -25,10 +25,37 @@ def test_build_and_add_with_spacy(tmp_path, capsys):
     (tmp_path / "a.json").write_text(json.dumps(corpus[:2]))
     (tmp_path / "b.json").write_text(json.dumps(corpus))
     out = tmp_path / "kb"
-    assert main(["kb", "build", "--corpus", str(tmp_path / "a.json"), "--openie", "spacy", "--out", str(out),
-                 "--no-progress", "--no-openie-cache"]) == 0
-    assert main(["kb", "add", str(out), "--corpus", str(tmp_path / "b.json"), "--no-progress",
-                 "--no-openie-cache"]) == 0
+    assert (
+        main(
+            [
+                "kb",
+                "build",
+                "--corpus",
+                str(tmp_path / "a.json"),
+                "--openie",
+                "spacy",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--no-openie-cache",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "kb",
+                "add",
+                str(out),
+                "--corpus",
+                str(tmp_path / "b.json"),
+                "--no-progress",
+                "--no-openie-cache",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["kb", "stats", str(out), "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)

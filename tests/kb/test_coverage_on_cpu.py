@@ -31,8 +31,9 @@ def test_cli_reports_and_refuses_below_the_threshold(tmp_path, capsys) -> None:
     d = [p.doc_id for p in kb.passages]
     qa = tmp_path / "qa.parquet"
     golds = [[d[0], d[1]], [d[2], "not-in-kb"]]  # coverage (1 + 0.5) / 2 = 0.75
-    pd.DataFrame({"reward_model": [{"style": "rule", "ground_truth": make_ground_truth(["a"], g)} for g in golds]}
-                 ).to_parquet(qa)
+    pd.DataFrame(
+        {"reward_model": [{"style": "rule", "ground_truth": make_ground_truth(["a"], g)} for g in golds]}
+    ).to_parquet(qa)
     assert main(["kb", "check-coverage", "--kb", str(tmp_path / "kb"), "--qa", str(qa)]) == 2
     out = capsys.readouterr()
     assert "| 2 | 2 | 0.750 | 1 | 0 |" in out.out and "75.0% of the questions' gold paragraphs" in out.err

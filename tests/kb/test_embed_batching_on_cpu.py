@@ -21,8 +21,13 @@ def _plain_forward(model, texts: list[str], batch: int = 16) -> np.ndarray:
     out = []
     with torch.inference_mode():
         for s in range(0, len(texts), batch):
-            enc = model.tokenizer(texts[s : s + batch], padding=True, truncation=True,
-                                  max_length=model.max_length, return_tensors="pt")
+            enc = model.tokenizer(
+                texts[s : s + batch],
+                padding=True,
+                truncation=True,
+                max_length=model.max_length,
+                return_tensors="pt",
+            )
             h = model.model(**enc).last_hidden_state
             m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
             v = ((h * m).sum(1) / m.sum(1)).numpy()
@@ -37,14 +42,17 @@ def real_texts(musique_passages) -> list[str]:
     from gta_verl.kb.graph import collect_nodes
     from gta_verl.kb.openie.base import run_openie
     from gta_verl.kb.openie.precomputed import PrecomputedOpenIE
-
     from tests.conftest import MUSIQUE_OPENIE
 
     exs, _ = run_openie(PrecomputedOpenIE(MUSIQUE_OPENIE), musique_passages, progress=False)
     nodes = collect_nodes(musique_passages, as_extractions(exs))
     longest = sorted(musique_passages, key=lambda p: -len(p.contents))[:5]  # past the 256-token limit
-    texts = ([p.contents for p in longest] + [p.contents for p in musique_passages[::120][:15]]
-             + list(nodes.entities[::400][:40]) + [t.text for t in nodes.triples[::420][:40]])
+    texts = (
+        [p.contents for p in longest]
+        + [p.contents for p in musique_passages[::120][:15]]
+        + list(nodes.entities[::400][:40])
+        + [t.text for t in nodes.triples[::420][:40]]
+    )
     return texts
 
 
@@ -125,9 +133,12 @@ def test_a_few_queries_run_as_one_padded_forward(embedder, monkeypatch):
     from gta_verl.kb.embed import SMALL_CALL_TOKENS
 
     model = embedder.inner
-    questions = ["Who directed Titanic?", "capital of Japan",
-                 "In which county is the town where the author of The Hobbit was born located?",
-                 "When was the university that the spouse of the first president attended founded?"]
+    questions = [
+        "Who directed Titanic?",
+        "capital of Japan",
+        "In which county is the town where the author of The Hobbit was born located?",
+        "When was the university that the spouse of the first president attended founded?",
+    ]
     ref = _plain_forward(model, questions)
     calls = []
     real = model._forward

@@ -15,5 +15,5 @@ def test_keys_ending_in_nul_bytes_hit_after_reload(tmp_path):
 
     fresh = EmbeddingCache("enc-x", root=tmp_path)  # a new process: reads the shard from disk
     got = fresh.get_many(keys)
-    assert all(v is not None for v in got), [k for k, v in zip(keys, got) if v is None]
+    assert all(v is not None for v in got), [k for k, v in zip(keys, got, strict=True) if v is None]
     np.testing.assert_array_equal(np.stack(got), [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])

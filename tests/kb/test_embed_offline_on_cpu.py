@@ -71,11 +71,22 @@ class CountingServer:
 def test_manifest_naming_unknown_embedder_never_reaches_the_network(tmp_path: Path) -> None:
     hub = CountingServer()
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    env.update(HF_ENDPOINT=f"http://127.0.0.1:{hub.port}", HF_HOME=str(tmp_path / "hf"),
-               HF_HUB_ETAG_TIMEOUT="2", HF_HUB_DOWNLOAD_TIMEOUT="2", PYTHONPATH=str(REPO))
+    env.update(
+        HF_ENDPOINT=f"http://127.0.0.1:{hub.port}",
+        HF_HOME=str(tmp_path / "hf"),
+        HF_HUB_ETAG_TIMEOUT="2",
+        HF_HUB_DOWNLOAD_TIMEOUT="2",
+        PYTHONPATH=str(REPO),
+    )
     try:
-        proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "kb")], env=env, cwd=REPO,
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-c", SCRIPT, str(tmp_path / "kb")],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         hub.close()
     out = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-2000:]
@@ -93,7 +104,11 @@ def test_unknown_embedder_in_process_is_clear_error() -> None:
 
 def test_cli_flags_default_to_no_download() -> None:
     parser = build_parser()
-    for argv in (["retriever", "serve", "--kb", "k"], ["eval-retrieval", "--kb", "k", "--qa", "q"],
-                 ["kb", "build", "--corpus", "c", "--openie", "spacy", "--out", "o"], ["kb", "add", "k", "--corpus", "c"]):
+    for argv in (
+        ["retriever", "serve", "--kb", "k"],
+        ["eval-retrieval", "--kb", "k", "--qa", "q"],
+        ["kb", "build", "--corpus", "c", "--openie", "spacy", "--out", "o"],
+        ["kb", "add", "k", "--corpus", "c"],
+    ):
         assert parser.parse_args(argv).allow_download is False
         assert parser.parse_args([*argv, "--allow-download"]).allow_download is True

@@ -45,35 +45,53 @@ def test_synonymy_threshold_and_short_phrases():
 
 def test_build_small_kb_by_hand():
     docs = [_p("A", "Alice met Bob."), _p("B", "Bob lives in Paris."), _p("C", "Nothing here.")]
-    ex = {docs[0].doc_id: [("Alice", "met", "Bob"), ("alice!", "Met", "bob"), ("Alice", "knows", "Bob")],
-          docs[1].doc_id: [("Bob", "lives in", "Paris"), ("...", "is", "x")]}
+    ex = {
+        docs[0].doc_id: [("Alice", "met", "Bob"), ("alice!", "Met", "bob"), ("Alice", "knows", "Bob")],
+        docs[1].doc_id: [("Bob", "lives in", "Paris"), ("...", "is", "x")],
+    }
     # make "paris" and "alice" near-synonyms (cos 0.9), everything else orthogonal
     fixed = {"alice": [1, 0, 0, 0], "bob": [0, 1, 0, 0], "paris": [0.9, 0, np.sqrt(1 - 0.81), 0]}
     kb = build_kb(docs, ex, HashEmbedder(dim=4, fixed=fixed), KBConfig(), progress=False)
     assert kb.entities == ("alice", "bob", "paris")
     # duplicate (alice, met, bob) from doc A collapses; "..." normalizes to "" and is dropped
-    assert [t.text for t in kb.triples] == ["(alice, met, bob)", "(alice, knows, bob)", "(bob, lives in, paris)"]
+    assert [t.text for t in kb.triples] == [
+        "(alice, met, bob)",
+        "(alice, knows, bob)",
+        "(bob, lives in, paris)",
+    ]
     assert kb.triple_entity_ids.tolist() == [[0, 1], [0, 1], [1, 2]]
     edges = {(e.source, e.target): (e["kind"], e["weight"]) for e in kb.graph.es}
     assert edges == {
-        (0, 3): ("doc_entity", 1.0), (0, 4): ("doc_entity", 1.0),
-        (1, 4): ("doc_entity", 1.0), (1, 5): ("doc_entity", 1.0),
-        (3, 4): ("relation", 2.0), (4, 5): ("relation", 1.0),
+        (0, 3): ("doc_entity", 1.0),
+        (0, 4): ("doc_entity", 1.0),
+        (1, 4): ("doc_entity", 1.0),
+        (1, 5): ("doc_entity", 1.0),
+        (3, 4): ("relation", 2.0),
+        (4, 5): ("relation", 1.0),
         (3, 5): ("synonymy", pytest.approx(0.9, abs=1e-6)),
     }
     assert all(type(w) is float for w in kb.graph.es["weight"])
     assert kb.manifest["build_counts"]["triples_dropped_empty_entity"] == 1
     assert kb.manifest["build_counts"]["triples_duplicate"] == 1
     st = kb_stats(kb)
-    assert st == {"document_nodes": 3, "entity_nodes": 3, "doc_entity_edges": 4, "relation_edges": 2,
-                  "synonymy_edges": 1, "avg_document_degree": round(4 / 3, 3), "triples": 3}
+    assert st == {
+        "document_nodes": 3,
+        "entity_nodes": 3,
+        "doc_entity_edges": 4,
+        "relation_edges": 2,
+        "synonymy_edges": 1,
+        "avg_document_degree": round(4 / 3, 3),
+        "triples": 3,
+    }
     assert "| 3 | 3 | 4 | 2 | 1 | 1.33 |" in stats_markdown(st)
 
 
 def test_synonymy_not_duplicated_over_relation_edge():
     docs = [_p("A", "x")]
     fixed = {"alice": [1, 0], "alicia": [1, 0]}
-    kb = build_kb(docs, {docs[0].doc_id: [("Alice", "aka", "Alicia")]}, HashEmbedder(2, fixed), progress=False)
+    kb = build_kb(
+        docs, {docs[0].doc_id: [("Alice", "aka", "Alicia")]}, HashEmbedder(2, fixed), progress=False
+    )
     assert sorted(kb.graph.es["kind"]) == ["doc_entity", "doc_entity", "relation"]
     assert kb.manifest["build_counts"]["synonymy_pairs_merged_into_relation"] == 1
 

@@ -27,7 +27,11 @@ def test_counts_match_manifest_and_table5_shape(musique_kb):
 
 def test_shapes_and_normalized_embeddings(musique_kb):
     kb = musique_kb
-    for emb, n in ((kb.passage_emb, kb.n_docs), (kb.entity_emb, kb.n_entities), (kb.triple_emb, len(kb.triples))):
+    for emb, n in (
+        (kb.passage_emb, kb.n_docs),
+        (kb.entity_emb, kb.n_entities),
+        (kb.triple_emb, len(kb.triples)),
+    ):
         assert emb.dtype == np.float32 and emb.shape == (n, 384)
         np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-4)
     assert kb.triple_entity_ids.shape == (len(kb.triples), 2)
@@ -59,7 +63,7 @@ def test_relation_and_synonymy_edges(musique_kb):
     rel = {(e.source - n, e.target - n): e["weight"] for e in kb.graph.es if e["kind"] == "relation"}
     assert rel == {k: float(v) for k, v in pair_count.items()}
     syn = [(e.source - n, e.target - n, e["weight"]) for e in kb.graph.es if e["kind"] == "synonymy"]
-    a, b, w = (np.array(x) for x in zip(*syn))
+    a, b, w = (np.array(x) for x in zip(*syn, strict=True))
     cos = np.einsum("ij,ij->i", kb.entity_emb[a], kb.entity_emb[b])
     assert (w >= 0.8).all() and (cos >= 0.8 - 1e-5).all()
     np.testing.assert_allclose(w, cos, atol=1e-5)

@@ -15,16 +15,24 @@ from tests.conftest import MUSIQUE_OPENIE
 from tests.support.openai_server import openai_stub_server
 
 
-@pytest.mark.parametrize("reply, expected", [
-    ('{"triples": [["a", "b", "c"]]}', [["a", "b", "c"]]),
-    ('```json\n{"triples": [["a", "b", "c"],]}\n```', [["a", "b", "c"]]),  # fence + trailing comma
-    ("Here you go: {'triplets': [('a', 'b', 'c')]} Hope this helps!", [["a", "b", "c"]]),
-    ('{"Triples": [{"subject": "a", "predicate": "b", "object": "c"}]}', [["a", "b", "c"]]),
-    ('{"triples": [["a", "b", "c"], ["d", "e", "f"], ["g", "h', [["a", "b", "c"], ["d", "e", "f"]]),  # truncated
-    ('["a", "b", "c"]', [["a", "b", "c"]]),
-    ('{"triples": [["a", "b"], ["x", "y", "z", "w"], ["a", 1990, "c"]]}', [["a", "b"], ["x", "y", "z", "w"],
-                                                                         ["a", "1990", "c"]]),
-])
+@pytest.mark.parametrize(
+    "reply, expected",
+    [
+        ('{"triples": [["a", "b", "c"]]}', [["a", "b", "c"]]),
+        ('```json\n{"triples": [["a", "b", "c"],]}\n```', [["a", "b", "c"]]),  # fence + trailing comma
+        ("Here you go: {'triplets': [('a', 'b', 'c')]} Hope this helps!", [["a", "b", "c"]]),
+        ('{"Triples": [{"subject": "a", "predicate": "b", "object": "c"}]}', [["a", "b", "c"]]),
+        (
+            '{"triples": [["a", "b", "c"], ["d", "e", "f"], ["g", "h',
+            [["a", "b", "c"], ["d", "e", "f"]],
+        ),  # truncated
+        ('["a", "b", "c"]', [["a", "b", "c"]]),
+        (
+            '{"triples": [["a", "b"], ["x", "y", "z", "w"], ["a", 1990, "c"]]}',
+            [["a", "b"], ["x", "y", "z", "w"], ["a", "1990", "c"]],
+        ),
+    ],
+)
 def test_parse_triples_variants(reply, expected):
     assert parse_triples(reply) == expected
 
@@ -32,7 +40,11 @@ def test_parse_triples_variants(reply, expected):
 def test_parse_failures_and_entities():
     assert parse_triples("I cannot help with that.") is None
     assert parse_triples("") is None and loads_lenient(None) is None
-    assert parse_entities('{"named_entities": ["Paris", "", {"name": "France"}, 1990]}') == ["Paris", "France", "1990"]
+    assert parse_entities('{"named_entities": ["Paris", "", {"name": "France"}, 1990]}') == [
+        "Paris",
+        "France",
+        "1990",
+    ]
     assert parse_entities('```\n{"entities": ["A", "B"\n') == ["A", "B"]
 
 
@@ -67,8 +79,11 @@ def test_openai_backend_over_http():
         i = int(user.split("text ")[1].split()[0].strip('"'))
         if body["messages"][0]["content"].startswith("You are an information extraction system. Read"):
             return 503 if i == 3 else json.dumps({"named_entities": [f"E{i}"]})
-        return {0: '```json\n{"triples": [["E0", "rel", "X"],]}\n```', 1: "no idea",
-                2: '{"triples": []}'}.get(i, '{"triples": [["E4", "is", "Y"], ["bad"]]}')
+        return {
+            0: '```json\n{"triples": [["E0", "rel", "X"],]}\n```',
+            1: "no idea",
+            2: '{"triples": []}',
+        }.get(i, '{"triples": [["E4", "is", "Y"], ["bad"]]}')
 
     with openai_stub_server(reply) as (url, log):
         be = OpenAIOpenIE(url, "stub", concurrency=2, max_retries=1, backoff=0.0)
@@ -81,8 +96,11 @@ def test_openai_backend_over_http():
     assert exs[ps[4].doc_id].n_malformed == 1
     assert report.by_status == {"ok": 2, "empty": 1, "unparseable": 1, "error": 1}
     # NER-conditioned: the triple prompt of passage 0 carries its NER output
-    tri_req = [b for b in log if "Named entities" in b["messages"][-1]["content"] and "text 0" in
-               b["messages"][-1]["content"]]
+    tri_req = [
+        b
+        for b in log
+        if "Named entities" in b["messages"][-1]["content"] and "text 0" in b["messages"][-1]["content"]
+    ]
     assert '["E0"]' in tri_req[0]["messages"][-1]["content"]
 
 
@@ -102,7 +120,7 @@ def test_vllm_backend_import_guard():
     from gta_verl.kb.openie.vllm_backend import VLLMOpenIE
 
     try:
-        import vllm  # noqa: F401
+        import vllm  # noqa: F401 - only probes whether vLLM is installed
     except ImportError:
         with pytest.raises(ImportError, match="gta-verl\\[gpu\\]"):
             VLLMOpenIE("some/model")
@@ -122,7 +140,11 @@ def test_spacy_parses_a_passage_longer_than_its_max_length_in_chunks(musique_pas
     assert len(long_text) > 2_000
     huge = replace(musique_passages[0], doc_id="huge", text=long_text)
     exs, report = run_openie(backend, [musique_passages[1], huge, musique_passages[2]], progress=False)
-    assert [e.doc_id for e in exs.values()] == [musique_passages[1].doc_id, "huge", musique_passages[2].doc_id]
+    assert [e.doc_id for e in exs.values()] == [
+        musique_passages[1].doc_id,
+        "huge",
+        musique_passages[2].doc_id,
+    ]
     assert report.by_status["error"] == 0 and exs["huge"].triples  # chunks merged into one extraction
     pieces = split_long_text(long_text, 1_000)
     assert all(len(c) <= 1_000 for c in pieces) and " ".join(pieces).split() == long_text.split()

@@ -13,13 +13,13 @@ import json
 
 import pytest
 
+from gta_verl.kb.build import build_kb_from_files
+from gta_verl.kb.ray_build import RayOptions, build_kb_ray
+from tests.kb.test_ray_build_on_cpu import _by_stage, _files, _twowiki
+
 ray = pytest.importorskip("ray")
 
-from ray.cluster_utils import Cluster  # noqa: E402
-
-from gta_verl.kb.build import build_kb_from_files  # noqa: E402
-from gta_verl.kb.ray_build import RayOptions, build_kb_ray  # noqa: E402
-from tests.kb.test_ray_build_on_cpu import _by_stage, _files, _twowiki  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402 - needs ray: after the importorskip
 
 pytestmark = pytest.mark.slow  # two raylets, spaCy in two actors and MiniLM in a third: > 30 s on 2 cores
 
@@ -46,7 +46,7 @@ def two_nodes():
         try:
             cluster, worker_id = _start_cluster()
             break
-        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for a start-up timeout
+        except Exception as exc:  # Ray raises a bare Exception for a start-up timeout
             if "timed out during startup" not in str(exc) or attempt == 1:
                 raise
     try:
@@ -76,8 +76,12 @@ def test_2wiki_spacy_ray_build_on_two_nodes_equals_single_process(two_nodes, tmp
     corpus = _twowiki(tmp_path, 12)
     monkeypatch.setenv("GTA_VERL_CACHE", str(tmp_path / "cache_single"))
     build_kb_from_files(corpus, "hipporag", "spacy", tmp_path / "single", progress=False)
-    opts = RayOptions(shard_passages=4, work_dir=str(tmp_path / "work"),
-                      cache_dir=str(tmp_path / "cache_ray"), encoder_num_cpus=2)  # only node 1 holds 2 CPUs
+    opts = RayOptions(
+        shard_passages=4,
+        work_dir=str(tmp_path / "work"),
+        cache_dir=str(tmp_path / "cache_ray"),
+        encoder_num_cpus=2,
+    )  # only node 1 holds 2 CPUs
     assert ray.is_initialized()  # build_kb_ray joins the cluster's driver instead of starting a local Ray
     _, stats = build_kb_ray(corpus, "hipporag", "spacy", tmp_path / "ray", opts=opts, progress=False)
     assert ray.is_initialized()  # ... and leaves that connection open

@@ -14,14 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray")
-
-from gta_verl.cli import main  # noqa: E402
-from gta_verl.data.ids import make_doc_id  # noqa: E402
-from gta_verl.data.types import Passage  # noqa: E402
-from gta_verl.kb.build import KBConfig, build_kb_from_files, extract_passages  # noqa: E402
-from gta_verl.kb.embed import CachedEmbedder, EmbeddingCache, text_key  # noqa: E402
-from gta_verl.kb.ray_build import (  # noqa: E402
+from gta_verl.cli import main
+from gta_verl.data.ids import make_doc_id
+from gta_verl.data.types import Passage
+from gta_verl.kb.build import KBConfig, build_kb_from_files, extract_passages
+from gta_verl.kb.embed import CachedEmbedder, EmbeddingCache, text_key
+from gta_verl.kb.ray_build import (
     RayOptions,
     StageStats,
     build_kb_ray,
@@ -31,9 +29,11 @@ from gta_verl.kb.ray_build import (  # noqa: E402
     summary_table,
     write_shard,
 )
-from tests.conftest import ASSETS, MUSIQUE_CORPUS, MUSIQUE_OPENIE_SPEC  # noqa: E402
-from tests.kb.helpers import HashEmbedder  # noqa: E402
-from tests.support.openai_server import openai_stub_server  # noqa: E402
+from tests.conftest import ASSETS, MUSIQUE_CORPUS, MUSIQUE_OPENIE_SPEC
+from tests.kb.helpers import HashEmbedder
+from tests.support.openai_server import openai_stub_server
+
+ray = pytest.importorskip("ray")
 
 TWOWIKI = ASSETS / "2wiki" / "2wikimultihopqa_corpus.json"
 
@@ -46,7 +46,7 @@ def local_ray():
         try:
             ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
             break
-        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for a start-up timeout
+        except Exception as exc:  # Ray raises a bare Exception for a start-up timeout
             ray.shutdown()
             if "timed out during startup" not in str(exc) or attempt == 2:
                 raise
@@ -84,8 +84,9 @@ def test_plan_chunks_are_the_cached_embedders_encoder_calls(tmp_path):
     inner = _RecordingInner()
     emb = CachedEmbedder(inner, EmbeddingCache("hash-test|record", root=tmp_path))  # type: ignore[arg-type]
     emb.chunk = 3
-    plan = plan_chunks(lists, lambda ts: [v is not None for v in cache.get_many([text_key(t) for t in ts])],
-                       chunk=3)
+    plan = plan_chunks(
+        lists, lambda ts: [v is not None for v in cache.get_many([text_key(t) for t in ts])], chunk=3
+    )
     for texts in lists:
         emb.encode(texts)
     # p0..p4 minus cached p3 → [p0 p1 p2] [p4]; entities → [e0 e1 e2]; triples → [t0 t1]
@@ -130,10 +131,12 @@ def test_musique_ray_build_equals_single_process(local_ray, musique_kb_dir, tmp_
     monkeypatch.setenv("GTA_VERL_CACHE", str(tmp_path / "cache_single"))
     build_kb_from_files(MUSIQUE_CORPUS, "hipporag", MUSIQUE_OPENIE_SPEC, tmp_path / "single", progress=False)
     # encoder actors with 2 CPUs → 2 torch threads, as the single-process build on this 2-core machine
-    opts = RayOptions(work_dir=str(tmp_path / "work"), cache_dir=str(tmp_path / "cache_ray"),
-                      encoder_num_cpus=2)
-    _, stats = build_kb_ray(MUSIQUE_CORPUS, "hipporag", MUSIQUE_OPENIE_SPEC, tmp_path / "ray", opts=opts,
-                            progress=False)
+    opts = RayOptions(
+        work_dir=str(tmp_path / "work"), cache_dir=str(tmp_path / "cache_ray"), encoder_num_cpus=2
+    )
+    _, stats = build_kb_ray(
+        MUSIQUE_CORPUS, "hipporag", MUSIQUE_OPENIE_SPEC, tmp_path / "ray", opts=opts, progress=False
+    )
     assert _files(tmp_path / "ray") == _files(tmp_path / "single")  # sha256 of all 8 KB files
     single = json.loads((tmp_path / "single" / "manifest.json").read_text())
     got = json.loads((tmp_path / "ray" / "manifest.json").read_text())
@@ -144,7 +147,8 @@ def test_musique_ray_build_equals_single_process(local_ray, musique_kb_dir, tmp_
     fixture = json.loads((musique_kb_dir / "manifest.json").read_text())
     assert got["counts"] == fixture["counts"]
     assert {k: v for k, v in got["openie"].items() if k != "spec"} == {
-        k: v for k, v in fixture["openie"].items() if k != "spec"}
+        k: v for k, v in fixture["openie"].items() if k != "spec"
+    }
     st = _by_stage(stats)
     # 1,890 passages; 17,419 triples in the file - 185 malformed = 17,234 raw triples
     assert (st["OpenIE"].items, st["OpenIE"].triples, st["OpenIE"].failures) == (1890, 17234, 0)
@@ -165,8 +169,9 @@ def test_2wiki_spacy_ray_build_equals_single_process_and_resumes(local_ray, tmp_
     monkeypatch.setenv("GTA_VERL_CACHE", str(tmp_path / "cache_single"))
     build_kb_from_files(corpus, "hipporag", "spacy", tmp_path / "single", progress=False)
     work, cache_ray = tmp_path / "work", tmp_path / "cache_ray"
-    opts = RayOptions(shard_passages=8, work_dir=str(work), cache_dir=str(cache_ray),
-                      encoder_num_cpus=2)  # 2 torch threads, as the single-process build here
+    opts = RayOptions(
+        shard_passages=8, work_dir=str(work), cache_dir=str(cache_ray), encoder_num_cpus=2
+    )  # 2 torch threads, as the single-process build here
     _, stats = build_kb_ray(corpus, "hipporag", "spacy", tmp_path / "ray", opts=opts, progress=False)
     assert _files(tmp_path / "ray") == _files(tmp_path / "single")
     single = json.loads((tmp_path / "single" / "manifest.json").read_text())
@@ -185,9 +190,29 @@ def test_2wiki_spacy_ray_build_equals_single_process_and_resumes(local_ray, tmp_
     shutil.rmtree(cache_ray / "emb")
     monkeypatch.setenv("GTA_VERL_CACHE", str(cache_ray))  # the CLI's cache root
     capsys.readouterr()
-    assert main(["kb", "build", "--corpus", str(corpus), "--openie", "spacy", "--out", str(tmp_path / "ray"),
-                 "--ray", "--ray-shard-passages", "8", "--ray-work-dir", str(work), "--ray-encoder-cpus", "2",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "kb",
+                "build",
+                "--corpus",
+                str(corpus),
+                "--openie",
+                "spacy",
+                "--out",
+                str(tmp_path / "ray"),
+                "--ray",
+                "--ray-shard-passages",
+                "8",
+                "--ray-work-dir",
+                str(work),
+                "--ray-encoder-cpus",
+                "2",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     table = capsys.readouterr().out
     # summary rows: | stage | items | triples | failures | shards run | shards resumed | time |
     assert "| OpenIE | 24 | " in table and " | 0 | 1 | 2 | " in table.split("| OpenIE |")[1].split("\n")[0]

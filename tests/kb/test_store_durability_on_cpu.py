@@ -108,7 +108,8 @@ def test_a_kill_between_the_two_renames_leaves_a_loadable_kb(toy, tmp_path: Path
     assert not out.exists()  # the fallback's window: the old KB renamed aside, the new one not yet in place
     kb = load_kb(out)  # recovers the new KB (its manifest was written last, so it is complete)
     assert kb.n_docs == len(TOY_DOCS) and read_manifest(out).get("marker") == "new"
-    assert _leftovers(out) == []  # the recovering load also deleted the old copy (it stayed until a write before)
+    # the recovering load also deletes the old copy: cleaning up does not wait for the next write
+    assert _leftovers(out) == []
     save_kb(toy, out)
     assert _leftovers(out) == []  # the old copy left by the kill is cleaned under the lock
 
@@ -145,7 +146,9 @@ with write_lock(Path(sys.argv[1])):
 
 def test_a_second_writer_fails_with_one_line(toy, tmp_path: Path) -> None:
     out = tmp_path / "kb"
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT, str(out)], cwd=REPO, stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_SCRIPT, str(out)], cwd=REPO, stdout=subprocess.PIPE
+    )
     try:
         assert holder.stdout.readline().strip() == b"locked"
         with pytest.raises(KBWriteError, match=rf"pid {holder.pid}\) is writing this KB") as exc:
@@ -160,7 +163,8 @@ def test_a_second_writer_fails_with_one_line(toy, tmp_path: Path) -> None:
 
 
 def test_a_second_writer_arriving_before_the_holder_wrote_its_pid_still_names_it(tmp_path: Path) -> None:
-    """benchmarks/reliability_stress.py: 1 of 2 simultaneous builds said `pid ?` (the file was still empty)."""
+    """The lock file is still empty between the holder's flock and its pid write; the second writer waits
+    for the pid rather than naming `pid ?` (two simultaneous builds, benchmarks/reliability_stress.py)."""
     import fcntl
     import threading
 
@@ -212,13 +216,16 @@ def test_stale_tmp_of_a_killed_writer_is_removed(toy, tmp_path: Path) -> None:
 
 
 def test_a_load_removes_a_killed_writers_copy_but_not_a_live_one(toy, tmp_path: Path) -> None:
-    """benchmarks/reliability_stress.py: a SIGKILL mid-write left a partial `.kb.tmp-*` after the next load."""
+    """A writer SIGKILLed mid-write leaves a partial `.kb.tmp-*`; the next load removes it once no writer
+    holds the lock (benchmarks/reliability_stress.py's kill case)."""
     out = tmp_path / "kb"
     save_kb(toy, out)
     stale = out.parent / ".kb.tmp-deadbeef"
     stale.mkdir()
     (stale / "passages.parquet").write_bytes(b"half")
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT, str(out)], cwd=REPO, stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_SCRIPT, str(out)], cwd=REPO, stdout=subprocess.PIPE
+    )
     try:
         assert holder.stdout.readline().strip() == b"locked"
         assert load_kb(out).n_docs == len(TOY_DOCS)
@@ -233,8 +240,9 @@ def test_a_load_removes_a_killed_writers_copy_but_not_a_live_one(toy, tmp_path: 
 def test_cli_add_takes_the_lock(tmp_path: Path, toy, capsys) -> None:
     out = tmp_path / "kb"
     save_kb(toy, out)
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(_HOLD_SCRIPT), str(out)], cwd=REPO,
-                              stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_HOLD_SCRIPT), str(out)], cwd=REPO, stdout=subprocess.PIPE
+    )
     try:
         assert holder.stdout.readline().strip() == b"locked"
         rc = main(["kb", "add", str(out), "--corpus", str(tmp_path / "x.jsonl"), "--openie", "spacy"])
@@ -251,8 +259,21 @@ def test_a_build_whose_openie_found_nothing_fails_unless_allowed(tmp_path: Path,
     corpus = REPO / "assets" / "hipporag_sample" / "sample_corpus.json"
     other = MUSIQUE_OPENIE
     out = tmp_path / "kb"
-    rc = main(["kb", "build", "--corpus", str(corpus), "--format", "hipporag", "--openie", f"precomputed:{other}",
-               "--out", str(out), "--no-progress"])
+    rc = main(
+        [
+            "kb",
+            "build",
+            "--corpus",
+            str(corpus),
+            "--format",
+            "hipporag",
+            "--openie",
+            f"precomputed:{other}",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and "found no triple in any of" in err[-1] and "--allow-empty" in err[-1]
     assert not out.exists()

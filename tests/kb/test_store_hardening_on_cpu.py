@@ -12,8 +12,9 @@ import json
 import os
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,7 +68,7 @@ def _load_bounded(d: Path, timeout_s: float = 60.0) -> Any:
     def run() -> None:
         try:
             box["kb"] = load_kb(d)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
+        except BaseException as exc:  # handed to the test
             box["exc"] = exc
 
     t = threading.Thread(target=run, daemon=True)
@@ -98,6 +99,7 @@ def _add_entry(name: str) -> Callable[[Path], None]:
         m = _manifest(d)
         m["files"][name] = "0" * 64
         _write_manifest(d, m)
+
     return edit
 
 
@@ -110,6 +112,7 @@ def _set(key: str, value: Any) -> Callable[[Path], None]:
         m = _manifest(d)
         m[key] = value
         _write_manifest(d, m)
+
     return edit
 
 
@@ -119,6 +122,7 @@ def _short_rows(name: str) -> Callable[[Path], None]:
         arr = np.load(d / name)
         np.save(d / name, arr[:-3])  # 3 rows short, checksum updated
         _rehash(d, name)
+
     return edit
 
 
@@ -128,6 +132,7 @@ def _truncate(name: str, rehash: bool) -> Callable[[Path], None]:
         (d / name).write_bytes(data[: len(data) // 2])
         if rehash:
             _rehash(d, name)
+
     return edit
 
 
@@ -136,6 +141,7 @@ def _flip(name: str) -> Callable[[Path], None]:
         data = bytearray((d / name).read_bytes())
         data[len(data) // 2] ^= 0xFF
         (d / name).write_bytes(bytes(data))
+
     return edit
 
 
@@ -147,6 +153,7 @@ def _symlink(name: str, target: str) -> Callable[[Path], None]:
     def edit(d: Path) -> None:
         (d / name).unlink()
         os.symlink(target, d / name)
+
     return edit
 
 
@@ -189,31 +196,52 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
     # name: (corruption, regex the KBLoadError message must match: it names the file)
     "manifest without files": (_drop_files_key, r"manifest\.json: 'files' must map"),
     "manifest missing one file": (_drop_one_entry, r"manifest\.json: .*missing \['entity_emb\.npy'\]"),
-    "manifest lists /dev/zero": (_add_entry("/dev/zero"), r"manifest\.json: .*'/dev/zero' is not a plain file"),
+    "manifest lists /dev/zero": (
+        _add_entry("/dev/zero"),
+        r"manifest\.json: .*'/dev/zero' is not a plain file",
+    ),
     "manifest path traversal": (_add_entry("../../../../etc/hostname"), r"manifest\.json: .*etc/hostname"),
     "manifest extra file": (_add_entry("notes.txt"), r"manifest\.json: .*unexpected \['notes\.txt'\]"),
     "manifest is a list": (_manifest_is([1, 2]), r"manifest\.json: manifest must be a JSON object, got list"),
     "manifest is a string": (_manifest_is("kb"), r"manifest\.json: manifest must be a JSON object, got str"),
     "manifest not UTF-8": (_manifest_not_utf8, r"manifest\.json: manifest is not UTF-8"),
-    "manifest bad checksum value": (_set("files", {f: "x" for f in KB_FILES}), r"manifest\.json: checksum of"),
-    "manifest embedder not a string": (_set("embedder", ["a"]), r"manifest\.json: 'embedder' must be a string"),
+    "manifest bad checksum value": (
+        _set("files", {f: "x" for f in KB_FILES}),
+        r"manifest\.json: checksum of",
+    ),
+    "manifest embedder not a string": (
+        _set("embedder", ["a"]),
+        r"manifest\.json: 'embedder' must be a string",
+    ),
     "entity_emb 3 rows short": (_short_rows("entity_emb.npy"), r"entity_emb\.npy: 11 rows for 14 table rows"),
     "triple_emb 3 rows short": (_short_rows("triple_emb.npy"), r"triple_emb\.npy: 10 rows for 13 table rows"),
     "passage_emb NaN": (_nan_embedding, r"passage_emb\.npy: holds NaN"),
     "triple_emb float64": (_wrong_dtype, r"triple_emb\.npy: expected a float32 matrix, got float64"),
     "entity_emb pickled": (_pickled_array, r"entity_emb\.npy: unreadable \.npy array"),
     "edge endpoint out of range": (_edge_out_of_range, r"edges\.parquet: edge endpoint outside the 24 nodes"),
-    "triple entity index out of range": (_triple_index_out_of_range, r"triples\.parquet: entity index outside"),
-    "truncated parquet, checksum updated": (_truncate("passages.parquet", True),
-                                            r"passages\.parquet: unreadable parquet"),
+    "triple entity index out of range": (
+        _triple_index_out_of_range,
+        r"triples\.parquet: entity index outside",
+    ),
+    "truncated parquet, checksum updated": (
+        _truncate("passages.parquet", True),
+        r"passages\.parquet: unreadable parquet",
+    ),
     "truncated npy, checksum updated": (_truncate("passage_emb.npy", True), r"passage_emb\.npy: unreadable"),
     "truncated parquet": (_truncate("triples.parquet", False), r"triples\.parquet: checksum mismatch"),
     "flipped bytes": (_flip("edges.parquet"), r"edges\.parquet: checksum mismatch"),
-    "deleted file": (_delete("entities.parquet"), r"entities\.parquet: file listed in the manifest is missing"),
-    "symlink to /dev/zero": (_symlink("passage_emb.npy", "/dev/zero"),
-                             r"passage_emb\.npy: file listed in the manifest (is not a regular file|points outside)"),
-    "symlink outside the KB": (_symlink("entities.parquet", "/etc/hostname"),
-                               r"entities\.parquet: file listed in the manifest points outside the KB directory"),
+    "deleted file": (
+        _delete("entities.parquet"),
+        r"entities\.parquet: file listed in the manifest is missing",
+    ),
+    "symlink to /dev/zero": (
+        _symlink("passage_emb.npy", "/dev/zero"),
+        r"passage_emb\.npy: file listed in the manifest (is not a regular file|points outside)",
+    ),
+    "symlink outside the KB": (
+        _symlink("entities.parquet", "/etc/hostname"),
+        r"entities\.parquet: file listed in the manifest points outside the KB directory",
+    ),
 }
 
 
@@ -242,8 +270,12 @@ def test_intact_kb_still_loads(kb: Path) -> None:
     assert loaded.n_docs == 10 and loaded.problems() == []
 
 
-@pytest.mark.parametrize("case", ["manifest is a list", "manifest lists /dev/zero", "entity_emb 3 rows short"])
-def test_cli_prints_one_line_without_traceback(kb: Path, case: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "case", ["manifest is a list", "manifest lists /dev/zero", "entity_emb 3 rows short"]
+)
+def test_cli_prints_one_line_without_traceback(
+    kb: Path, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     CASES[case][0](kb)
     box: dict[str, int] = {}
     t = threading.Thread(target=lambda: box.setdefault("rc", main(["kb", "stats", str(kb)])), daemon=True)

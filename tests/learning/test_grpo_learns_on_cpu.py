@@ -12,13 +12,11 @@ rollout with the pure trajectory-guided reward, takes GRPO advantages of those r
 * S_obs < S_policy / 2 — retriever observations, masked out of the loss, moved much less than the
   policy's tokens (a dropped observation mask trains on them directly).
 
-The closing note of issue 19 shows this test failing with the reward sign flipped and with the
-observation mask dropped. Marked ``verl_e2e`` (CI runs it).
+The test fails with the reward sign flipped and with the observation mask dropped (both checked
+by hand), so it guards both. Marked ``verl_e2e`` (CI runs it).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -42,8 +40,13 @@ def one_step(tmp_path_factory):
     out = tmp_path_factory.mktemp("learning_probe")
     subset = out / "questions.parquet"
     pd.read_parquet(ws.train).head(QUESTIONS).to_parquet(subset)
-    env = {"MODEL_PATH": str(ws.model), "KB_DIR": str(kb), "STAGE1_TRAIN": str(subset), "QA_FILES": str(subset),
-           "STEPS": "1"}
+    env = {
+        "MODEL_PATH": str(ws.model),
+        "KB_DIR": str(kb),
+        "STAGE1_TRAIN": str(subset),
+        "QA_FILES": str(subset),
+        "STEPS": "1",
+    }
     overrides = grpo_overrides(1, 0, LR, ROLLOUTS, QUESTIONS) + (f"trainer.rollout_data_dir={out / 'dump'}",)
     run = run_cpu_recipe("gta_stage1", out / "run", env, overrides, timeout_s=900)
     assert run.returncode == 0, f"run.sh gta_stage1 exited {run.returncode}; see {run.log}"
@@ -66,10 +69,14 @@ def test_one_grpo_step_moves_the_policy_toward_above_average_rollouts(one_step):
     tok = AutoTokenizer.from_pretrained(str(ws.model))
     res = probe_step(dump, before, after, tok)
     ours = grpo_advantages(rescored_rewards(dump, tok), dump["uid"])
-    verls = [sequence_advantage(a, m) for a, m in zip(dump["advantages"], dump["response_mask"])]
-    disagree = [(round(o, 3), round(v, 3)) for o, v in zip(ours, verls) if abs(o) > 1e-3 and o * v <= 0]
+    verls = [sequence_advantage(a, m) for a, m in zip(dump["advantages"], dump["response_mask"], strict=True)]
+    disagree = [
+        (round(o, 3), round(v, 3)) for o, v in zip(ours, verls, strict=True) if abs(o) > 1e-3 and o * v <= 0
+    ]
     print(f"learning probe: {res} (step metrics {run.steps.get(1)})")
     assert res.n_positive > 0 and res.n_negative > 0, "no reward spread within groups: nothing to learn from"
-    assert not disagree, f"verl's advantages disagree in sign with the re-scored rewards' (ours, verl's): {disagree}"
+    assert not disagree, (
+        f"verl's advantages disagree in sign with the re-scored rewards' (ours, verl's): {disagree}"
+    )
     assert res.policy_shift > 0, f"the update lowered above-average rollouts' log-probability: {res}"
     assert res.obs_shift < 0.5 * res.policy_shift, f"observation tokens moved like trained tokens: {res}"

@@ -44,7 +44,9 @@ def _forward_logprobs(model, prompt_ids, token_ids, temperature=1.0):
     ids = torch.tensor([list(prompt_ids) + list(token_ids)])
     with torch.no_grad():
         logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1]
-    return torch.log_softmax(logits / temperature, -1).gather(-1, torch.tensor(token_ids)[:, None]).squeeze(-1)
+    return (
+        torch.log_softmax(logits / temperature, -1).gather(-1, torch.tensor(token_ids)[:, None]).squeeze(-1)
+    )
 
 
 def test_max_tokens_caps_generation(tiny, prompt):
@@ -69,7 +71,11 @@ def test_stop_string_ends_generation_and_stays_in_output(tiny, prompt):
     stop = tok.decode(free.token_ids[:4])
     assert tok.decode(free.token_ids[:3]).find(stop) < 0  # not already complete after 3 tokens
     out = hf_generate(
-        model, tok, prompt, {**GREEDY, "max_tokens": 12, "stop": [stop], "include_stop_str_in_output": True}, 64
+        model,
+        tok,
+        prompt,
+        {**GREEDY, "max_tokens": 12, "stop": [stop], "include_stop_str_in_output": True},
+        64,
     )
     assert out.token_ids == free.token_ids[:4]
     assert tok.decode(out.token_ids).endswith(stop)
@@ -128,10 +134,17 @@ def test_prompt_logprob_rows_layout(tiny, prompt):
 
 
 def _prompts(tok):
-    questions = ["Who founded the company that made the iPod?", "Where is the Eiffel Tower?",
-                 "When was the University of Oxford founded, and by whom?"]
-    return [tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
-                                    tokenize=True, return_dict=False) for q in questions]
+    questions = [
+        "Who founded the company that made the iPod?",
+        "Where is the Eiffel Tower?",
+        "When was the University of Oxford founded, and by whom?",
+    ]
+    return [
+        tok.apply_chat_template(
+            [{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        for q in questions
+    ]
 
 
 def test_batched_greedy_rows_equal_single_requests(tiny):
@@ -142,14 +155,16 @@ def test_batched_greedy_rows_equal_single_requests(tiny):
     prompts = _prompts(tok)
     budgets = [7, 12, 3]  # different per-row budgets in one call
     batch = hf_generate_batch(model, tok, prompts, GREEDY, budgets, 64)
-    for p, b, got in zip(prompts, budgets, batch):
+    for p, b, got in zip(prompts, budgets, batch, strict=True):
         want = hf_generate(model, tok, p, {**GREEDY, "max_tokens": b}, 64)
         assert got.token_ids == want.token_ids
         assert len(got.token_ids) == b  # a random model does not stop by itself within 12 tokens
         assert got.stop_reason == want.stop_reason == "length"
         assert torch.allclose(torch.tensor(got.log_probs), torch.tensor(want.log_probs), atol=1e-4)
         # and against a plain forward pass over prompt + response (not the code under test)
-        assert torch.allclose(torch.tensor(got.log_probs), _forward_logprobs(model, p, got.token_ids), atol=1e-4)
+        assert torch.allclose(
+            torch.tensor(got.log_probs), _forward_logprobs(model, p, got.token_ids), atol=1e-4
+        )
 
 
 def test_batched_row_stops_on_its_own_stop_string(tiny):
@@ -176,8 +191,9 @@ def test_zero_budget_row_and_batch_keys(tiny):
     assert rows[0].token_ids == [] and rows[0].stop_reason == "length"
     assert len(rows[1].token_ids) == 2
 
-    assert batch_key({"temperature": 1.0, "stop": ["</search>"]}) == batch_key({"temperature": 1.0,
-                                                                                   "stop": ["</search>"]})
+    assert batch_key({"temperature": 1.0, "stop": ["</search>"]}) == batch_key(
+        {"temperature": 1.0, "stop": ["</search>"]}
+    )
     assert batch_key({"temperature": 1.0}) != batch_key({"temperature": 0.0})
     assert batch_key({"prompt_logprobs": 0}) is None  # the teacher's forward pass is served alone
     assert batch_key({"seed": 3}) is None
@@ -197,14 +213,15 @@ def test_chunked_batcher_equals_single_requests(tiny):
 
     async def run():
         batcher = GenerationBatcher(model, tok, 64, max_batch=8, chunk=3)
-        outs = await asyncio.gather(*[batcher.generate(p, {**GREEDY, "max_tokens": b})
-                                      for p, b in zip(prompts, budgets)])
+        outs = await asyncio.gather(
+            *[batcher.generate(p, {**GREEDY, "max_tokens": b}) for p, b in zip(prompts, budgets, strict=True)]
+        )
         return outs, batcher.batches
 
     outs, batches = asyncio.run(run())
     # 10 tokens in chunks of 3 → 4 calls for the longest row; the first call carries all three rows
     assert batches[0] == 3 and len(batches) == 4
-    for p, b, got in zip(prompts, budgets, outs):
+    for p, b, got in zip(prompts, budgets, outs, strict=True):
         want = hf_generate(model, tok, p, {**GREEDY, "max_tokens": b}, 64)
         assert got.token_ids == want.token_ids and got.stop_reason == want.stop_reason == "length"
         assert torch.allclose(torch.tensor(got.log_probs), torch.tensor(want.log_probs), atol=1e-4)
@@ -225,15 +242,23 @@ def test_server_abort_returns_partial_tokens_and_resume_continues(tiny, prompt):
     async def run():
         server = HFRolloutServer(str(build_tiny_model(seed=0)), response_length=64, max_batch=8)
         server._batcher.chunk = 2  # an abort lands at the next 2-token chunk boundary
-        first = asyncio.create_task(server.generate(prompt_ids=list(prompt), request_id="r",
-                                                    sampling_params={**GREEDY, "max_tokens": 12}))
+        first = asyncio.create_task(
+            server.generate(
+                prompt_ids=list(prompt), request_id="r", sampling_params={**GREEDY, "max_tokens": 12}
+            )
+        )
         while not server._batcher.batches:  # the first chunk is being generated
             await asyncio.sleep(0.005)
         await server.abort_all_requests()
         part = await first
         k = len(part.token_ids)
-        resumed = asyncio.create_task(server.generate(prompt_ids=list(prompt) + part.token_ids, request_id="r",
-                                                      sampling_params={**GREEDY, "max_tokens": 12 - k}))
+        resumed = asyncio.create_task(
+            server.generate(
+                prompt_ids=list(prompt) + part.token_ids,
+                request_id="r",
+                sampling_params={**GREEDY, "max_tokens": 12 - k},
+            )
+        )
         await asyncio.sleep(0.2)
         parked = not resumed.done()
         await server.set_global_steps(1)
@@ -244,4 +269,6 @@ def test_server_abort_returns_partial_tokens_and_resume_continues(tiny, prompt):
     assert part.stop_reason == "aborted" and 0 < len(part.token_ids) < 12
     assert parked and part.extra_fields["global_steps"] == 0 and rest.extra_fields["global_steps"] == 1
     assert part.token_ids + rest.token_ids == full.token_ids and rest.stop_reason == full.stop_reason
-    assert torch.allclose(torch.tensor(part.log_probs + rest.log_probs), torch.tensor(full.log_probs), atol=1e-4)
+    assert torch.allclose(
+        torch.tensor(part.log_probs + rest.log_probs), torch.tensor(full.log_probs), atol=1e-4
+    )

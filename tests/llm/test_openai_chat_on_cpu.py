@@ -46,7 +46,9 @@ def test_complete_many_keeps_order_and_reports_failures():
 
     with openai_stub_server(reply) as (url, _):
         client = ChatClient(url, "m", sleep=lambda s: None)
-        out = client.complete_many([[{"role": "user", "content": c}] for c in ["a", "bad", "c"]], concurrency=3)
+        out = client.complete_many(
+            [[{"role": "user", "content": c}] for c in ["a", "bad", "c"]], concurrency=3
+        )
     assert out[0] == "A" and out[2] == "C"
     assert isinstance(out[1], ChatError)
 

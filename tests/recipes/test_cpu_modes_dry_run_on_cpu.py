@@ -12,7 +12,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from tests.recipes.test_validate_config_on_cpu import CPU_RUN, dry_run, resolve_job_names, run_main_ppo_until_ray
+from tests.recipes.test_validate_config_on_cpu import (
+    CPU_RUN,
+    dry_run,
+    resolve_job_names,
+    run_main_ppo_until_ray,
+)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -27,7 +27,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_SH = REPO / "recipes" / "cpu" / "run.sh"
-CPU_ENV = {"VERL_USE_EXTERNAL_MODULES": "gta_verl.cpu.platform", "VERL_PLATFORM": "cpu", "VERL_ENGINE_DEVICE": "cuda"}
+CPU_ENV = {
+    "VERL_USE_EXTERNAL_MODULES": "gta_verl.cpu.platform",
+    "VERL_PLATFORM": "cpu",
+    "VERL_ENGINE_DEVICE": "cuda",
+}
 RUN_TIMEOUT_S = 900
 RAY_STARTUP_TIMEOUT = "The current node timed out during startup"
 
@@ -35,8 +39,9 @@ pytestmark = pytest.mark.verl_e2e
 
 # The random tiny policy almost never writes <search>/<answer>, so every rollout of a group gets the same
 # reward and GRPO's advantages are all 0: nothing would change the weights. An entropy term and a
-# large learning rate make step 1 move them (Adam steps ~lr whatever the gradient's size), so that step 2's rollout log-probs
-# equal the actor's recomputation only if the new weights reached the rollout server.
+# large learning rate make step 1 move them (Adam steps ~lr whatever the gradient's size), so that
+# step 2's rollout log-probs equal the actor's recomputation only if the new weights reached the
+# rollout server.
 PROVE_SYNC = ("actor_rollout_ref.actor.optim.lr=1e-2", "actor_rollout_ref.actor.entropy_coeff=0.01")
 
 
@@ -61,8 +66,9 @@ def _run_group(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
     ``subprocess.run(timeout=…)`` kills only ``bash``: the ``main_ppo`` driver and the Ray it started
     would live on as orphans, still training and loading the machine under the next recipe's run.
     """
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True, **kwargs) as popen:
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **kwargs
+    ) as popen:
         try:
             out, err = popen.communicate(timeout=RUN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -75,12 +81,17 @@ def _run_group(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
 def run_recipe(
     recipe: str, inputs, tmp_path: Path, *overrides: str, **knobs: str
 ) -> tuple[subprocess.CompletedProcess, dict]:
-    """``[KNOB=…] bash recipes/cpu/run.sh <recipe> [overrides]``; returns the process and verl's metrics per step."""
+    """``[KNOB=…] bash recipes/cpu/run.sh <recipe> [overrides]``; returns the process and verl's metrics
+    per step."""
     metrics_path = tmp_path / "metrics.jsonl"
     env = _env(
-        METRICS_JSONL=str(metrics_path), OUT_DIR=str(tmp_path / "out"),
-        MODEL_PATH=str(inputs.model), KB_DIR=str(inputs.kb), STAGE1_TRAIN=str(inputs.stage1),
-        QA_FILES=str(inputs.qa), **knobs,
+        METRICS_JSONL=str(metrics_path),
+        OUT_DIR=str(tmp_path / "out"),
+        MODEL_PATH=str(inputs.model),
+        KB_DIR=str(inputs.kb),
+        STAGE1_TRAIN=str(inputs.stage1),
+        QA_FILES=str(inputs.qa),
+        **knobs,
     )
     t0 = time.monotonic()
     for _attempt in range(2):
@@ -184,8 +195,10 @@ def _check_async(recipe: str, trainer: str, proc, steps: dict) -> None:
     _evidence(recipe, steps)
 
 
-@pytest.mark.parametrize(("recipe", "trainer"), [("gta_stage1", "gta_colocate_async"),
-                                                ("path_router", "gta_path_router_colocate_async")])
+@pytest.mark.parametrize(
+    ("recipe", "trainer"),
+    [("gta_stage1", "gta_colocate_async"), ("path_router", "gta_path_router_colocate_async")],
+)
 def test_recipe_runs_in_colocate_async(recipe, trainer, cpu_inputs, tmp_path):
     proc, steps = run_recipe(recipe, cpu_inputs, tmp_path, COLOCATE_ASYNC)
     _check_async(recipe, trainer, proc, steps)

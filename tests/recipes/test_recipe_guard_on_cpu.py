@@ -108,7 +108,7 @@ def test_gta_rag_script_refuses_the_classic_trainer(script, main_ppo):
 
 @pytest.mark.parametrize("config_name", ["path_router", "gta_path_router"])
 def test_path_router_uniform_kl_refuses_the_classic_trainer(config_name, main_ppo):
-    # The launch that used to die at step 1 inside verl (protocol.py via agent_loop_tq.py).
+    # Unrefused, this launch dies at step 1 inside verl (protocol.py via agent_loop_tq.py).
     (argv,) = dry_run(
         REPO / "recipes" / "path_router" / "run_qwen2_5_3b_fsdp.sh",
         CONFIG_NAME=config_name,

@@ -16,13 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.support.dry_run import command_blocks
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import gta_verl
 from gta_verl.config import GTAConfig
+from tests.support.dry_run import command_blocks
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = REPO / "recipes" / "gta_rag"
@@ -113,7 +112,7 @@ def check_cfg(cfg) -> GTAConfig:
 def _plugins():
     """Import verl (loads our plugins: managers, agent loop, estimator)."""
     pytest.importorskip("verl")
-    import gta_verl.verl_compat  # noqa: F401
+    import gta_verl.verl_compat  # noqa: F401  (imports verl → our plugins register)
 
 
 def test_every_script_is_covered():
@@ -200,13 +199,18 @@ def test_each_stage_gets_its_own_kb_dir():
 
 @pytest.mark.parametrize(
     ("script", "gated"),
-    [("stage2_em.sh", True), ("run_two_stage.sh", True), ("baseline_em_only.sh", True),
-     ("stage1_trajectory_guided.sh", False)],
+    [
+        ("stage2_em.sh", True),
+        ("run_two_stage.sh", True),
+        ("baseline_em_only.sh", True),
+        ("stage1_trajectory_guided.sh", False),
+    ],
 )
 def test_stage2_coverage_gate_comes_first(script, gated):
     """The gate checks STAGE2_KB_DIR against STAGE2_TRAIN before any launch (seconds, not after Stage I)."""
-    blocks = dry_run_blocks(script, STAGE2_KB_DIR="/data/kb_stage2", STAGE2_TRAIN="/data/s2.parquet",
-                            STAGE2_MIN_COVERAGE="0.9")
+    blocks = dry_run_blocks(
+        script, STAGE2_KB_DIR="/data/kb_stage2", STAGE2_TRAIN="/data/s2.parquet", STAGE2_MIN_COVERAGE="0.9"
+    )
     checks = [i for i, b in enumerate(blocks) if _is_coverage_check(b)]
     assert checks == ([0] if gated else [])  # Stage I alone has no gate
     if not gated:
@@ -214,7 +218,10 @@ def test_stage2_coverage_gate_comes_first(script, gated):
     check = blocks[0]
     assert check[0] == sys.executable
     assert (_flag(check, "--kb"), _flag(check, "--qa"), _flag(check, "--min")) == (
-        "/data/kb_stage2", "/data/s2.parquet", "0.9")
+        "/data/kb_stage2",
+        "/data/s2.parquet",
+        "0.9",
+    )
 
 
 def test_baselines_change_one_knob():

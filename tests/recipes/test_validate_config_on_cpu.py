@@ -24,13 +24,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.support.dry_run import command_blocks
 from hydra import compose, initialize_config_dir
 
 import gta_verl
 from gta_verl.bundled import CPU_RUN_SH
 from gta_verl.config import GTAConfig
+from tests.support.dry_run import command_blocks
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = Path(gta_verl.__file__).parent / "config"
@@ -45,13 +44,31 @@ GTA_RAG_SCRIPTS = (
 )
 PATH_ROUTER_SCRIPTS = ("run_qwen2_5_3b_fsdp.sh", "run_qwen2_5_7b_fsdp.sh")
 ABLATIONS = (
-    "full", "no_route_scaling", "answer_only", "path_only", "no_kl", "uniform_kl", "constant_lambda", "bag_overlap"
+    "full",
+    "no_route_scaling",
+    "answer_only",
+    "path_only",
+    "no_kl",
+    "uniform_kl",
+    "constant_lambda",
+    "bag_overlap",
 )
 CPU_RUN = CPU_RUN_SH  # the copy the wheel ships; recipes/cpu/run.sh in a checkout links to it
 CPU_RECIPES = ("gta_stage1", "gta_stage2", "path_router", "gta_path_router", "turn_grpo")
 
 #: Keys the environment must not leak into a dry run (they are recipe knobs).
-_KNOBS = ("STAGE", "RUN_NAME", "MODEL", "RETRIEVER", "ABLATION", "CONFIG_NAME", "TRAIN_", "VAL_", "KB_DIR", "DRY_RUN")
+_KNOBS = (
+    "STAGE",
+    "RUN_NAME",
+    "MODEL",
+    "RETRIEVER",
+    "ABLATION",
+    "CONFIG_NAME",
+    "TRAIN_",
+    "VAL_",
+    "KB_DIR",
+    "DRY_RUN",
+)
 
 
 def dry_run(script: Path, *args: str, **env: str) -> list[list[str]]:
@@ -89,7 +106,9 @@ def run_main_ppo_until_ray(cfg, monkeypatch) -> str:
     from verl.trainer import main_ppo
 
     started: list[str] = []
-    monkeypatch.setattr(main_ppo, "run_ppo", lambda config, task_runner_class: started.append(str(task_runner_class)))
+    monkeypatch.setattr(
+        main_ppo, "run_ppo", lambda config, task_runner_class: started.append(str(task_runner_class))
+    )
     main_ppo.main.__wrapped__(cfg)
     assert len(started) == 1
     return started[0]

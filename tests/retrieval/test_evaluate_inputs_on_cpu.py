@@ -1,4 +1,4 @@
-"""eval-retrieval / eval inputs: gold ids checked against the KB, wrong files named in one line (issue 20 items 10-11)."""
+"""eval-retrieval / eval inputs: gold ids checked against the KB, wrong files named in one line."""
 
 from __future__ import annotations
 
@@ -21,10 +21,13 @@ def passages():
 
 
 def _qa(path: Path, golds: list[list[str]]) -> Path:
-    pd.DataFrame({"prompt": [[{"role": "user", "content": "q"}]] * len(golds),
-                  "reward_model": [{"style": "rule", "ground_truth": make_ground_truth(["a"], g)} for g in golds],
-                  "extra_info": [{"qid": f"q{i}", "question": "q", "hops": 2} for i in range(len(golds))]}
-                 ).to_parquet(path)
+    pd.DataFrame(
+        {
+            "prompt": [[{"role": "user", "content": "q"}]] * len(golds),
+            "reward_model": [{"style": "rule", "ground_truth": make_ground_truth(["a"], g)} for g in golds],
+            "extra_info": [{"qid": f"q{i}", "question": "q", "hops": 2} for i in range(len(golds))],
+        }
+    ).to_parquet(path)
     return path
 
 

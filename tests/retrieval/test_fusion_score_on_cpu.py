@@ -72,7 +72,8 @@ def test_retriever_orders_hybrid_hits_by_score_fusion(toy_kb, hash_embedder) -> 
     (d,) = r.with_config(dataclasses.replace(cfg, mode="dense")).retrieve([q])
     idx = toy_kb.doc_index_by_id()
     dense_row = hash_embedder.encode([q])[0] @ toy_kb.passage_emb.T
-    expect = score_fusion([idx[x] for x in g.doc_ids], [idx[x] for x in d.doc_ids],
-                          [h.score for h in g.hits], dense_row, 0.4)
+    expect = score_fusion(
+        [idx[x] for x in g.doc_ids], [idx[x] for x in d.doc_ids], [h.score for h in g.hits], dense_row, 0.4
+    )
     assert [idx[x] for x in hyb.doc_ids] == expect
     assert set(hyb.doc_ids) == set(g.doc_ids) | set(d.doc_ids)

@@ -33,7 +33,9 @@ def test_near_ties_fall_back_to_the_float32_scan() -> None:
     2δ ≈ 0.024 window (not certifiable, so exact), yet far apart against float32 rounding (6e-8)."""
     rng = np.random.default_rng(1)
     base = _unit(rng, 1, 64)
-    x = np.concatenate([base + 3e-3 * rng.standard_normal((300, 64)), _unit(rng, 2000, 64)]).astype(np.float32)
+    x = np.concatenate([base + 3e-3 * rng.standard_normal((300, 64)), _unit(rng, 2000, 64)]).astype(
+        np.float32
+    )
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     q = np.concatenate([base, _unit(rng, 3, 64)]).astype(np.float32)
     index = VectorIndex(x, scan="bfloat16")

@@ -1,4 +1,4 @@
-"""Faiss's BLAS threshold (issue 12) and the size-sweep builders of ``benchmarks/retriever.py``.
+"""Faiss's BLAS threshold and the size-sweep builders of ``benchmarks/retriever.py``.
 
 No timings here: speed is in ``benchmarks/retriever.py``; these tests check that the
 settings and builders the benchmark relies on give the same answers.
@@ -59,7 +59,12 @@ def test_scale_spec_keeps_table5_proportions() -> None:
     # ×0.1: 127,542 → 12,754.2 → 12,754; 206,473 → 20,647.3 → 20,647; 382,750 → 38,275;
     # 748,429 → 74,842.9 → 74,843
     assert (s.n_docs, s.n_entities, s.n_doc_entity, s.n_relation, s.n_synonymy) == (
-        1_830, 12_754, 20_647, 38_275, 74_843)
+        1_830,
+        12_754,
+        20_647,
+        38_275,
+        74_843,
+    )
 
 
 def test_make_scaled_graph_counts_uniqueness_and_seed() -> None:
@@ -83,7 +88,6 @@ def test_make_scaled_graph_counts_uniqueness_and_seed() -> None:
 def test_sweep_retriever_equals_igraph_built_one() -> None:
     """The sweep's retriever (edgeless igraph + attached CSR) answers like one built from igraph."""
     from benchmarks.retriever import PrecomputedEncoder, attach_graph, query_vectors, synthetic_kb
-
     from gta_verl.retrieval.retriever import FLAG_NO_ENTITIES, GraphRetriever
 
     sg = make_scaled_graph(scale_spec(HOTPOTQA_10K, 300), seed=0)

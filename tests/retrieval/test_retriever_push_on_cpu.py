@@ -39,7 +39,8 @@ def test_push_recall_equals_todays_on_bundled_musique(musique_retriever, musique
     old = dataclasses.replace(musique_retriever.config, dense_head=1)
     rec1 = evaluate_retrieval(musique_retriever, musique_qa, modes=("hybrid",), ks=(2, 5, 10), config=old)
     assert [rec1["modes"]["hybrid"]["recall"][f"R@{k}"] for k in (2, 5, 10)] == pytest.approx(
-        [0.484, 0.686, 0.797], abs=0.005)
+        [0.484, 0.686, 0.797], abs=0.005
+    )
 
 
 def test_push_top10_documents_equal_exact_solver(musique_retriever, musique_qa) -> None:

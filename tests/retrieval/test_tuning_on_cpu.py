@@ -97,8 +97,9 @@ def toy_qa(toy_kb) -> list[QAExample]:
         ("Where is the Eiffel Tower?", ("Paris",)),
         ("Which country has Paris as capital?", ("France", "Paris")),
     ]
-    return [QAExample(str(i), q, ("x",), tuple(p[t] for t in gold), len(gold))
-            for i, (q, gold) in enumerate(rows)]
+    return [
+        QAExample(str(i), q, ("x",), tuple(p[t] for t in gold), len(gold)) for i, (q, gold) in enumerate(rows)
+    ]
 
 
 def test_tune_fusion_rows_equal_eval_retrieval_on_the_held_out_half(toy_kb, hash_embedder, toy_qa) -> None:
@@ -121,8 +122,14 @@ def test_tune_fusion_rows_equal_eval_retrieval_on_the_held_out_half(toy_kb, hash
     assert rows["hybrid (config: dense_head(3))"] == {k: base[f"R@{k}"] for k in ks}
     # R(q): the K_g ∪ K_d hits retrieve() returns under the chosen order
     hits = r.with_config(rep.chosen.apply(cfg)).retrieve([q.question for q in held_qa])
-    want = {k: round(sum(recall_at_k(h.doc_ids, q.supporting_doc_ids, k) for h, q in zip(hits, held_qa)) / 4,
-                     4) for k in ks}
+    want = {
+        k: round(
+            sum(recall_at_k(h.doc_ids, q.supporting_doc_ids, k) for h, q in zip(hits, held_qa, strict=True))
+            / 4,
+            4,
+        )
+        for k in ks
+    }
     assert rows["R(q) (chosen; K_g=2, K_d=2)"] == want
     for choice in (FusionChoice("score", fusion_weight=0.3), FusionChoice("rrf")):
         ev_c = evaluate_retrieval(r, held_qa, modes=("hybrid",), ks=ks, config=choice.apply(cfg))
@@ -150,17 +157,36 @@ def test_cli_tune_fusion_prints_the_held_out_table(toy_kb_dir, tmp_path, capsys,
     from gta_verl.testing.toy_kb import TOY_DOCS, HashEmbedder
 
     orig = rmod.GraphRetriever.from_kb_dir.__func__
+
     def from_kb_dir(cls, d, config=None, embedder=None, **kw):
         return orig(cls, d, config, HashEmbedder())
 
     monkeypatch.setattr(rmod.GraphRetriever, "from_kb_dir", classmethod(from_kb_dir))
-    qa = [{"id": f"q{i}", "question": f"{title} {text.split()[-1]}", "answer": title,
-           "paragraphs": [{"title": title, "paragraph_text": text, "is_supporting": True}]}
-          for i, (title, text, _) in enumerate(TOY_DOCS)]
+    qa = [
+        {
+            "id": f"q{i}",
+            "question": f"{title} {text.split()[-1]}",
+            "answer": title,
+            "paragraphs": [{"title": title, "paragraph_text": text, "is_supporting": True}],
+        }
+        for i, (title, text, _) in enumerate(TOY_DOCS)
+    ]
     path = tmp_path / "qa.json"
     path.write_text(json.dumps(qa))
-    argv = ["eval-retrieval", "--kb", str(toy_kb_dir), "--qa", str(path), "--tune-fusion",
-            "--split-seed", "1", "--fusion", "score", "--fusion-weight", "0.7"]
+    argv = [
+        "eval-retrieval",
+        "--kb",
+        str(toy_kb_dir),
+        "--qa",
+        str(path),
+        "--tune-fusion",
+        "--split-seed",
+        "1",
+        "--fusion",
+        "score",
+        "--fusion-weight",
+        "0.7",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "held-out half (5 questions" in out and "tune half (5 questions" in out

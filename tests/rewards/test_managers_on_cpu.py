@@ -9,7 +9,6 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gta_verl.protocol import build_messages
 from gta_verl.agent.tokenizer import load_qwen_tokenizer
 from gta_verl.data.schema import (
     EF_ANSWER,
@@ -19,6 +18,7 @@ from gta_verl.data.schema import (
     EF_TURN_DOC_IDS,
     make_ground_truth,
 )
+from gta_verl.protocol import build_messages
 from gta_verl.rewards.scoring import scoring_request_from_data
 from gta_verl.verl_compat import DataProto, get_reward_manager_cls
 from tests.rewards.cases import CASES
@@ -211,7 +211,7 @@ async def test_without_gta_agent_loop_fields(tok, prompt_ids):
     assert out["reward_score"] == 1.0 and out["reward_extra_info"]["num_searches"] == 0
 
 
-# --- one malformed row never fails the batch (issue 20 items 12-13) ---------------------------------------------
+# --- one malformed row never fails the batch ----------------------------------------------------------------
 def _with_gt(tok, prompt_ids, gt, fields_patch=None):
     data = make_data(tok, prompt_ids, CASES[0])
     data.non_tensor_batch["reward_model"] = np.array([{"style": "rule", "ground_truth": gt}], dtype=object)
@@ -221,20 +221,25 @@ def _with_gt(tok, prompt_ids, gt, fields_patch=None):
 
 
 @pytest.mark.parametrize("name", ["trajectory_guided", "exact_match", "path_router"])
-@pytest.mark.parametrize("gt, fields", [
-    ({"target": float("nan"), "target_doc_ids": ["d1"]}, None),        # NaN gold would be the answer "nan"
-    ({"target": ["x"], "target_doc_ids": "d1"}, None),                 # a string where a list belongs
-    ({"target": ["x"], "support_texts": "some text"}, None),
-    ({"target": ["x"]}, {EF_INVALID_ACTIONS: float("nan")}),           # NaN counter from a broken loop
-    ({"target": {"nested": "dict"}}, None),                            # an answer that is not a string/number
-])
+@pytest.mark.parametrize(
+    "gt, fields",
+    [
+        ({"target": float("nan"), "target_doc_ids": ["d1"]}, None),  # NaN gold would be the answer "nan"
+        ({"target": ["x"], "target_doc_ids": "d1"}, None),  # a string where a list belongs
+        ({"target": ["x"], "support_texts": "some text"}, None),
+        ({"target": ["x"]}, {EF_INVALID_ACTIONS: float("nan")}),  # NaN counter from a broken loop
+        ({"target": {"nested": "dict"}}, None),  # an answer that is not a string/number
+    ],
+)
 async def test_a_malformed_row_scores_zero_as_a_counted_error(tok, prompt_ids, name, gt, fields) -> None:
     if name == "path_router" and fields and EF_INVALID_ACTIONS in fields:
         pytest.skip("PathRouter's reward does not read gta/invalid_actions")
     good = await make_manager(name, tok).run_single(make_data(tok, prompt_ids, CASES[0]))
     out = await make_manager(name, tok).run_single(_with_gt(tok, prompt_ids, gt, fields))
     assert out["reward_score"] == 0.0
-    assert out["reward_extra_info"]["reward_error"] == 1.0 and good["reward_extra_info"]["reward_error"] == 0.0
+    assert (
+        out["reward_extra_info"]["reward_error"] == 1.0 and good["reward_extra_info"]["reward_error"] == 0.0
+    )
     assert set(out["reward_extra_info"]) == set(good["reward_extra_info"])  # verl takes keys from row 0
 
 

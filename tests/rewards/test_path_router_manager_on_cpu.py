@@ -9,7 +9,6 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gta_verl.protocol import build_messages
 from gta_verl.agent.tokenizer import load_qwen_tokenizer
 from gta_verl.data.schema import (
     EF_BUDGET_EXHAUSTED,
@@ -19,6 +18,7 @@ from gta_verl.data.schema import (
     EF_TURN_TEXTS,
     make_ground_truth,
 )
+from gta_verl.protocol import build_messages
 from gta_verl.verl_compat import DataProto, get_reward_manager_cls
 
 PR_KEYS = {

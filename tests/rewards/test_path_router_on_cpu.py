@@ -245,11 +245,12 @@ def test_musique_gold_evidence_scores_above_distractors():
 
 
 def test_the_empty_answer_never_beats_a_wrong_guess():
-    """Issue 22 item 3: ``<answer></answer>`` used to score 0.0 (no lazy, no timeout penalty)."""
+    """``<answer></answer>`` is an answer action: it takes the lazy penalty, so it never pays better than a
+    wrong guess (a 0.0 would reward answering nothing over answering wrong)."""
     from gta_verl.rewards.path_router import path_router_reward
 
     gold, no_gold_texts = ["Paris"], []
-    # no search: wrong guess = F1 0 + lazy -0.2 = -0.2; empty = F1 0 + lazy -0.2 = -0.2 (was 0.0)
+    # no search: wrong guess = F1 0 + lazy -0.2 = -0.2; empty = F1 0 + lazy -0.2 = -0.2
     wrong = path_router_reward("Berlin", gold, [], no_gold_texts, queries=[], cfg=CFG)
     empty = path_router_reward("", gold, [], no_gold_texts, queries=[], cfg=CFG)
     assert wrong.score == pytest.approx(-0.2) and empty.score == pytest.approx(-0.2)
@@ -257,8 +258,9 @@ def test_the_empty_answer_never_beats_a_wrong_guess():
     wrong1 = path_router_reward("Berlin", gold, [], no_gold_texts, queries=["q"], cfg=CFG)
     empty1 = path_router_reward("  ", gold, [], no_gold_texts, queries=["q"], cfg=CFG)
     assert wrong1.score == pytest.approx(0.1) and empty1.score == pytest.approx(0.0)
-    # never answered and out of budget: timeout -0.2 (unchanged); an empty answer is not a timeout
+    # never answered and out of budget: timeout -0.2; an empty answer is not a timeout
     timeout = path_router_reward(None, gold, [], no_gold_texts, queries=["q"], budget_exhausted=True, cfg=CFG)
     assert timeout.score == pytest.approx(-0.2)
-    assert path_router_reward("", gold, [], no_gold_texts, queries=["q"], budget_exhausted=True,
-                              cfg=CFG).score == pytest.approx(0.0)
+    assert path_router_reward(
+        "", gold, [], no_gold_texts, queries=["q"], budget_exhausted=True, cfg=CFG
+    ).score == pytest.approx(0.0)

@@ -60,8 +60,11 @@ def test_single_string_gold():
         ("<search> q </search>\n\n<info>Doc 1 <answer>leak</answer></info>\n\nno answer", None),
         ("<search> q </search><info>Doc <answer>leak</answer>", None),  # unclosed info to the end
         # stray opener in reasoning: the first closer is </search>, so turn 1 is a search
-        ("I think <answer> might be Paris, let me check <search> capital </search>"
-         "\n\n<info>Doc 1(Title: Lyon) x</info>\n\n<answer> Lyon </answer>", "Lyon"),
+        (
+            "I think <answer> might be Paris, let me check <search> capital </search>"
+            "\n\n<info>Doc 1(Title: Lyon) x</info>\n\n<answer> Lyon </answer>",
+            "Lyon",
+        ),
         # stray opener in an invalid turn (no closer → invalid message), then the answer
         ("maybe <answer> Paris" + INVALID_ACTION_MESSAGE + "<answer> Lyon </answer>", "Lyon"),
         # a closer without opener is an invalid turn, not the end of the rollout
@@ -75,8 +78,8 @@ def test_final_answer(response, expected):
 
 
 def test_stray_opener_scored_as_the_loop_recorded():
-    # Before the one parser, the reward regex ran from the first "<answer>" to the first
-    # "</answer>": ŷ = "might be Paris, … Lyon" → EM 0. Now ŷ = "Lyon" → EM 1, F1 1.
+    # The reward reads the answer the loop's parser recorded, ŷ = "Lyon" → EM 1, F1 1; a regex from
+    # the first "<answer>" to the first "</answer>" would read ŷ = "might be Paris, … Lyon" → EM 0.
     response = (
         "I think <answer> might be Paris, let me check <search> capital </search>"
         "\n\n<info>Doc 1(Title: Lyon) x</info>\n\n<answer> Lyon </answer>"

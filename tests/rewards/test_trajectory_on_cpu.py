@@ -8,8 +8,8 @@ import pickle
 import pytest
 
 from gta_verl import protocol
-from gta_verl.rewards import path_router, placement, qa, trajectory
 from gta_verl.protocol import final_answer
+from gta_verl.rewards import path_router, placement, qa, trajectory
 from gta_verl.rewards.trajectory import TrajectoryRewardConfig, em_reward, trajectory_reward
 from tests.rewards.cases import CASES
 
@@ -89,7 +89,7 @@ def test_doctests(module):
 
 
 def test_the_empty_answer_is_a_wrong_answer():
-    """Issue 22 item 3: EM("") = 0, so r_ans = wrong = -1 — the same as a wrong guess and as no answer."""
+    """EM("") = 0, so r_ans = wrong = -1 — the same as a wrong guess and as no answer."""
     # one search hitting the only target: 0.25; plus r_ans -1 -> -0.75 for all three
     for prediction in ("", "Berlin", None):
         r = trajectory_reward([["d1"]], ["d1"], prediction, ["Paris"])

@@ -18,9 +18,9 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Union
+from typing import Any
 
-Reply = Union[str, int]
+Reply = str | int
 
 
 def _make_handler(next_reply: Callable[[dict[str, Any]], Reply], log: list[dict[str, Any]]):
@@ -28,7 +28,7 @@ def _make_handler(next_reply: Callable[[dict[str, Any]], Reply], log: list[dict[
         def log_message(self, *args: Any) -> None:  # keep pytest output clean
             return
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server API
+        def do_POST(self) -> None:  # http.server API
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
             log.append(body)
@@ -46,7 +46,11 @@ def _make_handler(next_reply: Callable[[dict[str, Any]], Reply], log: list[dict[
                     "object": "chat.completion",
                     "model": body.get("model", "stub"),
                     "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": reply},
+                            "finish_reason": "stop",
+                        }
                     ],
                     "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
                 },

@@ -146,7 +146,7 @@ def test_builder_is_deterministic(tiny_kb, path):
 
 def test_vllm_generator_import_guard():
     try:
-        import vllm  # noqa: F401
+        import vllm  # noqa: F401 - only probes whether vLLM is installed
     except ImportError:
         from gta_verl.synth.generators.vllm_gen import VLLMGenerator
 

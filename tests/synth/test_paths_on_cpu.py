@@ -49,7 +49,7 @@ def test_paths_respect_hops_and_visit_each_document_once(musique_kb, musique_pat
 def test_consecutive_documents_linked_through_at_most_two_entities(musique_kb, musique_paths):
     g, n = musique_kb.graph, musique_kb.n_docs
     for p in musique_paths:
-        for link, (a, b) in zip(p.links, zip(p.doc_indices, p.doc_indices[1:])):
+        for link, (a, b) in zip(p.links, zip(p.doc_indices, p.doc_indices[1:], strict=False), strict=True):
             assert (link.src_doc, link.dst_doc) == (a, b)
             assert 1 <= len(link.entity_ids) <= 2
             first, last = (n + e for e in (link.entity_ids[0], link.entity_ids[-1]))

@@ -28,6 +28,7 @@ def test_funnel_accounts_for_every_path(tiny_kb, lexical_retriever):
     for prev, cur in zip(
         ["sampled", "generated", "parsed", "rules_passed"],
         ["generated", "parsed", "rules_passed", "validated"],
+        strict=True,
     ):
         assert f[prev] == f[cur] + stages[cur]["rejected"]
         assert sum(stages[cur]["reasons"].values()) == stages[cur]["rejected"]

@@ -14,7 +14,9 @@ def _traj(
     kb, titles, queries, answer="Hawaii", question="Which state has as capital the city where Obama was born?"
 ):
     ids = [kb.passages[[p.title for p in kb.passages].index(t)].doc_id for t in titles]
-    turns = tuple(TrajectoryTurn(f"step {i}", q, d) for i, (q, d) in enumerate(zip(queries, ids)))
+    turns = tuple(
+        TrajectoryTurn(f"step {i}", q, d) for i, (q, d) in enumerate(zip(queries, ids, strict=True))
+    )
     return Trajectory(question=question, answer=answer, turns=turns, path_doc_ids=tuple(ids))
 
 

@@ -39,16 +39,25 @@ class Extraction:
     error: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"doc_id": self.doc_id, "entities": list(self.entities),
-                "triples": [list(t) for t in self.triples], "status": self.status,
-                "n_malformed": self.n_malformed, "error": self.error}
+        return {
+            "doc_id": self.doc_id,
+            "entities": list(self.entities),
+            "triples": [list(t) for t in self.triples],
+            "status": self.status,
+            "n_malformed": self.n_malformed,
+            "error": self.error,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Extraction:
-        return cls(doc_id=d["doc_id"], entities=tuple(d.get("entities", ())),
-                   triples=tuple(tuple(t) for t in d.get("triples", ())),  # type: ignore[misc]
-                   status=d.get("status", "ok"), n_malformed=int(d.get("n_malformed", 0)),
-                   error=d.get("error", ""))
+        return cls(
+            doc_id=d["doc_id"],
+            entities=tuple(d.get("entities", ())),
+            triples=tuple(tuple(t) for t in d.get("triples", ())),  # type: ignore[misc]
+            status=d.get("status", "ok"),
+            n_malformed=int(d.get("n_malformed", 0)),
+            error=d.get("error", ""),
+        )
 
 
 def clean_triples(raw: Iterable[Any]) -> tuple[tuple[RawTriple, ...], int]:
@@ -67,8 +76,9 @@ def clean_triples(raw: Iterable[Any]) -> tuple[tuple[RawTriple, ...], int]:
     return tuple(kept), bad
 
 
-def make_extraction(doc_id: str, entities: Iterable[Any], triples: Iterable[Any], error: str = "",
-                    parsed: bool = True) -> Extraction:
+def make_extraction(
+    doc_id: str, entities: Iterable[Any], triples: Iterable[Any], error: str = "", parsed: bool = True
+) -> Extraction:
     """Build an :class:`Extraction`, cleaning triples and deriving the status."""
     clean, bad = clean_triples(triples)
     ents = tuple(dict.fromkeys(str(e).strip() for e in entities or () if isinstance(e, str) and e.strip()))
@@ -115,21 +125,30 @@ class OpenIEReport:
             self.n_extracted += 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"backend": self.backend, "n_passages": self.n_passages, "by_status": dict(self.by_status),
-                "n_triples": self.n_triples, "n_malformed_triples": self.n_malformed,
-                "n_from_cache": self.n_from_cache, "n_extracted": self.n_extracted}
+        return {
+            "backend": self.backend,
+            "n_passages": self.n_passages,
+            "by_status": dict(self.by_status),
+            "n_triples": self.n_triples,
+            "n_malformed_triples": self.n_malformed,
+            "n_from_cache": self.n_from_cache,
+            "n_extracted": self.n_extracted,
+        }
 
     def summary(self) -> str:
         st = ", ".join(f"{k} {v}" for k, v in self.by_status.items())
-        return (f"OpenIE [{self.backend}]: {self.n_passages} passages ({st}); {self.n_triples} triples, "
-                f"{self.n_malformed} malformed skipped; {self.n_from_cache} from cache")
+        return (
+            f"OpenIE [{self.backend}]: {self.n_passages} passages ({st}); {self.n_triples} triples, "
+            f"{self.n_malformed} malformed skipped; {self.n_from_cache} from cache"
+        )
 
     def __str__(self) -> str:
         return json.dumps(self.to_dict())
 
 
-def run_openie(backend: OpenIEBackend, passages: Sequence[Passage], cache: Any = None,
-               progress: bool = True) -> tuple[dict[str, Extraction], OpenIEReport]:
+def run_openie(
+    backend: OpenIEBackend, passages: Sequence[Passage], cache: Any = None, progress: bool = True
+) -> tuple[dict[str, Extraction], OpenIEReport]:
     """Extract every passage not already in ``cache``; return {doc_id: Extraction} + totals.
 
     Args:

@@ -63,8 +63,9 @@ class ExtractionCache:
 
     def put(self, p: Passage, ex: Extraction) -> None:
         key = passage_key(p)
-        line = json.dumps({"key": key, "identity": self.identity, "extraction": ex.to_json()},
-                          ensure_ascii=False)
+        line = json.dumps(
+            {"key": key, "identity": self.identity, "extraction": ex.to_json()}, ensure_ascii=False
+        )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
             if f.tell() > 0 and not self._ends_with_newline():

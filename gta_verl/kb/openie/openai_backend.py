@@ -18,8 +18,9 @@ from gta_verl.kb.openie.parse import parse_entities, parse_triples
 from gta_verl.kb.openie.prompts import PROMPT_VERSION, ner_messages, triple_messages
 
 
-def extract_with_replies(passage: Passage, ner_reply: str, triple_reply: str | None,
-                         entities: list[str] | None) -> Extraction:
+def extract_with_replies(
+    passage: Passage, ner_reply: str, triple_reply: str | None, entities: list[str] | None
+) -> Extraction:
     """Turn the two replies of one passage into an :class:`Extraction` (pure)."""
     triples = parse_triples(triple_reply) if triple_reply is not None else None
     if triples is None:
@@ -39,13 +40,23 @@ class OpenAIOpenIE:
         client: An existing ``ChatClient`` (tests inject one).
     """
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, concurrency: int = 8,
-                 max_tokens: int = 1024, timeout: float = 60.0, max_retries: int = 3, backoff: float = 0.5,
-                 client: Any = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        concurrency: int = 8,
+        max_tokens: int = 1024,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        client: Any = None,
+    ) -> None:
         from gta_verl.llm.openai_chat import ChatClient
 
-        self.client = client or ChatClient(base_url, model, api_key=api_key, timeout=timeout,
-                                           max_retries=max_retries, backoff=backoff)
+        self.client = client or ChatClient(
+            base_url, model, api_key=api_key, timeout=timeout, max_retries=max_retries, backoff=backoff
+        )
         self.model = model
         self.concurrency = max(1, concurrency)
         self.params = {"temperature": 0.0, "max_tokens": max_tokens}

@@ -94,7 +94,7 @@ def loads_lenient(text: str) -> Any:
     starts = [i for i in (body.find("{"), body.find("[")) if i >= 0]
     if not starts:
         return None
-    body = body[min(starts):]
+    body = body[min(starts) :]
     val = _try(body)
     if val is None:  # prose after the JSON: cut at the last closing bracket
         last = max(body.rfind("}"), body.rfind("]"))

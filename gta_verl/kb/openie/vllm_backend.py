@@ -27,8 +27,9 @@ class VLLMOpenIE:
         **llm_kwargs: Passed to ``vllm.LLM`` (``tensor_parallel_size``, ``gpu_memory_utilization`` ...).
     """
 
-    def __init__(self, model: str, chunk: int = 512, max_tokens: int = 1024, llm: Any = None,
-                 **llm_kwargs: Any) -> None:
+    def __init__(
+        self, model: str, chunk: int = 512, max_tokens: int = 1024, llm: Any = None, **llm_kwargs: Any
+    ) -> None:
         try:
             from vllm import LLM, SamplingParams
         except ImportError as exc:
@@ -50,6 +51,6 @@ class VLLMOpenIE:
             batch = list(passages[s : s + self.chunk])
             ner = self._generate([ner_messages(p) for p in batch])
             ents = [parse_entities(r) for r in ner]
-            tri = self._generate([triple_messages(p, e or []) for p, e in zip(batch, ents)])
-            for p, nr, e, tr in zip(batch, ner, ents, tri):
+            tri = self._generate([triple_messages(p, e or []) for p, e in zip(batch, ents, strict=True)])
+            for p, nr, e, tr in zip(batch, ner, ents, tri, strict=True):
                 yield extract_with_replies(p, nr, tr, e)

@@ -15,8 +15,13 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "PPR_METHODS": "choice", "Solver": "choice", "choose_solver": "choice", "pick_solver": "choice",
-    "ppr_top_docs": "solve", "Transition": "transition", "build_transition": "transition",
+    "PPR_METHODS": "choice",
+    "Solver": "choice",
+    "choose_solver": "choice",
+    "pick_solver": "choice",
+    "ppr_top_docs": "solve",
+    "Transition": "transition",
+    "build_transition": "transition",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -33,7 +33,7 @@ block stops as soon as all its columns have converged.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,6 +50,8 @@ class _Ops:
     def __init__(self, tr: Transition, backend: str, device: str, dtype: Any, use_sym: bool) -> None:
         self.backend = backend
         mat = tr.sym if use_sym else tr.matrix
+        if mat is None:
+            raise ValueError("method='cg' needs an undirected graph's Transition (from build_transition)")
         if backend == "scipy":
             self.mat = mat.astype(dtype)
             self.xp_dtype = dtype
@@ -176,6 +178,35 @@ def _check_personalization(pers: np.ndarray, n: int) -> np.ndarray:
     return pers / sums[:, None]  # rows sum to 1 (igraph normalizes the reset vector too)
 
 
+@overload
+def batched_ppr(
+    transition: Transition | sp.spmatrix,
+    personalization: np.ndarray,
+    alpha: float = ...,
+    tol: float = ...,
+    max_iter: int = ...,
+    block_size: int = ...,
+    method: Method = ...,
+    backend: Backend = ...,
+    device: str = ...,
+    dtype: Any = ...,
+    return_iterations: Literal[False] = ...,
+) -> np.ndarray: ...
+@overload
+def batched_ppr(
+    transition: Transition | sp.spmatrix,
+    personalization: np.ndarray,
+    alpha: float = ...,
+    tol: float = ...,
+    max_iter: int = ...,
+    block_size: int = ...,
+    method: Method = ...,
+    backend: Backend = ...,
+    device: str = ...,
+    dtype: Any = ...,
+    *,
+    return_iterations: Literal[True],
+) -> tuple[np.ndarray, list[int]]: ...
 def batched_ppr(
     transition: Transition | sp.spmatrix,
     personalization: np.ndarray,
@@ -238,8 +269,16 @@ def batched_ppr(
     return (out, iters) if return_iterations else out
 
 
-def _ops_blocks(ops: _Ops, tr: Transition, pers: np.ndarray, method: str, alpha: float, tol: float,
-                max_iter: int, block_size: int) -> tuple[np.ndarray, list[int]]:
+def _ops_blocks(
+    ops: _Ops,
+    tr: Transition,
+    pers: np.ndarray,
+    method: str,
+    alpha: float,
+    tol: float,
+    max_iter: int,
+    block_size: int,
+) -> tuple[np.ndarray, list[int]]:
     """``method="cg"`` / ``"power"`` per block over ``ops``; rows of ``pers`` in internal order."""
     out = np.empty_like(pers)
     iters: list[int] = []

@@ -28,12 +28,17 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, TypeGuard, get_args
 
 logger = logging.getLogger(__name__)
 
 Method = Literal["push", "cg", "power", "fused", "linear"]
 PPR_METHODS: tuple[str, ...] = get_args(Method)
+
+
+def is_method(name: str) -> TypeGuard[Method]:
+    """``name`` is one of :data:`PPR_METHODS`."""
+    return name in PPR_METHODS
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class Solver:
             configured ``device``); ``None`` when it runs as configured.
     """
 
-    method: str
+    method: Method
     reason: str | None = None
 
     @property
@@ -74,26 +79,34 @@ def pick_solver(ppr_method: str, passage_seed_top: int, device: str) -> Solver:
     >>> pick_solver("linear", 20, "cpu").method, pick_solver("fused", 0, "cuda").method
     ('fused', 'cg')
     """
-    if ppr_method not in PPR_METHODS:
+    if not is_method(ppr_method):
         raise ValueError(f"ppr_method={ppr_method!r} must be one of {PPR_METHODS}")
     on_cpu = device == "cpu"
     if ppr_method == "linear":
         if not on_cpu:
-            return Solver("cg", f"ppr_method='linear' runs on CPU only: device={device!r} solves by "
-                                "conjugate gradients on torch")
+            return Solver(
+                "cg",
+                f"ppr_method='linear' runs on CPU only: device={device!r} solves by "
+                "conjugate gradients on torch",
+            )
         if passage_seed_top > 0:
-            return Solver("fused", f"ppr_method='linear' needs every document seeded (its basis is linear "
-                                   f"in them); passage_seed_top={passage_seed_top} solves by the fused power "
-                                   "iteration")
+            return Solver(
+                "fused",
+                f"ppr_method='linear' needs every document seeded (its basis is linear "
+                f"in them); passage_seed_top={passage_seed_top} solves by the fused power "
+                "iteration",
+            )
     if ppr_method == "fused" and not on_cpu:
-        return Solver("cg", f"ppr_method='fused' is a CPU kernel: device={device!r} solves by conjugate "
-                            "gradients on torch")
+        return Solver(
+            "cg",
+            f"ppr_method='fused' is a CPU kernel: device={device!r} solves by conjugate gradients on torch",
+        )
     if ppr_method == "push" and not on_cpu:
         return Solver("push", f"ppr_method='push' is a CPU kernel: it runs on CPU, not on device={device!r}")
     return Solver(ppr_method)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def choose_solver(ppr_method: str, passage_seed_top: int, device: str) -> Solver:
     """:func:`pick_solver`, logging the reason of a substitution once per process and configuration."""
     solver = pick_solver(ppr_method, passage_seed_top, device)

@@ -32,8 +32,8 @@ import scipy.sparse as sp
 
 from gta_verl.retrieval import gemm
 from gta_verl.retrieval.ppr.fused_power import fused_power_block
-from gta_verl.retrieval.ppr.transition import Transition
 from gta_verl.retrieval.ppr.push import _push_graph, _push_one, push_scratch, push_threshold
+from gta_verl.retrieval.ppr.transition import Transition
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,7 +62,8 @@ class PassageBasis:
 
 
 def _solve_block(mat: sp.csr_matrix, rhs: np.ndarray, alpha: float, tol: float) -> np.ndarray:
-    """``G rhs`` for one block ``rhs`` ``[N, b]`` (any sign) by the fused power iteration, no dangling restart.
+    """``G rhs`` for one block ``rhs`` ``[N, b]`` (any sign) by the fused power iteration, no dangling
+    restart.
 
     ``x ← α b + (1 − α) M x`` converges to ``α G b`` (L1 contraction 1 − α); columns are scaled to
     unit L1 first so that ``tol`` is relative. Returns float64 ``[N, b]``.
@@ -74,8 +75,14 @@ def _solve_block(mat: sp.csr_matrix, rhs: np.ndarray, alpha: float, tol: float) 
     return x.astype(np.float64) * (scale / alpha)
 
 
-def build_passage_basis(tr: Transition, passage_emb: np.ndarray, alpha: float = 0.5, tol: float = 1e-7,
-                        block: int | None = None, dtype: type = np.float32) -> PassageBasis:
+def build_passage_basis(
+    tr: Transition,
+    passage_emb: np.ndarray,
+    alpha: float = 0.5,
+    tol: float = 1e-7,
+    block: int | None = None,
+    dtype: type = np.float32,
+) -> PassageBasis:
     """Solve the ``dim + 2`` systems of :class:`PassageBasis` (documents are nodes ``0..n_docs−1``).
 
     Args:
@@ -113,14 +120,39 @@ def build_passage_basis(tr: Transition, passage_emb: np.ndarray, alpha: float = 
     p_rows = sp.csr_matrix((probs.astype(dtype), indices, indptr), shape=(n, n))
     node_mass = np.empty(n)
     node_mass[perm] = _solve_block(p_rows, np.ones((n, 1), dtype=dtype), alpha, tol)[:, 0]
-    return PassageBasis(doc_response=np.ascontiguousarray(doc_resp[:, :dim], dtype=np.float32),
-                        ones_response=doc_resp[:, dim].copy(), emb_mass=col_mass[:dim].copy(),
-                        ones_mass=float(col_mass[dim]), node_mass=node_mass, alpha=float(alpha))
+    return PassageBasis(
+        doc_response=np.ascontiguousarray(doc_resp[:, :dim], dtype=np.float32),
+        ones_response=doc_resp[:, dim].copy(),
+        emb_mass=col_mass[:dim].copy(),
+        ones_mass=float(col_mass[dim]),
+        node_mass=node_mass,
+        alpha=float(alpha),
+    )
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def _push_add(indptr, indices, probs, thresh, perm, n_docs, s_ptr, s_ids, s_vals, alpha, scale, n_threads,
-              out, out_touched, est_t, res_t, inq_t, seen_t, touched_t, queue_t):  # pragma: no cover - jit
+def _push_add(
+    indptr,
+    indices,
+    probs,
+    thresh,
+    perm,
+    n_docs,
+    s_ptr,
+    s_ids,
+    s_vals,
+    alpha,
+    scale,
+    n_threads,
+    out,
+    out_touched,
+    est_t,
+    res_t,
+    inq_t,
+    seen_t,
+    touched_t,
+    queue_t,
+):  # pragma: no cover - jit
     """Add ``scale_b · (G p_b)`` on documents to ``out[b]`` for every query's sparse seeds (forward push).
 
     ``*_t`` are per-thread scratch rows ``[n_threads, N]`` (zero / False on entry, left so on exit:
@@ -128,12 +160,20 @@ def _push_add(indptr, indices, probs, thresh, perm, n_docs, s_ptr, s_ids, s_vals
     """
     n_q = len(s_ptr) - 1
     for t in numba.prange(n_threads):
-        est, res, inq, seen, touched, queue = est_t[t], res_t[t], inq_t[t], seen_t[t], touched_t[t], queue_t[t]
+        est, res, inq, seen, touched, queue = (
+            est_t[t],
+            res_t[t],
+            inq_t[t],
+            seen_t[t],
+            touched_t[t],
+            queue_t[t],
+        )
         for b in range(t, n_q, n_threads):
             seeds = s_ids[s_ptr[b] : s_ptr[b + 1]]
             vals = s_vals[s_ptr[b] : s_ptr[b + 1]]
-            nt = _push_one(indptr, indices, probs, thresh, seeds, vals, alpha, est, res, inq, seen,
-                           touched, queue)
+            nt = _push_one(
+                indptr, indices, probs, thresh, seeds, vals, alpha, est, res, inq, seen, touched, queue
+            )
             out_touched[b] = nt
             for i in range(nt):
                 u = touched[i]
@@ -146,9 +186,16 @@ def _push_add(indptr, indices, probs, thresh, perm, n_docs, s_ptr, s_ids, s_vals
                 seen[u] = False
 
 
-def linear_ppr_docs(tr: Transition, basis: PassageBasis, seeds: sp.csr_matrix, query_emb: np.ndarray,
-                    a: np.ndarray, c: np.ndarray, eps: float = 1e-6,
-                    n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def linear_ppr_docs(
+    tr: Transition,
+    basis: PassageBasis,
+    seeds: sp.csr_matrix,
+    query_emb: np.ndarray,
+    a: np.ndarray,
+    c: np.ndarray,
+    eps: float = 1e-6,
+    n_threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """PPR scores of every document for ``p_b = seeds_b + a_b E q_b + c_b 1_D`` (module docstring).
 
     Args:
@@ -176,8 +223,11 @@ def linear_ppr_docs(tr: Transition, basis: PassageBasis, seeds: sp.csr_matrix, q
     c = np.asarray(c, dtype=np.float64)
     q = np.asarray(query_emb, dtype=np.float32)
     # einsum, not @: a [B, dim] float64 GEMV would wake numpy's BLAS pool (see gemm.py)
-    total = (seeds @ basis.node_mass + a * np.einsum("bd,d->b", q.astype(np.float64), basis.emb_mass)
-             + c * basis.ones_mass)
+    total = (
+        seeds @ basis.node_mass
+        + a * np.einsum("bd,d->b", q.astype(np.float64), basis.emb_mass)
+        + c * basis.ones_mass
+    )
     if np.any(total <= 0):
         raise ValueError(f"personalization rows {np.flatnonzero(total <= 0)[:5].tolist()} are all zero")
     out = gemm.scores(q, basis.doc_response).astype(np.float64)  # [B, n_docs]
@@ -189,8 +239,22 @@ def linear_ppr_docs(tr: Transition, basis: PassageBasis, seeds: sp.csr_matrix, q
         indptr, indices, probs, perm, inv = _push_graph(tr)
         threads = max(1, min(int(n_threads or numba.get_num_threads()), n_b))
         with push_scratch(tr, threads) as scratch:
-            _push_add(indptr, indices, probs, push_threshold(tr, eps), perm, basis.n_docs,
-                      seeds.indptr.astype(np.int64), inv[seeds.indices], seeds.data, float(basis.alpha),
-                      1.0 / total, threads, out, touched, *scratch)
+            _push_add(
+                indptr,
+                indices,
+                probs,
+                push_threshold(tr, eps),
+                perm,
+                basis.n_docs,
+                seeds.indptr.astype(np.int64),
+                inv[seeds.indices],
+                seeds.data,
+                float(basis.alpha),
+                1.0 / total,
+                threads,
+                out,
+                touched,
+                *scratch,
+            )
     np.maximum(out, 0.0, out=out)  # float32 GEMV round-off on documents with ~0 score
     return out, touched

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 from gta_verl.retrieval.ppr.transition import Transition
 
-_JIT = {"cache": True, "nogil": True, "fastmath": False}
+_JIT: dict[str, Any] = {"cache": True, "nogil": True, "fastmath": False}
 
 
 @numba.njit(**_JIT)
@@ -125,7 +125,14 @@ def _push_batch(indptr, indices, probs, thresh, is_target, perm, isolated, s_ptr
     """Top-``k`` targets of every query's push; ``*_t`` = per-thread :func:`push_scratch` rows."""
     n_q = len(s_ptr) - 1
     for t in numba.prange(n_threads):
-        est, res, inq, seen, touched, queue = est_t[t], res_t[t], inq_t[t], seen_t[t], touched_t[t], queue_t[t]
+        est, res, inq, seen, touched, queue = (
+            est_t[t],
+            res_t[t],
+            inq_t[t],
+            seen_t[t],
+            touched_t[t],
+            queue_t[t],
+        )
         for b in range(t, n_q, n_threads):
             seeds = s_ids[s_ptr[b] : s_ptr[b + 1]]
             vals = s_vals[s_ptr[b] : s_ptr[b + 1]]
@@ -157,8 +164,14 @@ def push_scratch(tr: Transition, threads: int) -> Iterator[tuple[np.ndarray, ...
     n = tr.n_nodes
 
     def fresh() -> tuple[np.ndarray, ...]:
-        return (np.zeros((threads, n)), np.zeros((threads, n)), np.zeros((threads, n), np.bool_),
-                np.zeros((threads, n), np.bool_), np.empty((threads, n), np.int64), np.empty((threads, n), np.int64))
+        return (
+            np.zeros((threads, n)),
+            np.zeros((threads, n)),
+            np.zeros((threads, n), np.bool_),
+            np.zeros((threads, n), np.bool_),
+            np.empty((threads, n), np.int64),
+            np.empty((threads, n), np.int64),
+        )
 
     if not lock.acquire(blocking=False):
         yield fresh()
@@ -208,7 +221,7 @@ class PushResult:
     touched: np.ndarray
 
 
-def _push_graph(tr: Transition) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _push_graph(tr: Transition) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Row-stochastic ``P = D^{-1} A`` in internal order (row ``u`` = where ``u`` pushes), cached."""
     if "push" not in tr._cache:
         if tr.sym is None:

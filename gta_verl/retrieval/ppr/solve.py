@@ -26,16 +26,27 @@ from gta_verl.retrieval.ppr.transition import Transition
 class SolverKnobs(Protocol):
     """The knobs the solvers read: ``RetrieverConfig`` has them (its docstring says what each does)."""
 
-    alpha: float
-    passage_node_weight: float
-    passage_seed_top: int
-    ppr_push_eps: float
-    ppr_linear_eps: float
-    ppr_tol: float
-    ppr_max_iter: int
-    ppr_block_size: int
-    ppr_dtype: str
-    device: str
+    # Read-only properties, so that a frozen dataclass (and a Literal-typed field) satisfies them.
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def passage_node_weight(self) -> float: ...
+    @property
+    def passage_seed_top(self) -> int: ...
+    @property
+    def ppr_push_eps(self) -> float: ...
+    @property
+    def ppr_linear_eps(self) -> float: ...
+    @property
+    def ppr_tol(self) -> float: ...
+    @property
+    def ppr_max_iter(self) -> int: ...
+    @property
+    def ppr_block_size(self) -> int: ...
+    @property
+    def ppr_dtype(self) -> str: ...
+    @property
+    def device(self) -> str: ...
 
 
 def topk_stable(x: np.ndarray, k: int) -> np.ndarray:
@@ -70,8 +81,9 @@ def minmax_rows(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.where(span[:, None] > 0, (x - lo[:, None]) / np.where(span > 0, span, 1)[:, None], 1.0)
 
 
-def passage_part(dense: np.ndarray, rows: np.ndarray, weight: float, top: int,
-                 shape: tuple[int, int]) -> sp.csr_matrix:
+def passage_part(
+    dense: np.ndarray, rows: np.ndarray, weight: float, top: int, shape: tuple[int, int]
+) -> sp.csr_matrix:
     """The dense part of the personalization on ``rows``: ``weight`` × min–max dense score.
 
     Args:
@@ -94,9 +106,16 @@ def passage_part(dense: np.ndarray, rows: np.ndarray, weight: float, top: int,
     return sp.csr_matrix((weight * dense_norm[r, k], (r, k)), shape=shape)
 
 
-def ppr_top_docs(solver: Solver, transition: Transition, seeds: sp.csr_matrix, dense: np.ndarray,
-                 query_emb: np.ndarray, k: int, config: SolverKnobs,
-                 basis: Callable[[], PassageBasis]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def ppr_top_docs(
+    solver: Solver,
+    transition: Transition,
+    seeds: sp.csr_matrix,
+    dense: np.ndarray,
+    query_emb: np.ndarray,
+    k: int,
+    config: SolverKnobs,
+    basis: Callable[[], PassageBasis],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Top-``k`` PPR documents (eq 7) of every row's hybrid personalization.
 
     Args:
@@ -118,23 +137,40 @@ def ppr_top_docs(solver: Solver, transition: Transition, seeds: sp.csr_matrix, d
         return _linear_top(transition, basis(), seeds, query_emb, dense, k, config)
     pers = seeds
     if config.passage_node_weight > 0:
-        pers = (seeds + passage_part(dense, np.arange(len(dense)), config.passage_node_weight,
-                                     config.passage_seed_top, seeds.shape)).tocsr()
+        pers = (
+            seeds
+            + passage_part(
+                dense, np.arange(len(dense)), config.passage_node_weight, config.passage_seed_top, seeds.shape
+            )
+        ).tocsr()
         pers.sum_duplicates()
     if solver.method == "push":
         res = push_ppr(transition, pers, k=k, alpha=config.alpha, eps=config.ppr_push_eps, targets=n_docs)
         return res.ids, res.scores, res.touched
     full = batched_ppr(
-        transition, pers.toarray(), alpha=config.alpha, tol=config.ppr_tol, max_iter=config.ppr_max_iter,
-        block_size=config.ppr_block_size, method=solver.method, device=config.device,
+        transition,
+        pers.toarray(),
+        alpha=config.alpha,
+        tol=config.ppr_tol,
+        max_iter=config.ppr_max_iter,
+        block_size=config.ppr_block_size,
+        method=solver.method,
+        device=config.device,
         dtype=np.float32 if config.ppr_dtype == "float32" else np.float64,
     )[:, :n_docs]
     ids = np.stack([topk_stable(row, k) for row in full])
     return ids, np.take_along_axis(full, ids, axis=1), None
 
 
-def _linear_top(transition: Transition, basis: PassageBasis, seeds: sp.csr_matrix, q: np.ndarray,
-                dense: np.ndarray, k: int, config: SolverKnobs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _linear_top(
+    transition: Transition,
+    basis: PassageBasis,
+    seeds: sp.csr_matrix,
+    q: np.ndarray,
+    dense: np.ndarray,
+    k: int,
+    config: SolverKnobs,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-``k`` documents by :func:`~gta_verl.retrieval.ppr.linear.linear_ppr_docs`.
 
     The dense part ``w_p (E q − min)/(max − min)`` is affine in ``E q``: ``a E q + c 1``.

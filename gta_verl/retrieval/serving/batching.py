@@ -190,8 +190,10 @@ class MicroBatcher:
         """Raise :class:`RequestTooLarge` when ``queries`` exceed ``max_request_chars``."""
         n = request_chars(queries)
         if self.max_request_chars is not None and n > self.max_request_chars:
-            raise RequestTooLarge(f"request holds {n} query characters > limit {self.max_request_chars}; "
-                                  "split it into smaller requests")
+            raise RequestTooLarge(
+                f"request holds {n} query characters > limit {self.max_request_chars}; "
+                "split it into smaller requests"
+            )
 
     def _ensure_worker(self) -> asyncio.Event:
         if self._arrived is None or self._worker is None or self._worker.done():
@@ -238,7 +240,7 @@ class MicroBatcher:
             finally:  # a cancelled caller (timeout, disconnect) frees its unscheduled queries
                 if req in self._active:
                     self._active.remove(req)
-            for i, res in zip(good, results):
+            for i, res in zip(good, results, strict=True):
                 out[i] = res
         self._latency_ms.append((time.perf_counter() - t0) * 1000)
         return [r for r in out if r is not None]
@@ -276,7 +278,7 @@ class MicroBatcher:
                 results = await loop.run_in_executor(self._executor(), self.rank_fn, flat, topk)
             if len(results) != len(flat):
                 raise RuntimeError(f"{len(results)} results for {len(flat)} queries")
-        except Exception as exc:  # noqa: BLE001 - every caller gets an error result instead
+        except Exception as exc:  # every caller gets an error result instead
             self.n_errors += len(flat)
             results = error_results(flat, f"retrieval failed: {type(exc).__name__}: {exc}")
         pos = 0

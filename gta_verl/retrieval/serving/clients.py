@@ -75,8 +75,8 @@ class RayRetrieverClient:
         self.recreate = recreate
         self.lookup_grace_s = lookup_grace_s
         by_name = isinstance(actor_name_or_handle, str)
-        self._name = actor_name_or_handle if by_name else name
-        self._service = None if by_name else actor_name_or_handle
+        self._name: str | None = actor_name_or_handle if by_name else name
+        self._service: Any = None if by_name else actor_name_or_handle  # a Ray actor handle, None until found
         self._seen = self._service is not None
         self._version = -1
         self._replicas: list[tuple[Any, Any]] = []
@@ -90,14 +90,14 @@ class RayRetrieverClient:
     def _label(self) -> str:
         return f"retriever {self._name or 'actor'!r} (namespace {self.namespace!r})"
 
-    def _lookup(self, deadline: float) -> Any:
-        """The service handle by name; recreate or raise :class:`RetrieverGone` when absent."""
+    def _lookup(self, name: str, deadline: float) -> Any:
+        """The service handle by ``name``; recreate or raise :class:`RetrieverGone` when absent."""
         import ray
 
         t_end = min(deadline, time.perf_counter() + (0 if self._seen else self.lookup_grace_s))
         while True:
             try:
-                handle = ray.get_actor(self._name, namespace=self.namespace)
+                handle = ray.get_actor(name, namespace=self.namespace)
                 self._seen = True
                 return handle
             except ValueError:
@@ -109,18 +109,22 @@ class RayRetrieverClient:
                     break
                 time.sleep(0.1)
         if self._seen:
-            raise RetrieverGone(f"{self._label()} is gone for good (killed with ray.kill(no_restart=True) or "
-                                "its creator exited) and this client may not recreate it; recreate it with "
-                                "gta_verl.retrieval.serving.service.get_or_create_retriever_actor")
-        raise RetrieverGone(f"no {self._label()}: the trainer creates it before the first rollout "
-                            "(gta_verl.retrieval.serving.service.get_or_create_retriever_actor)")
+            raise RetrieverGone(
+                f"{self._label()} is gone for good (killed with ray.kill(no_restart=True) or "
+                "its creator exited) and this client may not recreate it; recreate it with "
+                "gta_verl.retrieval.serving.service.get_or_create_retriever_actor"
+            )
+        raise RetrieverGone(
+            f"no {self._label()}: the trainer creates it before the first rollout "
+            "(gta_verl.retrieval.serving.service.get_or_create_retriever_actor)"
+        )
 
     async def _refresh(self, deadline: float) -> None:
         """Fetch the ready replicas from the service (or treat a plain replica as the only one)."""
         if self._service is None:
             if self._name is None:
                 raise RetrieverGone(f"{self._label()} handle is dead and this client has no name to look up")
-            self._service = await asyncio.to_thread(self._lookup, deadline)
+            self._service = await asyncio.to_thread(self._lookup, self._name, deadline)
         service = self._service
         if not hasattr(service, "replicas"):  # a single replica's handle
             self._replicas, self._version = [(("single", 0), service)], 0
@@ -158,7 +162,7 @@ class RayRetrieverClient:
         if service is not None and hasattr(service, "report_failure") and key != ("single", 0):
             try:
                 service.report_failure.remote(key)
-            except Exception:  # noqa: BLE001 - the service itself is down: found at the next refresh
+            except Exception:  # the service itself is down: found at the next refresh
                 pass
 
     # ------------------------------------------------------------ calls
@@ -212,7 +216,7 @@ class RayRetrieverClient:
         self.metrics["calls"] += 1
         try:
             return await self._call(queries, t0 + self.timeout_s)
-        except Exception as exc:  # noqa: BLE001 - converted to error results by design
+        except Exception as exc:  # converted to error results by design
             return self._failed(queries, exc, t0)
 
     def _loop(self) -> asyncio.AbstractEventLoop:
@@ -228,8 +232,11 @@ class RayRetrieverClient:
         return asyncio.run_coroutine_threadsafe(self.aretrieve(queries), self._loop()).result()
 
     def __getstate__(self) -> dict[str, Any]:  # handles pickle; loops, locks and live routing do not
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_sync_loop", "_sync_lock", "_replicas",
-                                                                      "_out", "_version")}
+        state = {
+            k: v
+            for k, v in self.__dict__.items()
+            if k not in ("_sync_loop", "_sync_lock", "_replicas", "_out", "_version")
+        }
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -260,7 +267,8 @@ class InProcessRetrieverClient:
         self.max_batch = max_batch
         self._lock = threading.Lock()
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, MicroBatcher] = (
-            weakref.WeakKeyDictionary())
+            weakref.WeakKeyDictionary()
+        )
 
     def retrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:
         t0 = time.perf_counter()
@@ -271,7 +279,7 @@ class InProcessRetrieverClient:
             except (ValueError, TypeError):
                 # one bad query must not fail the others: answer them one by one
                 return [self._one(q) for q in queries]
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 return error_results(
                     queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000
                 )
@@ -281,7 +289,7 @@ class InProcessRetrieverClient:
             return self.retriever.retrieve([query])[0]
         except (ValueError, TypeError) as exc:
             return RetrievalResult(query=str(query), error=f"invalid query: {exc}")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return RetrievalResult(query=str(query), error=f"retrieval failed: {_describe(exc)}")
 
     def batcher(self) -> MicroBatcher:
@@ -290,8 +298,13 @@ class InProcessRetrieverClient:
         batcher = self._batchers.get(loop)
         if batcher is None:
             # no size limits: a caller in this process may send what `retrieve` accepts
-            batcher = MicroBatcher(self.retrieve, max_batch=self.max_batch, max_wait_ms=0.0,
-                                   max_request_chars=None, max_batch_chars=None)
+            batcher = MicroBatcher(
+                self.retrieve,
+                max_batch=self.max_batch,
+                max_wait_ms=0.0,
+                max_request_chars=None,
+                max_batch_chars=None,
+            )
             self._batchers[loop] = batcher
         return batcher
 
@@ -303,7 +316,7 @@ def results_from_response(queries: Sequence[str], payload: dict[str, Any]) -> li
     """Rebuild results from a ``/retrieve`` response (see :mod:`gta_verl.retrieval.serving.http`)."""
     out = []
     metas = payload.get("meta") or [{} for _ in queries]
-    for q, docs, meta in zip(queries, payload["result"], metas):
+    for q, docs, meta in zip(queries, payload["result"], metas, strict=True):
         hits = tuple(
             RetrievalHit(
                 doc_id=d["document"]["id"],
@@ -353,7 +366,7 @@ class HTTPRetrieverClient:
             resp = httpx.post(self.url, json=self._body(queries), timeout=self.timeout_s)
             resp.raise_for_status()
             return results_from_response(queries, resp.json())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return error_results(
                 queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000
             )
@@ -367,7 +380,7 @@ class HTTPRetrieverClient:
                 resp = await client.post(self.url, json=self._body(queries))
             resp.raise_for_status()
             return results_from_response(queries, resp.json())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return error_results(
                 queries, f"retrieval failed: {_describe(exc)}", (time.perf_counter() - t0) * 1000
             )

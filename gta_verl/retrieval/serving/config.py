@@ -66,9 +66,16 @@ class ServingConfig(StrictConfig):
             raise bad("num_replicas", "must be >= 1")
         if (self.min_replicas is None) != (self.max_replicas is None):
             raise bad("min_replicas", "set both min_replicas and max_replicas for autoscaling, or neither")
-        if self.min_replicas is not None and not 1 <= self.min_replicas <= self.num_replicas <= self.max_replicas:
-            raise bad("num_replicas", f"autoscaling needs 1 <= min_replicas <= num_replicas <= max_replicas, "
-                                      f"got {self.min_replicas}, {self.num_replicas}, {self.max_replicas}")
+        if (
+            self.min_replicas is not None
+            and self.max_replicas is not None
+            and not 1 <= self.min_replicas <= self.num_replicas <= self.max_replicas
+        ):
+            raise bad(
+                "num_replicas",
+                f"autoscaling needs 1 <= min_replicas <= num_replicas <= max_replicas, "
+                f"got {self.min_replicas}, {self.num_replicas}, {self.max_replicas}",
+            )
         if self.placement not in PLACEMENTS:
             raise bad("placement", f"must be one of {PLACEMENTS}")
         if self.placement == "resource" and not self.resource:

@@ -71,7 +71,8 @@ class RetrieveRequest(BaseModel):
                 q.encode("utf-8")
             except UnicodeEncodeError as exc:
                 raise ValueError(
-                    f"query {i} is not valid UTF-8 (lone surrogate at character {exc.start})") from None
+                    f"query {i} is not valid UTF-8 (lone surrogate at character {exc.start})"
+                ) from None
         return queries
 
 
@@ -166,9 +167,17 @@ def _duplicate_key(body: bytes) -> str | None:
 
 async def _reply(send: Any, status: int, detail: str) -> None:
     body = json.dumps({"detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -222,9 +231,12 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Any, exc: RequestValidationError) -> Any:
         # FastAPI's default echoes the input, and a lone surrogate in it cannot be encoded (a 500).
-        detail = [{"loc": list(e.get("loc", ())), "msg": _printable(str(e.get("msg", ""))),
-                   "type": e.get("type")} for e in exc.errors()]
+        detail = [
+            {"loc": list(e.get("loc", ())), "msg": _printable(str(e.get("msg", ""))), "type": e.get("type")}
+            for e in exc.errors()
+        ]
         return JSONResponse({"detail": detail}, status_code=422)
+
     batcher = MicroBatcher(
         retriever.retrieve,
         validate=lambda q: retriever.prepare_queries([q]),
@@ -264,9 +276,15 @@ def bind_message(host: str, port: int) -> str:
 
 
 def serve(
-    kb_dir: str, host: str = "127.0.0.1", port: int = 8000, config: Any = None,
-    allow_download: bool = False, header_timeout_s: float = HEADER_TIMEOUT_S,
-    body_timeout_s: float = BODY_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS, **app_kwargs: Any
+    kb_dir: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    config: Any = None,
+    allow_download: bool = False,
+    header_timeout_s: float = HEADER_TIMEOUT_S,
+    body_timeout_s: float = BODY_TIMEOUT_S,
+    max_connections: int = MAX_CONNECTIONS,
+    **app_kwargs: Any,
 ) -> None:
     """Load the KB and serve it with uvicorn (blocking); binds loopback by default.
 
@@ -279,8 +297,12 @@ def serve(
 
     retriever = GraphRetriever.from_kb_dir(kb_dir, config, allow_download=allow_download)
     print(bind_message(host, port), file=sys.stderr, flush=True)
-    serve_app(create_app(retriever, **app_kwargs), host, port,
-              Limits(header_timeout_s, body_timeout_s, max_connections))
+    serve_app(
+        create_app(retriever, **app_kwargs),
+        host,
+        port,
+        Limits(header_timeout_s, body_timeout_s, max_connections),
+    )
 
 
 def serve_app(app: Any, host: str, port: int, limits: Limits = Limits()) -> None:

@@ -100,8 +100,12 @@ class RateLimitFilter(logging.Filter):
         max_keys: bound on the remembered message kinds.
     """
 
-    def __init__(self, interval_s: float = LOG_INTERVAL_S, clock: Callable[[], float] = time.monotonic,
-                 max_keys: int = 1024) -> None:
+    def __init__(
+        self,
+        interval_s: float = LOG_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = 1024,
+    ) -> None:
         super().__init__()
         self.interval_s, self.clock, self.max_keys = interval_s, clock, max_keys
         self._seen: dict[tuple, list] = {}  # key -> [window start, suppressed count]
@@ -116,8 +120,9 @@ class RateLimitFilter(logging.Filter):
             state[1] += 1
             return False
         if state is not None and state[1]:
-            record.msg = (f"{record.msg} [{state[1]} identical messages suppressed "
-                          f"in the last {now - state[0]:.0f} s]")
+            record.msg = (
+                f"{record.msg} [{state[1]} identical messages suppressed in the last {now - state[0]:.0f} s]"
+            )
         self._seen.pop(key, None)
         self._seen[key] = [now, 0]
         if len(self._seen) > self.max_keys:  # drop the oldest kind; its suppressed count is lost
@@ -131,8 +136,12 @@ def install_log_filter(interval_s: float = LOG_INTERVAL_S) -> RateLimitFilter:
     Logger filters only see records logged on that logger, hence one per logger name
     rather than one on a parent. Call after ``uvicorn.Config()``, which configures logging.
     """
-    found = [f for name in RATE_LIMITED_LOGGERS for f in logging.getLogger(name).filters
-             if isinstance(f, RateLimitFilter)]
+    found = [
+        f
+        for name in RATE_LIMITED_LOGGERS
+        for f in logging.getLogger(name).filters
+        if isinstance(f, RateLimitFilter)
+    ]
     flt = found[0] if found else RateLimitFilter(interval_s)
     for name in RATE_LIMITED_LOGGERS:
         if flt not in logging.getLogger(name).filters:

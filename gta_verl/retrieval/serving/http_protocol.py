@@ -64,21 +64,24 @@ class LimitedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.waiting.pop(self, None)
-        self._header_timer = _cancel(self._header_timer)
-        self._body_timer = _cancel(self._body_timer)
+        _cancel(self._header_timer)
+        _cancel(self._body_timer)
+        self._header_timer = self._body_timer = None
         super().connection_lost(exc)
 
     def _track_state(self) -> None:
         """Move the deadlines along h11's view of the request: headers parsed, body complete."""
         their = self.conn.their_state
         if their is not h11.IDLE:
-            self._header_timer = _cancel(self._header_timer)
+            _cancel(self._header_timer)
+            self._header_timer = None
             self.waiting.pop(self, None)
         if their is h11.SEND_BODY:
             if self._body_timer is None:
                 self._body_timer = self.loop.call_later(self.limits.body_timeout_s, self._body_deadline)
         else:
-            self._body_timer = _cancel(self._body_timer)
+            _cancel(self._body_timer)
+            self._body_timer = None
 
     def _enforce_cap(self) -> None:
         """Past the cap, close the oldest connection awaiting a request (this one if it is the only one)."""
@@ -86,29 +89,39 @@ class LimitedH11Protocol(H11Protocol):
             return
         victim = next(iter(self.waiting))
         if victim is self:
-            logger.warning("max_connections=%d reached, all inside a request: closed a new connection",
-                           self.limits.max_connections)
+            logger.warning(
+                "max_connections=%d reached, all inside a request: closed a new connection",
+                self.limits.max_connections,
+            )
         else:
             # A kept-alive client may see this close as a connection reset on its next request; only
             # under overload, and better than idle sockets starving a client that has a request.
-            logger.warning("max_connections=%d reached: closed the oldest connection without a request",
-                           self.limits.max_connections)
+            logger.warning(
+                "max_connections=%d reached: closed the oldest connection without a request",
+                self.limits.max_connections,
+            )
         victim._close()
 
     def _header_deadline(self) -> None:
         self._header_timer = None
         if self.transport.is_closing():
             return
-        logger.warning("%s: no complete request headers within %g s, connection closed",
-                       _peer(self.client), self.limits.header_timeout_s)
+        logger.warning(
+            "%s: no complete request headers within %g s, connection closed",
+            _peer(self.client),
+            self.limits.header_timeout_s,
+        )
         self._close()
 
     def _body_deadline(self) -> None:
         self._body_timer = None
         if self.transport.is_closing():
             return
-        logger.warning("%s: request body incomplete %g s after its headers: 408, connection closed",
-                       _peer(self.client), self.limits.body_timeout_s)
+        logger.warning(
+            "%s: request body incomplete %g s after its headers: 408, connection closed",
+            _peer(self.client),
+            self.limits.body_timeout_s,
+        )
         cycle = self.cycle
         if cycle is not None and not cycle.response_started:
             # The app's receive() now returns http.disconnect and its sends are dropped, so the 408
@@ -120,11 +133,18 @@ class LimitedH11Protocol(H11Protocol):
 
     def _send_408(self) -> None:
         body = b'{"detail": "request body incomplete after %g s"}' % self.limits.body_timeout_s
-        headers = [*self.server_state.default_headers, (b"content-type", b"application/json"),
-                   (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+        headers = [
+            *self.server_state.default_headers,
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
         try:
-            for event in (h11.Response(status_code=408, headers=headers, reason=b"Request Timeout"),
-                          h11.Data(data=body), h11.EndOfMessage()):
+            for event in (
+                h11.Response(status_code=408, headers=headers, reason=b"Request Timeout"),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            ):
                 self.transport.write(self.conn.send(event))
         except h11.LocalProtocolError:  # h11 no longer allows a response here: closing is all that is left
             pass
@@ -144,7 +164,7 @@ def _cancel(timer: Any) -> None:
 
 
 def _peer(client: tuple[str, int] | None) -> str:
-    return "%s:%d" % client if client else "client"
+    return f"{client[0]}:{client[1]}" if client else "client"
 
 
 def limited_protocol(limits: Limits) -> type[LimitedH11Protocol]:
@@ -183,10 +203,15 @@ def make_server(app: Any, host: str, port: int, limits: Limits = Limits(), **uvi
     """
     cap = fd_capped(limits.max_connections)
     if cap < limits.max_connections:
-        logger.warning("max_connections %d lowered to %d: the open-file limit (ulimit -n) is %d",
-                       limits.max_connections, cap, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        logger.warning(
+            "max_connections %d lowered to %d: the open-file limit (ulimit -n) is %d",
+            limits.max_connections,
+            cap,
+            resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+        )
     protocol = limited_protocol(dataclasses.replace(limits, max_connections=cap))
-    config = uvicorn.Config(app, host=host, port=port, http=protocol, backlog=ACCEPT_BACKLOG,
-                            **uvicorn_kwargs)
+    config = uvicorn.Config(
+        app, host=host, port=port, http=protocol, backlog=ACCEPT_BACKLOG, **uvicorn_kwargs
+    )
     install_log_filter()  # after uvicorn.Config(), which configures logging
     return LimitedServer(config)

@@ -51,10 +51,14 @@ def limit_threads(n: int) -> dict[str, int]:
     import torch
 
     torch.set_num_threads(n)
-    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    # numba.config sets NUMBA_NUM_THREADS at import from the environment, out of mypy's sight
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     faiss.omp_set_num_threads(n)
-    return {"torch": torch.get_num_threads(), "numba": numba.get_num_threads(),
-            "faiss": faiss.omp_get_max_threads()}
+    return {
+        "torch": torch.get_num_threads(),
+        "numba": numba.get_num_threads(),
+        "faiss": faiss.omp_get_max_threads(),
+    }
 
 
 def check_kb_dir(kb_dir: str | Path, where: str) -> Path:
@@ -62,8 +66,10 @@ def check_kb_dir(kb_dir: str | Path, where: str) -> Path:
     path = Path(kb_dir)
     if not (path / "manifest.json").is_file():
         what = "does not exist" if not path.exists() else "is not a KB directory (no manifest.json)"
-        raise FileNotFoundError(f"retriever kb_dir {path} {what} {where}; build it with `gta-verl kb build` "
-                                "and make it readable at the same path on every retrieval node")
+        raise FileNotFoundError(
+            f"retriever kb_dir {path} {what} {where}; build it with `gta-verl kb build` "
+            "and make it readable at the same path on every retrieval node"
+        )
     return path
 
 
@@ -121,7 +127,9 @@ class RetrieverReplica:
         from gta_verl.kb.store import manifest_digest
 
         self.kb_digest = manifest_digest(self.retriever.kb.manifest)  # the version this process serves
-        logger.info("retriever replica ready: %s (%d docs, KB %s)", kb_dir, self.retriever.kb.n_docs, self.kb_digest)
+        logger.info(
+            "retriever replica ready: %s (%d docs, KB %s)", kb_dir, self.retriever.kb.n_docs, self.kb_digest
+        )
 
     async def retrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:
         """R(q) for each query; concurrent calls share one batched PPR."""
@@ -134,8 +142,12 @@ class RetrieverReplica:
 
     async def stats(self) -> dict[str, Any]:
         """Request count, batch sizes, p50/p95 latency, KB directory and config."""
-        return {**self.batcher.stats(), "kb_dir": self.kb_dir, "kb_digest": self.kb_digest,
-                "config": self.retriever.config.to_dict()}
+        return {
+            **self.batcher.stats(),
+            "kb_dir": self.kb_dir,
+            "kb_digest": self.kb_digest,
+            "config": self.retriever.config.to_dict(),
+        }
 
     async def kb_version(self) -> str:
         """:func:`gta_verl.kb.store.manifest_digest` of the KB this replica loaded."""
@@ -152,6 +164,12 @@ class RetrieverReplica:
 
         import ray
 
-        return {"status": "ok", "pid": os.getpid(), "host": socket.gethostname(),
-                "node_id": ray.get_runtime_context().get_node_id(), "n_docs": self.retriever.kb.n_docs,
-                "threads": self.threads, "kb_digest": self.kb_digest}
+        return {
+            "status": "ok",
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "n_docs": self.retriever.kb.n_docs,
+            "threads": self.threads,
+            "kb_digest": self.kb_digest,
+        }

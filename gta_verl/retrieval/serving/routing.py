@@ -14,6 +14,7 @@ from typing import Any
 
 from gta_verl.retrieval.serving.config import ServingConfig
 
+
 def pick_replica(outstanding: Sequence[int], rng: random.Random) -> int:
     """Power of two choices: of two distinct random replicas, the one with fewer calls out.
 
@@ -33,7 +34,9 @@ def pick_replica(outstanding: Sequence[int], rng: random.Random) -> int:
     return b if outstanding[b] < outstanding[a] else a
 
 
-def autoscale_delta(loads: Sequence[int], n_replicas: int, cfg: ServingConfig, streak: int) -> tuple[int, int]:
+def autoscale_delta(
+    loads: Sequence[int], n_replicas: int, cfg: ServingConfig, streak: int
+) -> tuple[int, int]:
     """One autoscaling tick: ``(replicas to add (+1) / remove (−1) / 0, new streak)``.
 
     ``streak`` counts consecutive ticks above target (positive) or below a quarter of
@@ -72,7 +75,8 @@ def replica_options(cfg: ServingConfig, slot: int, nodes: Sequence[Mapping[str, 
 
             # soft: a full CPU node must not leave the replica pending forever
             opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-                cpu_nodes[slot % len(cpu_nodes)], soft=True)
+                cpu_nodes[slot % len(cpu_nodes)], soft=True
+            )
         else:
             opts["scheduling_strategy"] = "SPREAD"
     return opts
@@ -92,8 +96,9 @@ def is_dead_for_good(exc: BaseException) -> bool:
     return isinstance(exc, ActorDiedError)
 
 
-def plan_versions(digests: Sequence[str | None], pinned: str | None,
-                  disk: str | None) -> tuple[str | None, list[int]]:
+def plan_versions(
+    digests: Sequence[str | None], pinned: str | None, disk: str | None
+) -> tuple[str | None, list[int]]:
     """Which KB version a service serves, and which replicas to replace to get there.
 
     A service answers from one KB version at a time: after ``kb add`` rewrites the directory, a
@@ -137,7 +142,7 @@ def disk_digest(kb_dir: str) -> str | None:
 
     try:
         return manifest_digest(read_manifest(kb_dir))
-    except Exception:  # noqa: BLE001 - the service may run where the KB is not mounted
+    except Exception:  # the service may run where the KB is not mounted
         return None
 
 
@@ -162,7 +167,7 @@ def _first_line(exc: BaseException) -> str:
     if headers:
         i = headers[-1]
         name, first = _EXC_HEADER.match(lines[i]).groups()  # type: ignore[union-attr]
-        rest = " ".join(ln.strip() for ln in lines[i + 1:] if ln.strip())
+        rest = " ".join(ln.strip() for ln in lines[i + 1 :] if ln.strip())
         return f"{name.rsplit('.', 1)[-1]}: {' '.join(x for x in (first, rest) if x)}"[:1000]
     text = next((ln.strip() for ln in lines if ln.strip()), "")
     return f"{type(exc).__name__}: {text[:400]}"

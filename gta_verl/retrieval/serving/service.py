@@ -44,6 +44,7 @@ from gta_verl.retrieval.serving.routing import (
 
 logger = logging.getLogger(__name__)
 
+
 # ---------------------------------------------------------------------- the service
 @dataclass
 class _Slot:
@@ -94,14 +95,24 @@ class RetrieverService:
 
         s = self.serving
         opts = replica_options(s, index, ray.nodes())
-        handle = ray.remote(RetrieverReplica).options(
-            name=f"{self.spec['name']}.{self.incarnation}.replica{index}.g{generation}",
-            namespace=self.spec.get("namespace"),
-            max_restarts=self.spec.get("max_restarts", -1),
-            max_concurrency=self.spec.get("max_concurrency", 4096),
-            **opts,
-        ).remote(self.spec["kb_dir"], self.spec["config"], s.max_batch, s.max_wait_ms,
-                 self.spec.get("embedder"), s.share_arrays)
+        handle = (
+            ray.remote(RetrieverReplica)
+            .options(
+                name=f"{self.spec['name']}.{self.incarnation}.replica{index}.g{generation}",
+                namespace=self.spec.get("namespace"),
+                max_restarts=self.spec.get("max_restarts", -1),
+                max_concurrency=self.spec.get("max_concurrency", 4096),
+                **opts,
+            )
+            .remote(
+                self.spec["kb_dir"],
+                self.spec["config"],
+                s.max_batch,
+                s.max_wait_ms,
+                self.spec.get("embedder"),
+                s.share_arrays,
+            )
+        )
         return _Slot(index, generation, handle)
 
     def _spawn(self, coro: Any) -> None:
@@ -119,14 +130,14 @@ class RetrieverService:
     async def _await_ready(self, slot: _Slot) -> None:
         try:
             info = await slot.handle.health.remote()
-        except Exception as exc:  # noqa: BLE001 - the constructor failed: record why
+        except Exception as exc:  # the constructor failed: record why
             if slot is not self._current(slot.index, slot.generation):
                 return
             slot.failures += 1
             slot.error = _first_line(exc)
             logger.error("retriever replica %d failed to start: %s", slot.index, slot.error)
             if slot.failures < self.MAX_CREATE_FAILURES:
-                await asyncio.sleep(0.5 * 2 ** slot.failures)
+                await asyncio.sleep(0.5 * 2**slot.failures)
                 self._replace(slot, keep_failures=True)
             return
         if slot is self._current(slot.index, slot.generation):
@@ -151,7 +162,7 @@ class RetrieverService:
         self.replaced += 0 if keep_failures else 1
         try:
             ray.kill(slot.handle, no_restart=True)
-        except Exception:  # noqa: BLE001 - already gone
+        except Exception:  # already gone
             pass
         self._spawn(self._await_ready(new))
 
@@ -161,7 +172,7 @@ class RetrieverService:
             slot.load = await asyncio.wait_for(slot.handle.load.remote(), self.PING_TIMEOUT_S)
             # a replica Ray restarted in place re-ran its constructor: it may hold a newer KB
             slot.digest = await asyncio.wait_for(slot.handle.kb_version.remote(), self.PING_TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if is_dead_for_good(exc) and slot in self.slots and slot.ready:
                 logger.warning("retriever replica %d died (%s): replacing it", slot.index, _first_line(exc))
                 self._replace(slot)
@@ -169,13 +180,19 @@ class RetrieverService:
     def _align_versions(self) -> None:
         """Apply :func:`plan_versions`: keep one pinned KB version, replace replicas off it."""
         ready = [s for s in self.slots if s.ready and not s.retiring]
-        pin, replace = plan_versions([s.digest for s in ready], self.kb_digest, disk_digest(self.spec["kb_dir"]))
+        pin, replace = plan_versions(
+            [s.digest for s in ready], self.kb_digest, disk_digest(self.spec["kb_dir"])
+        )
         if pin != self.kb_digest:
             logger.info("retriever service: serving KB version %s (was %s)", pin, self.kb_digest)
             self.kb_digest, self.version = pin, self.version + 1
         for i in replace:
-            logger.info("retriever replica %d serves KB %s, not %s: replacing it", ready[i].index,
-                        ready[i].digest, pin)
+            logger.info(
+                "retriever replica %d serves KB %s, not %s: replacing it",
+                ready[i].index,
+                ready[i].digest,
+                pin,
+            )
             self._replace(ready[i])
 
     def _serving(self, slot: _Slot) -> bool:
@@ -187,8 +204,9 @@ class RetrieverService:
             ready = [s for s in self.slots if s.ready and not s.retiring]
             await asyncio.gather(*(self._check(s) for s in ready))
             self._align_versions()
-            delta, self._streak = autoscale_delta([s.load for s in ready], len(ready), self.serving,
-                                                  self._streak)
+            delta, self._streak = autoscale_delta(
+                [s.load for s in ready], len(ready), self.serving, self._streak
+            )
             if delta > 0:
                 slot = self._start(max(s.index for s in self.slots) + 1, 0)
                 self.slots.append(slot)
@@ -212,10 +230,16 @@ class RetrieverService:
         """``{"version", "replicas": [(key, handle)], "error"}`` of the ready replicas."""
         self._ensure_monitor()
         live = [s for s in self.slots if self._serving(s)]
-        errors = [f"replica {s.index}: {s.error}" for s in self.slots
-                  if s.error and s.failures >= self.MAX_CREATE_FAILURES]
-        return {"version": self.version, "replicas": [((s.index, s.generation), s.handle) for s in live],
-                "error": "; ".join(errors) if errors and not live else None}
+        errors = [
+            f"replica {s.index}: {s.error}"
+            for s in self.slots
+            if s.error and s.failures >= self.MAX_CREATE_FAILURES
+        ]
+        return {
+            "version": self.version,
+            "replicas": [((s.index, s.generation), s.handle) for s in live],
+            "error": "; ".join(errors) if errors and not live else None,
+        }
 
     async def report_failure(self, key: tuple[int, int]) -> None:
         """A client saw a transport error on replica ``key``: check it now."""
@@ -238,16 +262,24 @@ class RetrieverService:
             failed = [s for s in self.slots if s.error and s.failures >= self.MAX_CREATE_FAILURES]
             if failed:
                 s = failed[0]
-                raise RuntimeError(f"retriever replica {s.index} could not load kb_dir={self.spec['kb_dir']}: "
-                                   f"{s.error}")
+                raise RuntimeError(
+                    f"retriever replica {s.index} could not load kb_dir={self.spec['kb_dir']}: {s.error}"
+                )
             if all(s.ready for s in self.slots):
-                return {"status": "ok", "replicas": len(self.slots), "kb_dir": self.spec["kb_dir"],
-                        "version": self.version, "kb_digest": self.kb_digest,
-                        "replica_kb_digests": [s.digest for s in self.slots]}
+                return {
+                    "status": "ok",
+                    "replicas": len(self.slots),
+                    "kb_dir": self.spec["kb_dir"],
+                    "version": self.version,
+                    "kb_digest": self.kb_digest,
+                    "replica_kb_digests": [s.digest for s in self.slots],
+                }
             if time.monotonic() > deadline:
                 pending = [s.index for s in self.slots if not s.ready]
-                raise TimeoutError(f"retriever replicas {pending} not ready after {timeout_s:g} s "
-                                   f"(placement={self.serving.placement!r}: does a node fit them?)")
+                raise TimeoutError(
+                    f"retriever replicas {pending} not ready after {timeout_s:g} s "
+                    f"(placement={self.serving.placement!r}: does a node fit them?)"
+                )
             await asyncio.sleep(0.05)
 
     async def retrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:
@@ -263,7 +295,7 @@ class RetrieverService:
             self._out[key] = self._out.get(key, 0) + 1
             try:
                 return await slot.handle.retrieve.remote(list(queries))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 if not is_actor_error(exc):
                     raise
                 tried.add(key)
@@ -287,9 +319,17 @@ class RetrieverService:
         good = [st for st in per if isinstance(st, dict)]
         for k in ("latency_ms_p50", "latency_ms_p95", "batch_size_mean"):
             agg[k] = max((st.get(k, 0.0) for st in good), default=0.0)  # worst replica
-        return {**agg, "replicas": len(live), "replaced": self.replaced, "version": self.version,
-                "routed_retries": self.routed_retries, "kb_dir": self.spec["kb_dir"], "kb_digest": self.kb_digest,
-                "config": self.spec["config"], "per_replica": good}
+        return {
+            **agg,
+            "replicas": len(live),
+            "replaced": self.replaced,
+            "version": self.version,
+            "routed_retries": self.routed_retries,
+            "kb_dir": self.spec["kb_dir"],
+            "kb_digest": self.kb_digest,
+            "config": self.spec["config"],
+            "per_replica": good,
+        }
 
     async def shutdown(self) -> None:
         """Kill every replica (the service itself is killed by its owner)."""
@@ -300,7 +340,7 @@ class RetrieverService:
         for s in self.slots:
             try:
                 ray.kill(s.handle, no_restart=True)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         self.slots = []
 
@@ -328,15 +368,19 @@ class RetrieverSpec:
         import ray
 
         check_kb_dir(self.kb_dir, "on the creating node")
-        return ray.remote(RetrieverService).options(
-            name=self.name,
-            namespace=self.namespace,
-            get_if_exists=True,
-            lifetime=self.lifetime,
-            num_cpus=0,  # routing bookkeeping only; replicas reserve the CPUs
-            max_restarts=self.max_restarts,
-            max_concurrency=self.max_concurrency,
-        ).remote(asdict(self))
+        return (
+            ray.remote(RetrieverService)
+            .options(
+                name=self.name,
+                namespace=self.namespace,
+                get_if_exists=True,
+                lifetime=self.lifetime,
+                num_cpus=0,  # routing bookkeeping only; replicas reserve the CPUs
+                max_restarts=self.max_restarts,
+                max_concurrency=self.max_concurrency,
+            )
+            .remote(asdict(self))
+        )
 
 
 def get_or_create_retriever_actor(
@@ -384,8 +428,10 @@ def get_or_create_retriever_actor(
     if num_gpus:
         raise ValueError("the retriever takes no GPU (verl's placement groups hold them); use num_gpus=0")
     # only what the caller passed replaces the serving config's own settings
-    given = {"num_cpus": num_cpus, "max_batch": max_batch, "max_wait_ms": max_wait_ms}
-    serving = dataclasses.replace(serving or ServingConfig(), **{k: v for k, v in given.items() if v is not None})
+    given: dict[str, Any] = {"num_cpus": num_cpus, "max_batch": max_batch, "max_wait_ms": max_wait_ms}
+    serving = dataclasses.replace(
+        serving or ServingConfig(), **{k: v for k, v in given.items() if v is not None}
+    )
     spec = RetrieverSpec(
         kb_dir=str(Path(kb_dir).resolve()),
         config=(config or RetrieverConfig()).to_dict(),

@@ -35,26 +35,48 @@ CACHE_FORMAT = 1
 _EMB = ("passage_emb", "entity_emb", "triple_emb")
 _BASIS = ("doc_response", "ones_response", "emb_mass", "node_mass")
 #: Modules whose code derives the cached arrays: a change to any of them invalidates the cache.
-_CODE = ("gta_verl.retrieval.retriever", "gta_verl.retrieval.ppr.transition", "gta_verl.retrieval.index", __name__,
-         "gta_verl.retrieval.ppr.linear", "gta_verl.retrieval.ppr.fused_power")
+_CODE = (
+    "gta_verl.retrieval.retriever",
+    "gta_verl.retrieval.ppr.transition",
+    "gta_verl.retrieval.index",
+    __name__,
+    "gta_verl.retrieval.ppr.linear",
+    "gta_verl.retrieval.ppr.fused_power",
+)
 
 
 def shared_cache_key(manifest: dict[str, Any], config: Any) -> str:
     """sha256 of the KB checksums, the index settings and the deriving code."""
     files = manifest.get("files") if isinstance(manifest, dict) else None
-    h = hashlib.sha256(json.dumps({"files": files, "format": CACHE_FORMAT, "index": config.index,
-                                   "nprobe": config.ivf_nprobe, "hnsw_m": config.hnsw_m,
-                                   "basis_alpha": config.alpha if config.uses_passage_basis else None,
-                                   "scan": getattr(config, "triple_scan", "float32")},
-                                  sort_keys=True, default=str).encode())
+    h = hashlib.sha256(
+        json.dumps(
+            {
+                "files": files,
+                "format": CACHE_FORMAT,
+                "index": config.index,
+                "nprobe": config.ivf_nprobe,
+                "hnsw_m": config.hnsw_m,
+                "basis_alpha": config.alpha if config.uses_passage_basis else None,
+                "scan": getattr(config, "triple_scan", "float32"),
+            },
+            sort_keys=True,
+            default=str,
+        ).encode()
+    )
     for name in _CODE:
-        h.update(Path(importlib.util.find_spec(name).origin).read_bytes())
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise ImportError(f"{name}: no source file to fingerprint the cache with")
+        h.update(Path(spec.origin).read_bytes())
     return h.hexdigest()
 
 
 def _save_transition(tr: Any, d: Path) -> dict[str, Any]:
-    meta: dict[str, Any] = {"n": int(tr.matrix.shape[0]), "sym": tr.sym is not None,
-                            "perm": tr.perm is not None}
+    meta: dict[str, Any] = {
+        "n": int(tr.matrix.shape[0]),
+        "sym": tr.sym is not None,
+        "perm": tr.perm is not None,
+    }
     for tag, m in (("matrix", tr.matrix), ("sym", tr.sym)):
         if m is not None:
             for part in ("data", "indices", "indptr"):
@@ -76,9 +98,12 @@ def _load_transition(d: Path, meta: dict[str, Any]) -> Any:
         m.has_sorted_indices = True  # written sorted; scipy must not sort the read-only map in place
         return m
 
-    return Transition(matrix=csr("matrix"), sym=csr("sym") if meta["sym"] else None,
-                      strength=np.load(d / "strength.npy", mmap_mode="r"),
-                      perm=np.load(d / "perm.npy", mmap_mode="r") if meta["perm"] else None)
+    return Transition(
+        matrix=csr("matrix"),
+        sym=csr("sym") if meta["sym"] else None,
+        strength=np.load(d / "strength.npy", mmap_mode="r"),
+        perm=np.load(d / "perm.npy", mmap_mode="r") if meta["perm"] else None,
+    )
 
 
 def _write_cache(retriever: Any, d: Path) -> None:
@@ -87,8 +112,11 @@ def _write_cache(retriever: Any, d: Path) -> None:
     np.save(d / "fact_pairs.npy", retriever._fact_pairs)
     np.save(d / "fact_emb.npy", np.ascontiguousarray(retriever._fact_emb, dtype=np.float32))
     np.save(d / "doc_freq.npy", retriever._doc_freq)
-    meta = {"format": CACHE_FORMAT, "transition": _save_transition(retriever.transition, d),
-            "fact_index": retriever._fact_index is not None}
+    meta = {
+        "format": CACHE_FORMAT,
+        "transition": _save_transition(retriever.transition, d),
+        "fact_index": retriever._fact_index is not None,
+    }
     if retriever._fact_index is not None:
         faiss.write_index(retriever._fact_index._index, str(d / "fact_index.faiss"))
     scan = retriever._fact_index._bf16 if retriever._fact_index is not None else None
@@ -150,14 +178,17 @@ def attach_shared_arrays(retriever: Any, cache_dir: Path) -> Any:
     if meta.get("bf16") and retriever._fact_index is not None and retriever._fact_index._bf16 is not None:
         from gta_verl.retrieval.index import Bf16Scan, _flat_vectors
 
-        retriever._fact_index._bf16 = Bf16Scan(_flat_vectors(retriever._fact_index._index),
-                                               np.load(cache_dir / "fact_bf16.npy", mmap_mode="r"),
-                                               meta["bf16"]["max_norm"])
+        retriever._fact_index._bf16 = Bf16Scan(
+            _flat_vectors(retriever._fact_index._index),
+            np.load(cache_dir / "fact_bf16.npy", mmap_mode="r"),
+            meta["bf16"]["max_norm"],
+        )
     if meta.get("basis"):
         from gta_verl.retrieval.ppr.linear import PassageBasis
 
-        retriever._basis = PassageBasis(**{n: np.load(cache_dir / f"basis_{n}.npy", mmap_mode="r") for n in _BASIS},
-                                        **meta["basis"])
+        retriever._basis = PassageBasis(
+            **{n: np.load(cache_dir / f"basis_{n}.npy", mmap_mode="r") for n in _BASIS}, **meta["basis"]
+        )
     return retriever
 
 
@@ -170,8 +201,9 @@ def mapped_kb(kb: Any, kb_dir: str | Path) -> Any:
     return replace(kb, **arrays)
 
 
-def load_shared_retriever(kb_dir: str | Path, config: Any = None, embedder: Any = None,
-                          cache_root: str | Path | None = None) -> Any:
+def load_shared_retriever(
+    kb_dir: str | Path, config: Any = None, embedder: Any = None, cache_root: str | Path | None = None
+) -> Any:
     """A :class:`GraphRetriever` whose large arrays are node-shared memory maps.
 
     Args:

@@ -59,6 +59,6 @@ class VLLMGenerator:
         try:
             results = self.llm.chat(conversations, self._params, use_tqdm=False)
             replies: list[str | Exception] = [r.outputs[0].text if r.outputs else "" for r in results]
-        except Exception as exc:  # noqa: BLE001 - one failed batch must not kill the run
+        except Exception as exc:  # one failed batch must not kill the run
             replies = [exc] * len(paths)
         return self.prompts.outcomes(paths, replies, kb, self.name)

@@ -29,7 +29,7 @@ def _igraph(g: ig.Graph, pers: np.ndarray, alpha: float = 0.5) -> np.ndarray:
 def _networkx(g: ig.Graph, pers: np.ndarray, alpha: float = 0.5) -> np.ndarray:
     G = nx.Graph()
     G.add_nodes_from(range(g.vcount()))
-    for e, w in zip(g.get_edgelist(), g.es["weight"]):
+    for e, w in zip(g.get_edgelist(), g.es["weight"], strict=True):
         G.add_edge(*e, weight=w)
     out = []
     for p in pers:

@@ -38,8 +38,9 @@ def test_config_and_retriever_agree_on_the_passage_basis() -> None:
     assert set(PPR_METHODS) == {"push", "cg", "power", "fused", "linear"}
 
 
-def test_substitution_is_logged_once_with_its_reason(caplog: pytest.LogCaptureFixture,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_substitution_is_logged_once_with_its_reason(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A Hydra run earlier in the session (verl's @hydra.main in the recipe-guard tests) applies a logging
     # config that disables every logger created before it; the warning must be seen regardless.
     monkeypatch.setattr(logging.getLogger("gta_verl.retrieval.ppr.choice"), "disabled", False)

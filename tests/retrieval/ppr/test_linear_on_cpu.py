@@ -10,8 +10,8 @@ import scipy.sparse as sp
 
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.evaluate import evaluate_retrieval
-from gta_verl.retrieval.ppr.linear import build_passage_basis, linear_ppr_docs
 from gta_verl.retrieval.ppr.batched import batched_ppr
+from gta_verl.retrieval.ppr.linear import build_passage_basis, linear_ppr_docs
 from gta_verl.retrieval.ppr.transition import transition_from_edges
 from gta_verl.retrieval.retriever import GraphRetriever
 from tests.retrieval.ppr.rankings import assert_same_rankings, exact_config
@@ -34,8 +34,9 @@ def test_star_graph_hand_computed() -> None:
     """
     tr, emb, seeds = _star()
     basis = build_passage_basis(tr, emb, alpha=0.5, dtype=np.float64, tol=1e-13)
-    scores, touched = linear_ppr_docs(tr, basis, seeds, np.array([[1.0]], np.float32), np.array([0.1]),
-                                      np.array([0.1]), eps=1e-14)
+    scores, touched = linear_ppr_docs(
+        tr, basis, seeds, np.array([[1.0]], np.float32), np.array([0.1]), np.array([0.1]), eps=1e-14
+    )
     np.testing.assert_allclose(scores[0], [35 / 165, 29 / 165, 9 / 165], atol=1e-7)
     assert touched[0] == 3  # entity 2 and its two documents; the isolated document is never pushed
 
@@ -76,7 +77,9 @@ def test_linear_rejects_an_all_zero_personalization() -> None:
     tr, emb, _ = _star()
     basis = build_passage_basis(tr, emb)
     with pytest.raises(ValueError, match="all zero"):
-        linear_ppr_docs(tr, basis, sp.csr_matrix((1, 4)), np.zeros((1, 1), np.float32), np.zeros(1), np.zeros(1))
+        linear_ppr_docs(
+            tr, basis, sp.csr_matrix((1, 4)), np.zeros((1, 1), np.float32), np.zeros(1), np.zeros(1)
+        )
 
 
 @pytest.fixture(scope="module")

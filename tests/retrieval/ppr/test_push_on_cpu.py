@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gta_verl.retrieval.ppr.transition import build_transition, transition_from_edges
 from gta_verl.retrieval.ppr.push import push_ppr
+from gta_verl.retrieval.ppr.transition import build_transition, transition_from_edges
 from gta_verl.testing.synthetic_graphs import GraphSpec, make_seed_personalization, make_synthetic_graph
 
 
@@ -107,8 +107,13 @@ def test_cached_scratch_threshold_and_targets_leave_no_trace_between_calls() -> 
         return push_ppr(transition_from_edges(sg.spec.n_nodes, sg.edges, sg.weights), pers, **kw)
 
     tr = transition_from_edges(sg.spec.n_nodes, sg.edges, sg.weights)
-    calls = [dict(k=10, eps=1e-6, targets=80), dict(k=10, eps=1e-4, targets=80), dict(k=5, eps=1e-6, targets=40),
-             dict(k=10, eps=1e-6, targets=None, n_threads=2), dict(k=10, eps=1e-6, targets=80)]
+    calls = [
+        dict(k=10, eps=1e-6, targets=80),
+        dict(k=10, eps=1e-4, targets=80),
+        dict(k=5, eps=1e-6, targets=40),
+        dict(k=10, eps=1e-6, targets=None, n_threads=2),
+        dict(k=10, eps=1e-6, targets=80),
+    ]
     for kw in calls:
         got, want = push_ppr(tr, pers, **kw), fresh(**kw)
         np.testing.assert_array_equal(got.ids, want.ids)

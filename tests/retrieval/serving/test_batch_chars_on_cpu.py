@@ -1,4 +1,4 @@
-"""The micro-batcher's per-batch character budget (issue 14 item 2, long queries from concurrent requests).
+"""The micro-batcher's per-batch character budget (long queries from concurrent requests).
 
 The per-request character cap alone let one caller send several capped requests of long
 queries at once; round-robin by query count then filled a 256-slot batch with 2,000-
@@ -75,7 +75,7 @@ def test_long_query_requests_cannot_crowd_out_single_queries() -> None:
     out = asyncio.run(together())
     # Batch 1, 7 callers: share 256 // 7 = 36 queries but 1,000 // 7 = 142 characters each, so each long
     # request gives its first query only (200 each → 800), the small ones theirs (810, 820, 830). Round 2:
-    # 830 + 200 > 1,000 → full. Without the budget, round 1 took all 40 long queries (8,030 characters).
+    # 830 + 200 > 1,000 → full. Without the budget, round 1 would take all 40 long queries (8,030 characters).
     assert rec.batches[0] == [longs[0][0], longs[1][0], longs[2][0], longs[3][0], *(s[0] for s in smalls)]
     # every batch after: 5 long queries (1,000 characters) at most
     assert all(sum(map(len, b)) <= 1_000 for b in rec.batches)

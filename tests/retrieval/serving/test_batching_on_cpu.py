@@ -1,4 +1,4 @@
-"""The micro-batcher: bounded batches, round-robin fairness across callers, a character cap (issue 14 item 2)."""
+"""The micro-batcher: bounded batches, round-robin fairness across callers, a character cap."""
 
 from __future__ import annotations
 
@@ -35,8 +35,12 @@ def test_large_request_is_split_and_small_callers_go_first() -> None:
     out = asyncio.run(_together(batcher, [(big, None), (["s1"], None), (["s2"], None), (["s3"], None)]))
     # Round 1: 4 callers waiting, room 4 → share 4 // 4 = 1 each: [b0, s1, s2, s3].
     # Then only the big caller waits: 4 + 4 + 3 = the remaining 11 queries.
-    assert rec.batches == [["b0", "s1", "s2", "s3"], ["b1", "b2", "b3", "b4"], ["b5", "b6", "b7", "b8"],
-                           ["b9", "b10", "b11"]]
+    assert rec.batches == [
+        ["b0", "s1", "s2", "s3"],
+        ["b1", "b2", "b3", "b4"],
+        ["b5", "b6", "b7", "b8"],
+        ["b9", "b10", "b11"],
+    ]
     assert [r.query for r in out[0]] == big and [r.query for r in out[3]] == ["s3"]
     assert batcher.stats()["batch_size_max"] == 4
 
@@ -53,8 +57,10 @@ def test_topk_requests_batch_only_with_the_same_topk() -> None:
 def test_plan_batch_round_robin_shares() -> None:
     loop = asyncio.new_event_loop()
     try:
-        reqs = [_Request([f"{n}{i}" for i in range(k)], None, loop.create_future())
-                for n, k in (("A", 10), ("B", 1), ("C", 10))]
+        reqs = [
+            _Request([f"{n}{i}" for i in range(k)], None, loop.create_future())
+            for n, k in (("A", 10), ("B", 1), ("C", 10))
+        ]
         active = deque(reqs)
         # room 8, 3 callers: share 8 // 3 = 2 → A2 B1 C2 (room 3); round 2, A and C: share 3 // 2 = 1
         # → A1 C1 (room 1); round 3: share max(1, 1 // 2) = 1 → A1, room 0. A: 4, B: 1, C: 3.
@@ -72,8 +78,9 @@ def test_request_character_cap_gives_error_results() -> None:
     rec = Recorder()
     batcher = MicroBatcher(rec, max_batch=4, max_wait_ms=1, max_request_chars=10)
     (out,) = asyncio.run(_together(batcher, [(["abcdef", "ghijk"], None)]))  # 6 + 5 = 11 > 10
-    assert [r.error for r in out] == ["request holds 11 query characters > limit 10; split it into smaller "
-                                      "requests"] * 2
+    assert [r.error for r in out] == [
+        "request holds 11 query characters > limit 10; split it into smaller requests"
+    ] * 2
     assert rec.batches == []
     (out,) = asyncio.run(_together(batcher, [(["abcdef", "ghij"], None)]))  # 6 + 4 = 10: served
     assert all(r.ok for r in out) and rec.batches == [["abcdef", "ghij"]]
@@ -90,7 +97,9 @@ def test_invalid_query_and_failing_fn_become_error_results() -> None:
     batcher = MicroBatcher(boom, validate=validate, max_batch=2, max_wait_ms=1)
     (out,) = asyncio.run(_together(batcher, [(["a", " ", "b", "c"], None)]))
     assert out[1].error == "invalid query: empty"
-    assert [r.error for i, r in enumerate(out) if i != 1] == ["retrieval failed: RuntimeError: index gone"] * 3
+    assert [r.error for i, r in enumerate(out) if i != 1] == [
+        "retrieval failed: RuntimeError: index gone"
+    ] * 3
 
 
 def test_cancelled_caller_frees_its_queries() -> None:

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from gta_verl.retrieval.base import AsyncRetriever, Retriever
-from gta_verl.retrieval.serving.clients import HTTPRetrieverClient, InProcessRetrieverClient
 from gta_verl.retrieval.retriever import GraphRetriever
+from gta_verl.retrieval.serving.clients import HTTPRetrieverClient, InProcessRetrieverClient
 
 QS = ["Where was the president of France born?", "capital of Japan"]
 
@@ -64,7 +64,7 @@ def test_in_process_client_batches_concurrent_calls(retriever: GraphRetriever) -
     assert counting.batches[0] == queries[:1] and counting.batches[1] == queries[1:]
     # the blank query fails alone (the batch falls back to one-by-one), every other answer is retrieve's
     assert not results[2].ok and "empty" in results[2].error
-    for q, r in zip(queries, results):
+    for q, r in zip(queries, results, strict=True):
         if q.strip():
             assert r.ok and r.doc_ids == retriever.retrieve([q])[0].doc_ids
 

@@ -16,9 +16,9 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
+from gta_verl.retrieval.retriever import GraphRetriever
 from gta_verl.retrieval.serving.http_limits import Limits, RateLimitFilter, fd_capped
 from gta_verl.retrieval.serving.http_protocol import make_server
-from gta_verl.retrieval.retriever import GraphRetriever
 
 HEADER_S, BODY_S = 0.5, 1.0
 
@@ -74,7 +74,7 @@ def _read_until_closed(s: socket.socket) -> tuple[bytes, float | None]:
     try:
         while chunk := s.recv(65536):
             out += chunk
-    except socket.timeout:
+    except TimeoutError:
         return out, None
     except ConnectionResetError:
         pass
@@ -114,8 +114,10 @@ def test_headers_dripped_byte_by_byte_still_meet_the_deadline(url: str) -> None:
 
 def test_half_sent_body_is_408_and_closed(url: str) -> None:
     with _connect(url) as s:
-        s.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: 100\r\n\r\n" + b'{"queries": ["cap')
+        s.sendall(
+            b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n" + b'{"queries": ["cap'
+        )
         out, closed_after = _read_until_closed(s)
     head = out.split(b"\r\n\r\n", 1)[0].lower()
     assert head.startswith(b"http/1.1 408"), out[:300]
@@ -138,8 +140,10 @@ def test_complete_requests_are_not_cut(url: str) -> None:
     # A request slower than nothing but within the deadlines is served, body sent in two parts.
     body = b'{"queries": ["capital of Japan"]}'
     with _connect(url) as s:
-        s.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body[:10])
+        s.sendall(
+            b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body[:10]
+        )
         time.sleep(0.6 * BODY_S)  # past the header deadline, within the body one
         s.sendall(body[10:])
         out = s.recv(65536)
@@ -163,7 +167,7 @@ def test_normal_client_served_while_idle_sockets_exceed_the_cap(retriever: Graph
                 s.settimeout(0.05)
                 try:
                     closed += s.recv(1) == b""
-                except socket.timeout:
+                except TimeoutError:
                     pass
                 except ConnectionResetError:
                     closed += 1
@@ -205,8 +209,9 @@ def test_rate_limit_filter_suppresses_repeats_and_counts_them() -> None:
     now[0] = 10.5
     rec = _record("%s:%d - Invalid HTTP request received.", args=("127.0.0.1", 6000))
     assert flt.filter(rec)
-    assert rec.getMessage() == ("127.0.0.1:6000 - Invalid HTTP request received. "
-                                "[4 identical messages suppressed in the last 10 s]")
+    assert rec.getMessage() == (
+        "127.0.0.1:6000 - Invalid HTTP request received. [4 identical messages suppressed in the last 10 s]"
+    )
     now[0] = 11.0
     assert not flt.filter(_record("%s:%d - Invalid HTTP request received.", args=("127.0.0.1", 1)))
 
@@ -234,6 +239,18 @@ def test_cli_exposes_the_limits() -> None:
 
     args = build_parser().parse_args(["retriever", "serve", "--kb", "x"])
     assert (args.header_timeout, args.body_timeout, args.max_connections) == (10.0, 30.0, 4096)
-    args = build_parser().parse_args(["retriever", "serve", "--kb", "x", "--header-timeout", "2",
-                                      "--body-timeout", "5", "--max-connections", "100"])
+    args = build_parser().parse_args(
+        [
+            "retriever",
+            "serve",
+            "--kb",
+            "x",
+            "--header-timeout",
+            "2",
+            "--body-timeout",
+            "5",
+            "--max-connections",
+            "100",
+        ]
+    )
     assert (args.header_timeout, args.body_timeout, args.max_connections) == (2.0, 5.0, 100)

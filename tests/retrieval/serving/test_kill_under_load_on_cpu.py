@@ -1,4 +1,4 @@
-"""The retriever killed three ways while 64 calls are in flight (issue 14 item 4, the kill matrix).
+"""The retriever killed three ways while 64 calls are in flight (the kill matrix).
 
 A replica, then the service actor, is killed with ``ray.kill(no_restart=True)`` (Ray's
 default, permanent), ``ray.kill(no_restart=False)`` and SIGKILL of its process, while 64
@@ -19,19 +19,23 @@ import time
 
 import pytest
 
+from gta_verl.retrieval.config import RetrieverConfig
+from gta_verl.retrieval.retriever import GraphRetriever
+from gta_verl.retrieval.serving.clients import RayRetrieverClient
+from gta_verl.retrieval.serving.config import ServingConfig
+from gta_verl.retrieval.serving.service import RetrieverSpec
+
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
-from gta_verl.retrieval.serving.service import RetrieverSpec  # noqa: E402
-from gta_verl.retrieval.serving.clients import RayRetrieverClient  # noqa: E402
-from gta_verl.retrieval.config import RetrieverConfig  # noqa: E402
-from gta_verl.retrieval.serving.config import ServingConfig  # noqa: E402
-from gta_verl.retrieval.retriever import GraphRetriever  # noqa: E402
-
 EMB = "gta_verl.testing.toy_kb:HashEmbedder"
 NS, NAME = "gta_verl_kill_test", "rt_kill_matrix"
-QS = ["Where was the president of France born?", "capital of Japan", "chancellor of Germany",
-      "Mount Fuji height"]
+QS = [
+    "Where was the president of France born?",
+    "capital of Japan",
+    "chancellor of Germany",
+    "Mount Fuji height",
+]
 N_CALLS = 64
 RECOVERY_S = 300.0  # a bound against hanging (a fresh Ray worker on a busy 2-core machine), not a speed claim
 KILLS = ["ray.kill(no_restart=True)", "ray.kill(no_restart=False)", "SIGKILL"]
@@ -46,9 +50,14 @@ def client(toy_kb_dir) -> RayRetrieverClient:
     recreated (Ray destroys a non-detached actor once its creator holds no handle).
     """
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace=NS)
-    spec = RetrieverSpec(kb_dir=str(toy_kb_dir), config=RetrieverConfig().to_dict(), name=NAME, namespace=NS,
-                         embedder=EMB, serving=ServingConfig(num_replicas=1, num_cpus=0.25,
-                                                             monitor_interval_s=0.2).to_dict())
+    spec = RetrieverSpec(
+        kb_dir=str(toy_kb_dir),
+        config=RetrieverConfig().to_dict(),
+        name=NAME,
+        namespace=NS,
+        embedder=EMB,
+        serving=ServingConfig(num_replicas=1, num_cpus=0.25, monitor_interval_s=0.2).to_dict(),
+    )
     handle = spec.create()
     ray.get(handle.health.remote())
     yield RayRetrieverClient(handle, timeout_s=60, recreate=spec.create, name=NAME)
@@ -97,8 +106,9 @@ def _recovered(client: RayRetrieverClient) -> list:
 
 @pytest.mark.parametrize("how", KILLS)
 @pytest.mark.parametrize("target", ["replica", "service"])
-def test_kill_during_64_concurrent_calls(client: RayRetrieverClient, toy_kb, hash_embedder, target: str,
-                                        how: str) -> None:
+def test_kill_during_64_concurrent_calls(
+    client: RayRetrieverClient, toy_kb, hash_embedder, target: str, how: str
+) -> None:
     expected = [r.doc_ids for r in GraphRetriever(toy_kb, hash_embedder).retrieve(QS)]
     ray.get(ray.get_actor(NAME, namespace=NS).health.remote())
     before = [r.doc_ids for r in client.retrieve(QS)]

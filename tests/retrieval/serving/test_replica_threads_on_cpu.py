@@ -1,4 +1,4 @@
-"""Thread caps of a retriever replica (issue 12: no oversubscribed cores)."""
+"""Thread caps of a retriever replica: no oversubscribed cores."""
 
 from __future__ import annotations
 

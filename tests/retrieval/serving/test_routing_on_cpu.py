@@ -18,7 +18,8 @@ def test_power_of_two_choices() -> None:
     # the strictly most loaded of three is never chosen: it always loses its pair
     picks = [pick_replica([1, 2, 3], rng) for _ in range(300)]
     assert 2 not in picks
-    # index 0 wins whenever drawn: P = P(0 in the pair) = 2/3 of 3000 ≈ 2000 (±5 σ, σ = √(3000·2/3·1/3) ≈ 25.8)
+    # index 0 wins whenever drawn: P = P(0 in the pair) = 2/3 of 3000 ≈ 2000
+    # (±5 σ, σ = √(3000·2/3·1/3) ≈ 25.8)
     wins = sum(pick_replica([0, 9, 9], rng) == 0 for _ in range(3000))
     assert 2000 - 130 < wins < 2000 + 130
     with pytest.raises(ValueError):
@@ -26,8 +27,14 @@ def test_power_of_two_choices() -> None:
 
 
 def test_autoscale_delta() -> None:
-    cfg = ServingConfig(num_replicas=2, min_replicas=1, max_replicas=3, target_queued_queries=100,
-                        upscale_ticks=2, downscale_ticks=3)
+    cfg = ServingConfig(
+        num_replicas=2,
+        min_replicas=1,
+        max_replicas=3,
+        target_queued_queries=100,
+        upscale_ticks=2,
+        downscale_ticks=3,
+    )
     # mean (150 + 130) / 2 = 140 > 100: first tick starts the streak, second adds one replica
     assert autoscale_delta([150, 130], 2, cfg, 0) == (0, 1)
     assert autoscale_delta([150, 130], 2, cfg, 1) == (1, 0)
@@ -60,20 +67,24 @@ def test_placement_options() -> None:
     assert replica_options(cfg, 0, NODES)["num_cpus"] == 2 and replica_options(cfg, 0, NODES)["num_gpus"] == 0
     gpu_only = [NODES[1]]
     assert replica_options(cfg, 0, gpu_only)["scheduling_strategy"] == "SPREAD"
-    res = replica_options(ServingConfig(placement="resource", resource="retriever", resource_per_replica=0.5), 0,
-                          NODES)
+    res = replica_options(
+        ServingConfig(placement="resource", resource="retriever", resource_per_replica=0.5), 0, NODES
+    )
     assert res["resources"] == {"retriever": 0.5} and "scheduling_strategy" not in res
     assert "scheduling_strategy" not in replica_options(ServingConfig(placement="any"), 0, NODES)
 
 
-@pytest.mark.parametrize("bad, match", [
-    ({"num_replicas": 0}, "num_replicas"),
-    ({"min_replicas": 1}, "min_replicas"),
-    ({"min_replicas": 2, "max_replicas": 4, "num_replicas": 1}, "num_replicas"),
-    ({"placement": "gpu"}, "placement"),
-    ({"placement": "resource"}, "resource"),
-    ({"max_batch": 0}, "max_batch"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"num_replicas": 0}, "num_replicas"),
+        ({"min_replicas": 1}, "min_replicas"),
+        ({"min_replicas": 2, "max_replicas": 4, "num_replicas": 1}, "num_replicas"),
+        ({"placement": "gpu"}, "placement"),
+        ({"placement": "resource"}, "resource"),
+        ({"max_batch": 0}, "max_batch"),
+    ],
+)
 def test_serving_config_rejects(bad: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         ServingConfig(**bad)
@@ -84,8 +95,17 @@ def test_serving_config_rejects(bad: dict, match: str) -> None:
 def test_gta_retriever_section_keys() -> None:
     from gta_verl.retrieval.section import RetrieverSection
 
-    sec = RetrieverSection.from_dict({"kb_dir": "/kb", "num_replicas": 4, "min_replicas": 2, "max_replicas": 8,
-                                      "placement": "resource", "resource": "retriever", "num_cpus": 2})
+    sec = RetrieverSection.from_dict(
+        {
+            "kb_dir": "/kb",
+            "num_replicas": 4,
+            "min_replicas": 2,
+            "max_replicas": 8,
+            "placement": "resource",
+            "resource": "retriever",
+            "num_cpus": 2,
+        }
+    )
     serving = sec.serving_config()
     assert (serving.num_replicas, serving.min_replicas, serving.max_replicas) == (4, 2, 8)
     assert (serving.placement, serving.resource, serving.num_cpus) == ("resource", "retriever", 2.0)
@@ -95,7 +115,7 @@ def test_gta_retriever_section_keys() -> None:
         RetrieverSection.from_dict({"kb_dir": "/kb", "min_replicas": 2})
 
 
-# --- why a replica failed (reliability round 3, item 8) -----------------------------------------
+# --- why a replica failed -----------------------------------------------------------------------
 
 # Ray's text for a constructor that raised EmbedderUnavailable (captured from ray 2.x: ANSI colour,
 # caret lines, the frame, then the exception header and its continuation line).
@@ -105,7 +125,8 @@ _RAY_CREATION_ERROR = (
     "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
     '  File "gta_verl/kb/embed.py", line 281, in _cached_snapshot\n'
     "gta_verl.kb.embed.EmbedderUnavailable: embedder 'x' is not in the local Hugging Face cache;\n"
-    "pass --allow-download to fetch it once.")
+    "pass --allow-download to fetch it once."
+)
 
 
 def test_replica_failure_keeps_the_cause_and_its_hint():
@@ -113,15 +134,18 @@ def test_replica_failure_keeps_the_cause_and_its_hint():
     from gta_verl.retrieval.serving.routing import _first_line
 
     line = _first_line(RuntimeError(_RAY_CREATION_ERROR))
-    assert line == ("EmbedderUnavailable: embedder 'x' is not in the local Hugging Face cache; "
-                    "pass --allow-download to fetch it once.")
+    assert line == (
+        "EmbedderUnavailable: embedder 'x' is not in the local Hugging Face cache; "
+        "pass --allow-download to fetch it once."
+    )
 
 
 def test_replica_failure_without_a_traceback_names_the_exception():
     from gta_verl.retrieval.serving.routing import _first_line
 
     assert _first_line(TimeoutError("replica 0 did not answer in 20 s\nmore")) == (
-        "TimeoutError: replica 0 did not answer in 20 s")
+        "TimeoutError: replica 0 did not answer in 20 s"
+    )
     assert _first_line(ValueError("")) == "ValueError: "
 
 
@@ -131,7 +155,7 @@ def test_a_message_line_that_looks_like_a_header_is_not_a_cause():
     assert _first_line(ValueError("bad config\nNote: see docs")) == "ValueError: bad config"
 
 
-# --- one KB version per service (reliability round 3, item 7) ---------------------------------
+# --- one KB version per service ---------------------------------------------------------------
 
 
 def test_plan_versions_pins_the_disk_version_and_replaces_the_rest():

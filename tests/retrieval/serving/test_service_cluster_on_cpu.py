@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from gta_verl.retrieval.retriever import GraphRetriever
+from gta_verl.retrieval.serving.clients import RayRetrieverClient
+from gta_verl.retrieval.serving.config import ServingConfig
+from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
+
 ray = pytest.importorskip("ray")
 
-from ray.cluster_utils import Cluster  # noqa: E402
-
-from gta_verl.retrieval.serving.service import get_or_create_retriever_actor  # noqa: E402
-from gta_verl.retrieval.serving.clients import RayRetrieverClient  # noqa: E402
-from gta_verl.retrieval.serving.config import ServingConfig  # noqa: E402
-from gta_verl.retrieval.retriever import GraphRetriever  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402 - needs ray: after the importorskip
 
 EMB = "gta_verl.testing.toy_kb:HashEmbedder"
 NS = "gta_verl_cluster_test"
@@ -49,9 +49,12 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def service(cluster, toy_kb_dir):
-    serving = ServingConfig(num_replicas=2, placement="resource", resource="retriever", monitor_interval_s=0.2)
-    handle = get_or_create_retriever_actor(toy_kb_dir, name=NAME, namespace=NS, num_cpus=0.5, embedder=EMB,
-                                           serving=serving)
+    serving = ServingConfig(
+        num_replicas=2, placement="resource", resource="retriever", monitor_interval_s=0.2
+    )
+    handle = get_or_create_retriever_actor(
+        toy_kb_dir, name=NAME, namespace=NS, num_cpus=0.5, embedder=EMB, serving=serving
+    )
     ray.get(handle.health.remote(timeout_s=300))
     yield handle
     ray.get(handle.shutdown.remote())
@@ -61,7 +64,7 @@ def service(cluster, toy_kb_dir):
 @pytest.fixture(scope="module")
 def expected(toy_kb, hash_embedder) -> dict[str, tuple[str, ...]]:
     local = GraphRetriever(toy_kb, hash_embedder)
-    return {q: r.doc_ids for q, r in zip(QS, local.retrieve(list(QS)))}
+    return {q: r.doc_ids for q, r in zip(QS, local.retrieve(list(QS)), strict=True)}
 
 
 @ray.remote(num_cpus=0, resources={"caller": 1})
@@ -73,7 +76,9 @@ def _query_each_replica(queries: list[str]) -> dict:
     for _, h in info["replicas"]:
         health = ray.get(h.health.remote())
         out["replicas"][health["node_id"]] = {
-            "pid": health["pid"], "doc_ids": [r.doc_ids for r in ray.get(h.retrieve.remote(queries))]}
+            "pid": health["pid"],
+            "doc_ids": [r.doc_ids for r in ray.get(h.retrieve.remote(queries))],
+        }
     client = RayRetrieverClient(NAME, timeout_s=60, namespace=NS)
     out["client"] = [r.doc_ids for r in client.retrieve(queries)]
     return out
@@ -108,7 +113,9 @@ class _Callers:
 
 
 def _mapped(pid: int) -> set[str]:
-    return {ln.split()[-1] for ln in Path(f"/proc/{pid}/maps").read_text().splitlines() if ln.endswith(".npy")}
+    return {
+        ln.split()[-1] for ln in Path(f"/proc/{pid}/maps").read_text().splitlines() if ln.endswith(".npy")
+    }
 
 
 def test_two_replicas_on_two_nodes_equal_in_process(cluster, service, expected) -> None:
@@ -121,7 +128,9 @@ def test_two_replicas_on_two_nodes_equal_in_process(cluster, service, expected) 
     # both replicas map the same node-cache files read-only (one copy in the page cache)
     maps = [_mapped(rep["pid"]) for rep in out["replicas"].values()]
     shared = maps[0] & maps[1]
-    assert any(p.endswith("/fact_emb.npy") for p in shared) and any(p.endswith("/passage_emb.npy") for p in shared)
+    assert any(p.endswith("/fact_emb.npy") for p in shared) and any(
+        p.endswith("/passage_emb.npy") for p in shared
+    )
     assert any(p.endswith("/matrix_indices.npy") for p in shared)
 
 

@@ -24,7 +24,11 @@ def test_shared_equals_in_process(musique_kb_dir, musique_kb, musique_qa, embedd
         assert [r.doc_ids for r in got] == [r.doc_ids for r in want]
         assert [[h.score for h in r.hits] for r in got] == [[h.score for h in r.hits] for r in want]
     # the big arrays are read-only maps of files, not private copies
-    for arr in (second._passage_emb, second._fact_emb, second._transition.matrix.data,
-                second._transition.matrix.indices):
+    for arr in (
+        second._passage_emb,
+        second._fact_emb,
+        second._transition.matrix.data,
+        second._transition.matrix.indices,
+    ):
         assert not arr.flags.writeable
     assert isinstance(np.load(cache / "fact_emb.npy", mmap_mode="r"), np.memmap)
