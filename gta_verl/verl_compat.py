@@ -153,7 +153,8 @@ def allow_topk_teacher_engine(engine_name: str) -> None:
         return current(self, use_topk, topk)
 
     _validate_topk_logprobs._gta_extra_engines = {engine_name}  # type: ignore[attr-defined]
-    DistillationTeacherModelConfig._validate_topk_logprobs = _validate_topk_logprobs
+    # Patched on the class: verl calls the validator from the dataclass's __post_init__.
+    DistillationTeacherModelConfig._validate_topk_logprobs = _validate_topk_logprobs  # type: ignore[method-assign]
 
 
 def _retry_plugin_registration() -> None:

@@ -199,7 +199,7 @@ def unique_texts(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
 
 
 def token_budget_batches(
-    lengths: Sequence[int], max_tokens: int, max_rows: int, max_pad: float = 0.1
+    lengths: Sequence[int] | np.ndarray, max_tokens: int, max_rows: int, max_pad: float = 0.1
 ) -> list[tuple[int, int]]:
     """Cut texts sorted by decreasing token count into ``[start, end)`` batches.
 
