@@ -32,6 +32,7 @@ from gta_verl.agent.observation import fit_observation
 from gta_verl.data import schema
 from gta_verl.data.types import RetrievalHit
 from gta_verl.protocol import INVALID_ACTION_MESSAGE
+from gta_verl.retrieval.section import RetrieverSection
 from gta_verl.strict_config import StrictConfig
 from gta_verl.verl_compat import BaseTool, OpenAIFunctionToolSchema, ToolResponse
 
@@ -56,9 +57,10 @@ class ToolSettings(StrictConfig):
 
     WHERE = "GraphSearchTool config"
 
-    actor_name: str = "gta_verl_graph_retriever"
+    # The same service and budget as gta.retriever's, so both loops find one actor by name.
+    actor_name: str = RetrieverSection.actor_name
     kb_dir: str | None = None
-    timeout_s: float = 30.0
+    timeout_s: float = RetrieverSection.timeout_s
     transport: RetrieverTransport = "auto"
     retriever_url: str | None = None
     max_obs_chars: int = 2048
