@@ -17,7 +17,8 @@ Usage:
 5. Each final checkpoint evaluated on the held-out split; ``<out>/learning.md`` gets the Table-3-layout table
    (mean ± std over seeds), the learning-curve PNG and the settings; per-step metrics stay in ``<out>/runs/``.
 
-Resumable: a run with ``done.json`` is not redone; an evaluation with its records is not redone.
+Resumable: a run with ``done.json`` is not redone; an evaluation with its records is not redone;
+``--report-only`` writes the tables and curves from the finished runs without starting another.
 """
 
 from __future__ import annotations
@@ -321,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
         help="real QA parquet every checkpoint is also evaluated on ('bundled': the 100 MuSiQue "
         "questions the KB was built from; '' to skip)",
     )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="write the tables and curves from the finished runs; start no new run",
+    )
     args = p.parse_args(argv)
 
     from gta_verl.cpu.prepare import _ensure_kb, default_root
@@ -394,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         ]
     results = []
     for cond, seed in run_order(args.conditions.split(","), args.seeds_ab, args.seeds_cd):
+        if args.report_only and not (out / "runs" / f"{cond}_s{seed}" / "done.json").is_file():
+            print(f"run ({cond}) seed {seed}: not finished, left out of the report", flush=True)
+            continue
         print(f"run ({cond}) seed {seed}", flush=True)
         results.append(run_condition(cond, seed, ws, kb, out, args))
     cond_rows = [
