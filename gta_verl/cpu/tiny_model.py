@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 #: Bump when the architecture, tokenizer or saved files change (invalidates caches).
@@ -50,12 +51,20 @@ def build_tiny_model(out: str | Path | None = None, seed: int = 0, force: bool =
     target = Path(out) if out is not None else default_tiny_model_dir(seed)
     if is_complete(target) and not force:
         return target
+
+    def write(tmp: Path) -> None:
+        tiny_qwen2(seed=seed).save_pretrained(str(tmp), safe_serialization=True)
+        load_qwen_tokenizer().save_pretrained(str(tmp))
+
+    return _write_model_dir(target, write)
+
+
+def _write_model_dir(target: Path, write: Callable[[Path], object]) -> Path:
+    """Run ``write`` into a temp dir beside ``target`` and rename it there: no reader sees half a model."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        model = tiny_qwen2(seed=seed)
-        model.save_pretrained(str(tmp), safe_serialization=True)
-        load_qwen_tokenizer().save_pretrained(str(tmp))
+        write(tmp)
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
@@ -100,18 +109,7 @@ def build_corpus_tiny_model(kb_dir: str | Path, stage1: str | Path, out: str | P
     target = Path(out)
     if is_complete(target):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
     rows = pd.read_parquet(stage1).to_dict("records")
     tok = train_corpus_tokenizer(sft_data.tokenizer_texts(load_kb(kb_dir).passages, rows))
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        sft_data.init_model_dir(tmp, tok, size=sft_data.WarmStartModel(**CORPUS_TINY_BODY), seed=seed)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    except OSError:
-        if not is_complete(target):  # a racing builder did not finish either
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    body = sft_data.WarmStartModel(**CORPUS_TINY_BODY)
+    return _write_model_dir(target, lambda tmp: sft_data.init_model_dir(tmp, tok, size=body, seed=seed))
