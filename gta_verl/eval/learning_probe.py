@@ -11,9 +11,11 @@ A_i is GRPO's group-normalized advantage of the reward *re-scored* from each rol
 truth and turn records (:func:`rescored_rewards`), so a sign flipped anywhere between the reward function and
 the loss shows. A correct policy-gradient step raises the log-probability of above-average rollouts' own
 tokens and lowers that of below-average ones, so S_policy > 0; a flipped reward or advantage sign makes it
-negative. With observation tokens masked out of the loss they change only through shared weights, so S_obs ≪
-S_policy; training on them (a dropped mask) raises S_obs to the size of S_policy.
-Rollouts without an observation token are left out of S_obs's mean.
+negative. Rollouts without an observation token are left out of S_obs's mean. S_obs is reported, not
+judged: observation tokens move through the weights they share with the policy's tokens, and the retrieved
+passages are the same corpus text the policy writes its queries in, so S_obs reached 0.73 · S_policy with the
+mask intact on one machine. Whether the loss saw observations is checked exactly instead
+(:func:`unmasked_observation_tokens`).
 
 Which tokens are observations is read from the protocol, not from the dumped response mask (the very
 thing a dropped-mask bug corrupts): every token from an ``<info>`` tag through its ``</info>``
@@ -112,6 +114,28 @@ def observation_positions(response_ids: Sequence[int], open_id: int, close_id: i
         if int(t) == close_id:
             inside = False
     return mask
+
+
+def unmasked_observation_tokens(dump: Mapping[str, Any], tokenizer: Any) -> list[tuple[int, int]]:
+    """(rollout, position) of every token inside an ``<info>`` block whose dumped response mask is 1.
+
+    The dumped mask is the one verl's loss multiplies by, so an empty list means no retriever token was
+    trained on; a dropped observation mask lists every observation token. The loop's newlines around a
+    block are masked too but are not in the protocol's block, so they are not checked.
+    """
+    from gta_verl.protocol import INFO_CLOSE, INFO_OPEN
+
+    open_id, close_id = (
+        tokenizer.convert_tokens_to_ids(INFO_OPEN),
+        tokenizer.convert_tokens_to_ids(INFO_CLOSE),
+    )
+    out = []
+    for i, (ids, mask) in enumerate(zip(dump["responses"], dump["response_mask"], strict=True)):
+        protocol = observation_positions(ids, open_id, close_id)
+        out.extend(
+            (i, t) for t, (m, p) in enumerate(zip(mask, protocol, strict=True)) if p == 0 and int(m) == 1
+        )
+    return out
 
 
 def grpo_advantages(rewards: Sequence[float], groups: Sequence[Any], eps: float = 1e-6) -> list[float]:

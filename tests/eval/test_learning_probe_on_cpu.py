@@ -72,3 +72,28 @@ def test_grpo_advantages_hand_computed():
     # Â = (r − 1) / 1.41421 → 0, −0.70711, −0.70711, 1.41421; group "b" has one rollout → 0
     got = grpo_advantages([1.0, 0.0, 0.0, 3.0, 2.0], ["a", "a", "a", "a", "b"])
     assert got == pytest.approx([0.0, -0.70711, -0.70711, 1.41421, 0.0], abs=1e-4)
+
+
+class _TagIds:
+    """The two tag ids the check reads: ``<info>`` → 7, ``</info>`` → 8."""
+
+    def convert_tokens_to_ids(self, token):
+        from gta_verl.protocol import INFO_CLOSE, INFO_OPEN
+
+        return {INFO_OPEN: 7, INFO_CLOSE: 8}[token]
+
+
+def test_unmasked_observation_tokens_lists_info_tokens_in_the_loss():
+    from gta_verl.eval.learning_probe import unmasked_observation_tokens
+
+    # rollout 0: [q, \n, <info>, d, </info>, \n, a] with the loop's mask: the block and its newlines 0
+    # rollout 1: the same ids with the mask dropped (all 1): positions 2, 3, 4 are inside the block
+    ids = [5, 1, 7, 9, 8, 1, 6]
+    kept = [1, 0, 0, 0, 0, 0, 1]
+    dump = {"responses": [ids, ids], "response_mask": [kept, [1] * 7]}
+    assert unmasked_observation_tokens(dump, _TagIds()) == [(1, 2), (1, 3), (1, 4)]
+    # a newline the loop left unmasked is outside the protocol's block: not an observation token
+    assert (
+        unmasked_observation_tokens({"responses": [ids], "response_mask": [[1, 1, 0, 0, 0, 1, 1]]}, _TagIds())
+        == []
+    )

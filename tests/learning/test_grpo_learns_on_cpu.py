@@ -9,8 +9,10 @@ rollout with the pure trajectory-guided reward, takes GRPO advantages of those r
 * S_policy > 0 — the log-probability of above-average rollouts' own tokens rose, of below-average
   ones fell: only a correct reward sign, advantage and loss placement do that;
 * verl's advantages agree in sign with the re-scored ones on every rollout;
-* S_obs < S_policy / 2 — retriever observations, masked out of the loss, moved much less than the
-  policy's tokens (a dropped observation mask trains on them directly).
+* no token inside an ``<info>`` block carries response mask 1 in the step's dump — the mask verl's loss
+  multiplies by (a dropped observation mask trains on them directly). S_obs, the same shift over
+  observation tokens, is printed, not judged: they move through shared weights (0.73 · S_policy on one
+  machine with the mask intact), so no ratio separates a kept mask from a dropped one.
 
 The test fails with the reward sign flipped and with the observation mask dropped (both checked
 by hand), so it guards both. Marked ``verl_e2e`` (CI runs it).
@@ -57,7 +59,13 @@ def test_one_grpo_step_moves_the_policy_toward_above_average_rollouts(one_step):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from gta_verl.eval.learning_probe import grpo_advantages, probe_step, rescored_rewards, sequence_advantage
+    from gta_verl.eval.learning_probe import (
+        grpo_advantages,
+        probe_step,
+        rescored_rewards,
+        sequence_advantage,
+        unmasked_observation_tokens,
+    )
 
     ws, out, ckpt, run = one_step
     dump = torch.load(out / "dump" / "1.tokens.pt", weights_only=False)  # our own file: ids, masks, dicts
@@ -79,4 +87,7 @@ def test_one_grpo_step_moves_the_policy_toward_above_average_rollouts(one_step):
         f"verl's advantages disagree in sign with the re-scored rewards' (ours, verl's): {disagree}"
     )
     assert res.policy_shift > 0, f"the update lowered above-average rollouts' log-probability: {res}"
-    assert res.obs_shift < 0.5 * res.policy_shift, f"observation tokens moved like trained tokens: {res}"
+    trained_obs = unmasked_observation_tokens(dump, tok)
+    assert not trained_obs, (
+        f"{len(trained_obs)} <info> tokens in the loss (rollout, position): {trained_obs[:8]}"
+    )
