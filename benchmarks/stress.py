@@ -1,6 +1,6 @@
 """Reliability suite: hostile input, stall, load, actor kills, fuzzed generations, bad KBs/corpora.
 
-Prints markdown tables (recorded in docs/reliability.md). Sections (``--sections``, comma-separated):
+Prints markdown tables (recorded in docs/benchmarks/stress.md). Sections (``--sections``, comma-separated):
 
 * ``corpus``: malformed-corpus matrix (MuSiQue records, JSON and JSONL): in = loaded + rejected.
 * ``kb``: corrupted-KB matrix on copies of the MuSiQue KB: each case a KBLoadError naming the file.
