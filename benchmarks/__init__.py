@@ -1,6 +1,7 @@
 """Measurement scripts; each writes or prints one page of ``docs/benchmarks/``.
 
 Run them as modules from the repository root, e.g. ``python -m benchmarks.retriever``: the root is
-then on ``sys.path``, so a benchmark imports its siblings (``benchmarks.replicas``) and the test
-suite's helpers (``tests.conftest``'s cached KB) with plain imports.
+then on ``sys.path``, so a benchmark imports its siblings (``benchmarks.replicas``) with plain
+imports. Helpers shared with the test suite (the cached MuSiQue KB, the KB corruptions, the reward
+cases) live in :mod:`gta_verl.testing`; no benchmark imports ``tests``.
 """

@@ -5,7 +5,7 @@ opens ``--idle`` sockets that never send a byte, then times how long a normal cl
 ``POST /retrieve``, fresh connection, 2 s timeout per try) is locked out, and how many bytes
 the server logs. ``old`` is the reference without connection limits (plain ``uvicorn.run``);
 ``limited`` serves through ``serve_app``, with ``http_limits`` (what ``serve()`` runs).
-Prints a markdown table. Loopback only; about 40 s per mode.
+Prints a markdown table (recorded in docs/benchmarks/http_lockout.md). Loopback only; about 40 s per mode.
 
     .venv/bin/python -m benchmarks.http_lockout [--modes old,limited] [--idle 1100] [--nofile 1024]
 """

@@ -17,7 +17,7 @@ cap): only the passages shown, as shown, enter P, exactly as in training. Rollou
 Each rollout is labelled by how much of S(x) it was shown (all / some / none) and P is
 computed with both readings (``best_passage``, ``bag``). Prints markdown tables: P
 quantiles per label, and for candidate θ_P the share of rollouts routed P↑ per label.
-Results and the command are recorded in docs/path_router.md.
+Results and the command are recorded in docs/benchmarks/p_distribution.md.
 """
 
 from __future__ import annotations

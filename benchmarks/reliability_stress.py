@@ -373,10 +373,10 @@ KINDS: dict[str, tuple[Any, dict | None, dict | None, str | None, str | tuple[st
 def _malformed_row(tok, prompt_ids, case, kind: str):
     import numpy as np
 
-    from tests.rewards.test_managers_on_cpu import make_data
+    from gta_verl.testing.reward_data import make_reward_data
 
     gt, fields, extra, drop, _ = KINDS[kind]
-    data = make_data(tok, prompt_ids, case)
+    data = make_reward_data(tok, prompt_ids, case)
     ntb = data.non_tensor_batch
     if gt is not None:
         ntb["reward_model"] = np.array([{"style": "rule", "ground_truth": gt}], dtype=object)
@@ -424,8 +424,8 @@ class BatchCase:
         import gta_verl.verl_compat  # noqa: F401 - verl first, as the tests import it
         from gta_verl.agent.tokenizer import load_qwen_tokenizer
         from gta_verl.protocol import build_messages
-        from tests.rewards.cases import CASES
-        from tests.rewards.test_managers_on_cpu import make_data, make_manager
+        from gta_verl.testing.reward_cases import CASES
+        from gta_verl.testing.reward_data import make_reward_data, make_reward_manager
 
         logging.getLogger("gta_verl.rewards.managers").setLevel(logging.ERROR)  # one warning per bad row
         self.tok = load_qwen_tokenizer()
@@ -434,9 +434,9 @@ class BatchCase:
         )
         self.prompt_ids = self.tok.encode(text, add_special_tokens=False)
         self.cases = [CASES[i % len(CASES)] for i in range(rows)]
-        self.clean_rows = [make_data(self.tok, self.prompt_ids, c) for c in self.cases]
+        self.clean_rows = [make_reward_data(self.tok, self.prompt_ids, c) for c in self.cases]
         self.managers = {
-            n: make_manager(n, self.tok) for n in ("trajectory_guided", "exact_match", "path_router")
+            n: make_reward_manager(n, self.tok) for n in ("trajectory_guided", "exact_match", "path_router")
         }
         self.clean = {n: asyncio.run(self._score(m, self.clean_rows)) for n, m in self.managers.items()}
 

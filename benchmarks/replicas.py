@@ -34,14 +34,14 @@ def musique_kb_dir() -> Path:
     """The cached MuSiQue KB of the test suite (built once if absent)."""
     from gta_verl.kb.embed import cache_root
     from gta_verl.kb.store import KBLoadError, verify_kb
-    from tests.conftest import _build, musique_kb_key
+    from gta_verl.testing.musique_kb import build_musique_kb, musique_kb_key
 
     out = cache_root() / "kb" / f"musique-{musique_kb_key()[:16]}"
     try:
         verify_kb(out)
     except KBLoadError:
         out.parent.mkdir(parents=True, exist_ok=True)
-        _build(out)
+        build_musique_kb(out)
     return out
 
 

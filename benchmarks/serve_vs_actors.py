@@ -23,8 +23,8 @@ layer is the only difference:
 Reference in the same run: in-process ``GraphRetriever.retrieve`` on batches of 64, whose
 doc ids every served result must equal. Rows alternate actors / Serve per replica count so
 that a change of machine load hits both. Memory per replica from ``/proc/<pid>/smaps_rollup``
-(helpers shared with ``benchmarks/replicas.py``). Prints a markdown table (docs/scale.md,
-"Serving: actors vs Ray Serve").
+(helpers shared with ``benchmarks/replicas.py``). Prints a markdown table (recorded in
+docs/benchmarks/serve_vs_actors.md; the decision in docs/scale.md, "Serving: actors vs Ray Serve").
 """
 
 from __future__ import annotations

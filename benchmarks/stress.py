@@ -1,6 +1,6 @@
 """Reliability suite: hostile input, stall, load, actor kills, fuzzed generations, bad KBs/corpora.
 
-Prints markdown tables (recorded in docs/reliability.md). Sections (``--sections``, comma-separated):
+Prints markdown tables (recorded in docs/benchmarks/stress.md). Sections (``--sections``, comma-separated):
 
 * ``corpus``: malformed-corpus matrix (MuSiQue records, JSON and JSONL): in = loaded + rejected.
 * ``kb``: corrupted-KB matrix on copies of the MuSiQue KB: each case a KBLoadError naming the file.
@@ -205,19 +205,19 @@ def section_fuzz(n: int, seed: int) -> None:
 # ------------------------------------------------------------------------------------------ KB matrix
 def section_kb() -> None:
     from gta_verl.kb.store import KBLoadError
-    from tests.kb.test_store_hardening_on_cpu import CASES, _load_bounded
+    from gta_verl.testing.kb_corruption import KB_CORRUPTIONS, load_kb_bounded
 
     src = musique_kb_dir()
     print("\n### Corrupted-KB matrix (copies of the MuSiQue KB)\n")
     print("| corruption | result | names the file | ms |\n|---|---|---|---:|")
     with tempfile.TemporaryDirectory() as tmp:
-        for case, (corrupt, _) in CASES.items():
+        for case, (corrupt, _) in KB_CORRUPTIONS.items():
             kb = Path(tmp) / case.replace(" ", "_").replace("/", "_")
             shutil.copytree(src, kb)
             corrupt(kb)
             t = time.perf_counter()
             try:
-                _load_bounded(kb, timeout_s=60)
+                load_kb_bounded(kb, timeout_s=60)
                 result, named = "LOADED (not detected)", "-"
             except KBLoadError as exc:
                 msg = str(exc)

@@ -41,7 +41,7 @@ def musique_kb_dir() -> Path:
     """The cached MuSiQue KB of the test suite (built once if absent, behind the suite's lock)."""
     from gta_verl.kb.embed import cache_root
     from gta_verl.kb.store import KBLoadError, verify_kb
-    from tests.conftest import _build, musique_kb_key
+    from gta_verl.testing.musique_kb import build_musique_kb, musique_kb_key
 
     root = cache_root() / "kb"
     root.mkdir(parents=True, exist_ok=True)
@@ -51,7 +51,7 @@ def musique_kb_dir() -> Path:
         try:
             verify_kb(out)
         except KBLoadError:
-            _build(out)
+            build_musique_kb(out)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return out

@@ -39,6 +39,8 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
+from gta_verl.strict_config import value_at
+
 __all__ = [
     "FAMILIES",
     "VERL_MODES",
@@ -166,7 +168,7 @@ def apply_preflight(config: Any, family: str) -> ModeChoice:
         PreflightError: an invalid ``gta:`` node, or see :func:`resolve_trainer_mode` and
             :func:`check_agent_loop`.
     """
-    from omegaconf import OmegaConf, read_write
+    from omegaconf import read_write
 
     from gta_verl.config import GTAConfig
 
@@ -177,7 +179,7 @@ def apply_preflight(config: Any, family: str) -> ModeChoice:
     rollout = config.actor_rollout_ref.rollout
     choice = resolve_trainer_mode(family, str(config.trainer.v1.trainer_mode), str(rollout.get("name", "")))
     agent = rollout.get("agent") or {}
-    gta_agent = OmegaConf.select(config, "gta.agent.place_turn_rewards", default=False)
+    gta_agent = value_at(config, "gta.agent.place_turn_rewards", False)
     check_agent_loop(family, str(agent.get("default_agent_loop", GTA_AGENT_LOOP)), bool(gta_agent))
     if choice.mapped:
         with read_write(config):

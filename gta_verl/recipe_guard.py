@@ -34,15 +34,9 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
+from gta_verl.strict_config import value_at
+
 __all__ = ["RecipeGuard", "classic_trainer_refusal", "refusal"]
-
-
-def _get(node: Any, dotted: str, default: Any = None) -> Any:
-    for key in dotted.split("."):
-        if node is None or not hasattr(node, "get"):
-            return default
-        node = node.get(key)
-    return default if node is None else node
 
 
 def refusal(
@@ -77,7 +71,7 @@ def refusal(
     classic = classic_trainer_refusal(config, what, default)
     if classic is not None:
         return classic
-    mode = str(_get(config, "trainer.v1.trainer_mode", default))
+    mode = str(value_at(config, "trainer.v1.trainer_mode", default))
     if mode not in modes:
         return (
             f"gta_verl: {what} runs with trainer.v1.trainer_mode={' or '.join(modes)}; "
@@ -99,7 +93,7 @@ def classic_trainer_refusal(config: Mapping[str, Any], what: str, trainer_mode: 
         >>> classic_trainer_refusal({"trainer": {"use_v1": "false"}}, "config x", "gta_sync")[:38]
         "gta_verl: config x needs verl's V1 tra"
     """
-    use_v1 = _get(config, "trainer.use_v1", True)
+    use_v1 = value_at(config, "trainer.use_v1", True)
     if isinstance(use_v1, str):
         use_v1 = use_v1.strip().lower() not in ("false", "0", "no")
     if use_v1:
@@ -127,7 +121,7 @@ class RecipeGuard(Callback):
 
     def check(self, config: Mapping[str, Any]) -> None:
         """Raise ``SystemExit`` with the one-line refusal, if any."""
-        recipe = self.recipe or str(_get(config, "hydra.job.config_name", "this recipe"))
+        recipe = self.recipe or str(value_at(config, "hydra.job.config_name", "this recipe"))
         message = refusal(config, recipe, self.trainer_modes, self.provides)
         if message is not None:
             raise SystemExit(message)

@@ -5,8 +5,8 @@ reward and PathRouter values) derives from :class:`StrictConfig` and is built wi
 :meth:`StrictConfig.from_mapping`, which accepts a plain mapping or an OmegaConf node and
 rejects unknown keys with the valid ones listed: verl validates its own nodes the same way,
 and a typo in an override must fail at start-up instead of silently training with a default.
-:func:`to_plain` is the package's one OmegaConf → plain-data conversion, :func:`node_at` its one
-way to read a node of the trainer config.
+:func:`to_plain` is the package's one OmegaConf → plain-data conversion, :func:`node_at` (and
+:func:`value_at`, the same with a dotted path and a default) its one way to read a node of a config.
 
 Stdlib only (OmegaConf is imported when a node is one), so that every config module can
 build on it without importing anything heavy.
@@ -41,6 +41,29 @@ def node_at(cfg: Any, *keys: str) -> Any:
             return None
         cfg = cfg.get(key) if hasattr(cfg, "get") else getattr(cfg, key, None)
     return cfg
+
+
+def value_at(cfg: Any, dotted: str, default: Any = None) -> Any:
+    """The value at the dotted path ``dotted`` of a config, or ``default`` where it is absent or None.
+
+    :func:`node_at` with the keys written ``"a.b.c"`` and a default; a falsy value that is not
+    None (``False``, ``0``, ``""``) is returned as it is.
+
+    Args:
+        cfg: An OmegaConf node, a mapping, an object with attributes (a dataclass), or None.
+        dotted: The keys, joined by dots (``"trainer.v1.trainer_mode"``).
+        default: What an absent or None value reads as.
+
+    Examples:
+        >>> value_at({"trainer": {"use_v1": False}}, "trainer.use_v1", True)
+        False
+        >>> value_at({"trainer": {"use_v1": None}}, "trainer.use_v1", True)
+        True
+        >>> value_at({"trainer": "sync"}, "trainer.v1.trainer_mode", "gta_sync")
+        'gta_sync'
+    """
+    value = node_at(cfg, *dotted.split("."))
+    return default if value is None else value
 
 
 def reject_unknown(values: Mapping[str, Any], known: set[str] | frozenset[str], where: str) -> None:

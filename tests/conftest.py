@@ -11,13 +11,13 @@ Treat the directory as read-only: copy it before modifying anything.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 from pathlib import Path
 
 import pytest
 
-from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_OPENIE, MUSIQUE_QA
+from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_QA
+from gta_verl.testing.musique_kb import build_musique_kb, musique_kb_key
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -25,46 +25,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 #: The repository's other datasets (not shipped in the wheel).
 ASSETS = REPO / "assets"
-MUSIQUE_OPENIE_SPEC = f"precomputed:{MUSIQUE_OPENIE}"
-
-# Code that determines the built KB (cli, the Ray build and other backends do not).
-_KB_CODE = (
-    "gta_verl/data/ids.py",
-    "gta_verl/data/types.py",
-    "gta_verl/data/loaders.py",
-    "gta_verl/kb/*.py",
-    "gta_verl/kb/openie/base.py",
-    "gta_verl/kb/openie/precomputed.py",
-)
-
-
-def musique_kb_key() -> str:
-    """sha256 over the input files, the KB code and the schema version."""
-    import gta_verl
-    from gta_verl.kb.build import KBConfig
-
-    h = hashlib.sha256(f"schema={gta_verl.SCHEMA_VERSION};config={KBConfig()!r}".encode())
-    files = [MUSIQUE_CORPUS, MUSIQUE_OPENIE]
-    for pattern in _KB_CODE:
-        files += sorted(p for p in REPO.glob(pattern) if p.name not in ("cli.py", "ray_build.py"))
-    for f in files:
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
-
-
-def _build(out: Path) -> Path:
-    from gta_verl.kb.build import build_kb_from_files
-
-    build_kb_from_files(MUSIQUE_CORPUS, "hipporag", MUSIQUE_OPENIE_SPEC, out, progress=False)
-    return out
 
 
 @pytest.fixture(scope="session")
 def musique_kb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Path of the MuSiQue KB (1,890 document nodes) built from precomputed triples."""
     if os.environ.get("GTA_VERL_FRESH_KB"):
-        return _build(tmp_path_factory.mktemp("kb") / "musique")
+        return build_musique_kb(tmp_path_factory.mktemp("kb") / "musique")
     from gta_verl.kb.embed import cache_root
     from gta_verl.kb.store import KBLoadError, verify_kb
 
@@ -80,7 +47,7 @@ def musique_kb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     return out
                 except KBLoadError:
                     pass
-            return _build(out)
+            return build_musique_kb(out)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 

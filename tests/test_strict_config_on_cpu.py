@@ -14,7 +14,7 @@ from gta_verl.retrieval.section import RetrieverSection
 from gta_verl.retrieval.serving.config import ServingConfig
 from gta_verl.rewards.path_router import PathRouterConfig, PathRouterKLConfig
 from gta_verl.rewards.trajectory import TrajectoryRewardConfig
-from gta_verl.strict_config import StrictConfig, node_at, to_plain
+from gta_verl.strict_config import StrictConfig, node_at, to_plain, value_at
 
 BUILDERS = (
     AgentConfig,
@@ -46,6 +46,39 @@ def test_omegaconf_nodes_are_converted_once_and_resolved() -> None:
     assert AgentConfig.from_mapping(node_at(cfg, "gta", "agent")).max_actions == 5
     with pytest.raises(TypeError, match="gta.agent must be a mapping"):
         AgentConfig.from_mapping([1, 2])
+
+
+@dataclasses.dataclass
+class _Model:  # an object read by attribute (verl's model config is a dataclass)
+    path: str = "/m"
+    trust_remote_code: bool = False
+    local_path: str | None = None
+
+
+def test_value_at_reads_a_dotted_path_with_a_default() -> None:
+    cfg = OmegaConf.create(
+        {
+            "k": "gta_sync",
+            "trainer": {"use_v1": False, "seed": 0, "v1": {"trainer_mode": "${k}"}, "name": None},
+            "hydra": {"job": {"config_name": "gta_grpo"}},
+        }
+    )
+    OmegaConf.set_struct(cfg, True)  # a composed Hydra config: absent keys still read as the default
+    assert value_at(cfg, "trainer.v1.trainer_mode", "sync") == "gta_sync"  # interpolation resolved
+    assert value_at(cfg, "hydra.job.config_name", "this recipe") == "gta_grpo"
+    assert value_at(cfg, "trainer.use_v1", True) is False  # falsy values are kept
+    assert value_at(cfg, "trainer.seed", 7) == 0
+    assert value_at(cfg, "trainer.name", "x") == "x"  # None reads as the default
+    assert value_at(cfg, "trainer.missing", 64) == 64
+    assert value_at(cfg, "gta.agent.place_turn_rewards", False) is False  # absent section
+    assert value_at(cfg, "trainer.use_v1.deeper", "d") == "d"  # a leaf is not a node
+    assert value_at(None, "trainer", 3) == 3 and value_at(cfg, "trainer.missing") is None
+    plain = {"trainer": {"v1": {"trainer_mode": "gta_path_router_sync"}}}
+    assert value_at(plain, "trainer.v1.trainer_mode", "sync") == "gta_path_router_sync"
+    model = _Model()
+    assert value_at(model, "path") == "/m" and value_at(model, "local_path") is None
+    assert value_at(model, "trust_remote_code", True) is False
+    assert value_at(model, "revision", "main") == "main"
 
 
 def test_from_dict_is_a_deprecated_alias() -> None:

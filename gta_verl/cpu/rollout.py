@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from gta_verl.strict_config import value_at
 from gta_verl.verl_compat import (
     ROLLOUT_ADAPTER_REGISTRY,
     BaseRollout,
@@ -33,15 +34,6 @@ logger = logging.getLogger(__name__)
 
 #: ``actor_rollout_ref.rollout.name`` of this backend.
 ROLLOUT_NAME = "hf_cpu"
-
-
-def _cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
-    """Read ``key`` from a DictConfig, dict or dataclass."""
-    if hasattr(cfg, "get") and not hasattr(cfg, "__dataclass_fields__"):
-        value = cfg.get(key, default)
-    else:
-        value = getattr(cfg, key, default)
-    return default if value is None else value
 
 
 def server_actor_name(replica_rank: int, suffix: str = "") -> str:
@@ -58,7 +50,7 @@ class HFCPUReplica(RolloutReplica):
         from gta_verl.cpu.server import HFRolloutServer
 
         model_path = os.path.expanduser(
-            str(_cfg_get(self.model_config, "local_path") or _cfg_get(self.model_config, "path"))
+            str(value_at(self.model_config, "local_path") or value_at(self.model_config, "path"))
         )
         name = server_actor_name(self.replica_rank, self.name_suffix)
         handle = (
@@ -67,9 +59,9 @@ class HFCPUReplica(RolloutReplica):
             .remote(
                 model_path,
                 int(self.config.response_length),
-                int(_cfg_get(self.config, "seed", 0)),
-                bool(_cfg_get(self.model_config, "trust_remote_code", False)),
-                int(_cfg_get(self.config, "max_num_seqs", 64)),  # vLLM's knob: most sequences per batch
+                int(value_at(self.config, "seed", 0)),
+                bool(value_at(self.model_config, "trust_remote_code", False)),
+                int(value_at(self.config, "max_num_seqs", 64)),  # vLLM's knob: most sequences per batch
             )
         )
         await handle.state.remote()  # wait until the model is loaded

@@ -38,11 +38,11 @@ def _plain_forward(model, texts: list[str], batch: int = 16) -> np.ndarray:
 @pytest.fixture(scope="module")
 def real_texts(musique_passages) -> list[str]:
     """100 real texts mixed in length: 20 passages, 40 entities, 40 triples of the bundled set."""
+    from gta_verl.bundled import MUSIQUE_OPENIE
     from gta_verl.kb.build import as_extractions
     from gta_verl.kb.graph import collect_nodes
     from gta_verl.kb.openie.base import run_openie
     from gta_verl.kb.openie.precomputed import PrecomputedOpenIE
-    from tests.conftest import MUSIQUE_OPENIE
 
     exs, _ = run_openie(PrecomputedOpenIE(MUSIQUE_OPENIE), musique_passages, progress=False)
     nodes = collect_nodes(musique_passages, as_extractions(exs))

@@ -14,7 +14,7 @@ from gta_verl.kb.incremental import add_to_kb
 from gta_verl.kb.openie.base import make_extraction, run_openie
 from gta_verl.kb.openie.cache import ExtractionCache
 from gta_verl.kb.store import load_kb
-from tests.conftest import MUSIQUE_OPENIE_SPEC
+from gta_verl.testing.musique_kb import MUSIQUE_OPENIE_SPEC
 
 
 def _write_corpus(path, passages):

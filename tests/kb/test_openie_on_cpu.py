@@ -6,12 +6,12 @@ import json
 
 import pytest
 
+from gta_verl.bundled import MUSIQUE_OPENIE
 from gta_verl.data.ids import make_doc_id
 from gta_verl.data.types import Passage
 from gta_verl.kb.openie.base import clean_triples, make_extraction, run_openie
 from gta_verl.kb.openie.parse import loads_lenient, parse_entities, parse_triples
 from gta_verl.kb.openie.precomputed import PrecomputedOpenIE
-from tests.conftest import MUSIQUE_OPENIE
 from tests.support.openai_server import openai_stub_server
 
 

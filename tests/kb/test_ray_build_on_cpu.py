@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gta_verl.bundled import MUSIQUE_CORPUS
 from gta_verl.cli import main
 from gta_verl.data.ids import make_doc_id
 from gta_verl.data.types import Passage
@@ -29,7 +30,8 @@ from gta_verl.kb.ray_build import (
     summary_table,
     write_shard,
 )
-from tests.conftest import ASSETS, MUSIQUE_CORPUS, MUSIQUE_OPENIE_SPEC
+from gta_verl.testing.musique_kb import MUSIQUE_OPENIE_SPEC
+from tests.conftest import ASSETS
 from tests.kb.helpers import HashEmbedder
 from tests.support.openai_server import openai_stub_server
 

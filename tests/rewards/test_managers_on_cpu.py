@@ -7,21 +7,14 @@ import json
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from gta_verl.agent.tokenizer import load_qwen_tokenizer
-from gta_verl.data.schema import (
-    EF_ANSWER,
-    EF_INVALID_ACTIONS,
-    EF_NUM_SEARCHES,
-    EF_RETRIEVAL_ERRORS,
-    EF_TURN_DOC_IDS,
-    make_ground_truth,
-)
+from gta_verl.data.schema import EF_INVALID_ACTIONS
 from gta_verl.protocol import build_messages
 from gta_verl.rewards.scoring import scoring_request_from_data
-from gta_verl.verl_compat import DataProto, get_reward_manager_cls
-from tests.rewards.cases import CASES
+from gta_verl.testing.reward_cases import CASES
+from gta_verl.testing.reward_data import make_reward_data, make_reward_manager
+from gta_verl.verl_compat import DataProto
 
 EXTRA_KEYS = {
     "acc",
@@ -54,49 +47,6 @@ def prompt_ids(tok):
     return tok.encode(text, add_special_tokens=False)
 
 
-def make_data(tok, prompt_ids, case, pad: int = 0, as_numpy: bool = False, recorded=...) -> DataProto:
-    """One agent-loop output as verl's AgentLoopWorker._compute_score builds it.
-
-    ``recorded``: the loop's ``gta/answer``; left out by default, so the response is re-parsed.
-    """
-    resp = tok.encode(case.response + "<|im_end|>", add_special_tokens=False)
-    responses = torch.tensor([resp + [tok.pad_token_id] * pad])
-    attention = torch.tensor([[1] * (len(prompt_ids) + len(resp)) + [0] * pad])
-    gt = make_ground_truth(case.answers, case.targets)
-    if as_numpy:  # what parquet → RLHFDataset hands back
-        gt = {k: np.array(v, dtype=object) for k, v in gt.items()}
-    turns = [list(t) for t in case.turn_doc_ids]
-    fields = {
-        EF_TURN_DOC_IDS: [np.array(t, dtype=object) for t in turns] if as_numpy else turns,
-        EF_NUM_SEARCHES: len(turns),
-        EF_INVALID_ACTIONS: 0,
-        EF_RETRIEVAL_ERRORS: sum(1 for t in turns if not t),
-    }
-    if recorded is not ...:
-        fields[EF_ANSWER] = recorded
-    return DataProto.from_single_dict(
-        {
-            "prompts": torch.tensor([prompt_ids]),
-            "responses": responses,
-            "attention_mask": attention,
-            "input_ids": torch.cat([torch.tensor([prompt_ids]), responses], dim=1),
-            "data_source": np.array(["gta_synth"], dtype=object),
-            "reward_model": np.array([{"style": "rule", "ground_truth": gt}], dtype=object),
-            "extra_info": np.array([{"index": 0, "split": "train"}], dtype=object),
-            "tool_extra_fields": np.array([fields], dtype=object),
-            "__num_turns__": np.array([2 * len(turns) + 2]),
-        }
-    )
-
-
-def make_manager(name, tok, gta=None, reward=None):
-    cfg = OmegaConf.create({"gta": gta or {}, "reward": reward or {}})
-    cls = get_reward_manager_cls(name)
-    return cls(
-        config=cfg, tokenizer=tok, compute_score=None, reward_router_address=None, reward_model_tokenizer=None
-    )
-
-
 def _check_extra(info):
     assert set(info) == EXTRA_KEYS
     for key, value in info.items():
@@ -105,7 +55,9 @@ def _check_extra(info):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 async def test_trajectory_guided_table(tok, prompt_ids, case):
-    out = await make_manager("trajectory_guided", tok).run_single(make_data(tok, prompt_ids, case))
+    out = await make_reward_manager("trajectory_guided", tok).run_single(
+        make_reward_data(tok, prompt_ids, case)
+    )
     assert isinstance(out["reward_score"], float)
     assert out["reward_score"] == pytest.approx(case.total)
     info = out["reward_extra_info"]
@@ -123,7 +75,7 @@ async def test_trajectory_guided_table(tok, prompt_ids, case):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 async def test_exact_match_table(tok, prompt_ids, case):
-    out = await make_manager("exact_match", tok).run_single(make_data(tok, prompt_ids, case))
+    out = await make_reward_manager("exact_match", tok).run_single(make_reward_data(tok, prompt_ids, case))
     assert out["reward_score"] == case.em
     info = out["reward_extra_info"]
     _check_extra(info)
@@ -138,20 +90,20 @@ async def test_exact_match_table(tok, prompt_ids, case):
 
 async def test_padding_numpy_and_special_tokens(tok, prompt_ids):
     case = next(c for c in CASES if c.name == "repeated_doc")
-    data = make_data(tok, prompt_ids, case, pad=7, as_numpy=True)
+    data = make_reward_data(tok, prompt_ids, case, pad=7, as_numpy=True)
     request = scoring_request_from_data(data, tok)
     assert not request.response_text.endswith("<|im_end|>")  # special tokens skipped
     assert "<|endoftext|>" not in request.response_text  # padding cut by the attention mask
     assert request.target_doc_ids == ("d1", "d2")
     assert request.turn_doc_ids == [["d1"], ["d1"], ["d2"]]
-    out = await make_manager("trajectory_guided", tok).run_single(data)
+    out = await make_reward_manager("trajectory_guided", tok).run_single(data)
     assert out["reward_score"] == pytest.approx(2.4)
 
 
 async def test_multi_output_scores_last(tok, prompt_ids):
     wrong = next(c for c in CASES if c.name == "shortcut_wrong")
     right = next(c for c in CASES if c.name == "shortcut_correct")
-    a, b = make_data(tok, prompt_ids, wrong, pad=40), make_data(tok, prompt_ids, right)
+    a, b = make_reward_data(tok, prompt_ids, wrong, pad=40), make_reward_data(tok, prompt_ids, right)
     b.batch["responses"] = torch.nn.functional.pad(
         b.batch["responses"], (0, a.batch["responses"].shape[1] - b.batch["responses"].shape[1])
     )
@@ -163,29 +115,29 @@ async def test_multi_output_scores_last(tok, prompt_ids):
         b.batch["input_ids"], (0, width - b.batch["input_ids"].shape[1])
     )
     data = DataProto.concat([a, b])
-    out = await make_manager("trajectory_guided", tok).run_single(data)
+    out = await make_reward_manager("trajectory_guided", tok).run_single(data)
     assert out["reward_score"] == 1.0
 
 
 async def test_reward_values_from_config(tok, prompt_ids):
     case = next(c for c in CASES if c.name == "partial_chain")  # one hit, one miss, correct+incomplete
-    mgr = make_manager(
+    mgr = make_reward_manager(
         "trajectory_guided",
         tok,
         gta={"reward": {"miss": -0.2, "correct_incomplete": 0.5}},
         reward={"reward_kwargs": {"hit_per_doc": 1.0, "overlong_buffer_cfg": None}},  # foreign key ignored
     )
-    out = await mgr.run_single(make_data(tok, prompt_ids, case))
+    out = await mgr.run_single(make_reward_data(tok, prompt_ids, case))
     assert out["reward_score"] == pytest.approx(1.0 - 0.2 + 0.5)
 
 
 def test_bad_reward_config_fails_at_construction(tok):
     with pytest.raises(ValueError, match="unknown key"):
-        make_manager("trajectory_guided", tok, gta={"reward": {"mis": -0.2}})
+        make_reward_manager("trajectory_guided", tok, gta={"reward": {"mis": -0.2}})
 
 
 def test_missing_ground_truth(tok, prompt_ids):
-    data = make_data(tok, prompt_ids, CASES[0])
+    data = make_reward_data(tok, prompt_ids, CASES[0])
     data.non_tensor_batch["reward_model"] = np.array([{"style": "rule"}], dtype=object)
     with pytest.raises(KeyError, match="make_verl_row"):
         scoring_request_from_data(data, tok)
@@ -196,24 +148,24 @@ async def test_recorded_answer_is_what_is_scored(tok, prompt_ids):
     # record: 0.25·2 + 2 = 2.5; a record of None (never answered) scores −1 + 0.5 = −0.5 even
     # though the text holds an answer tag, because the record is what the loop did.
     case = next(c for c in CASES if c.name == "stray_answer_opener_then_right")
-    mgr = make_manager("trajectory_guided", tok)
-    out = await mgr.run_single(make_data(tok, prompt_ids, case, recorded="Paris"))
+    mgr = make_reward_manager("trajectory_guided", tok)
+    out = await mgr.run_single(make_reward_data(tok, prompt_ids, case, recorded="Paris"))
     assert out["reward_score"] == pytest.approx(2.5)
-    none = await mgr.run_single(make_data(tok, prompt_ids, case, recorded=None))
+    none = await mgr.run_single(make_reward_data(tok, prompt_ids, case, recorded=None))
     assert none["reward_score"] == pytest.approx(-0.5) and none["reward_extra_info"]["has_answer"] == 0.0
 
 
 async def test_without_gta_agent_loop_fields(tok, prompt_ids):
     # A third-party loop (no gta/ extra fields) still scores: no searches recorded.
-    data = make_data(tok, prompt_ids, CASES[0])
+    data = make_reward_data(tok, prompt_ids, CASES[0])
     data.non_tensor_batch.pop("tool_extra_fields")
-    out = await make_manager("trajectory_guided", tok).run_single(data)
+    out = await make_reward_manager("trajectory_guided", tok).run_single(data)
     assert out["reward_score"] == 1.0 and out["reward_extra_info"]["num_searches"] == 0
 
 
 # --- one malformed row never fails the batch ----------------------------------------------------------------
 def _with_gt(tok, prompt_ids, gt, fields_patch=None):
-    data = make_data(tok, prompt_ids, CASES[0])
+    data = make_reward_data(tok, prompt_ids, CASES[0])
     data.non_tensor_batch["reward_model"] = np.array([{"style": "rule", "ground_truth": gt}], dtype=object)
     if fields_patch:
         data.non_tensor_batch["tool_extra_fields"][0].update(fields_patch)
@@ -234,8 +186,8 @@ def _with_gt(tok, prompt_ids, gt, fields_patch=None):
 async def test_a_malformed_row_scores_zero_as_a_counted_error(tok, prompt_ids, name, gt, fields) -> None:
     if name == "path_router" and fields and EF_INVALID_ACTIONS in fields:
         pytest.skip("PathRouter's reward does not read gta/invalid_actions")
-    good = await make_manager(name, tok).run_single(make_data(tok, prompt_ids, CASES[0]))
-    out = await make_manager(name, tok).run_single(_with_gt(tok, prompt_ids, gt, fields))
+    good = await make_reward_manager(name, tok).run_single(make_reward_data(tok, prompt_ids, CASES[0]))
+    out = await make_reward_manager(name, tok).run_single(_with_gt(tok, prompt_ids, gt, fields))
     assert out["reward_score"] == 0.0
     assert (
         out["reward_extra_info"]["reward_error"] == 1.0 and good["reward_extra_info"]["reward_error"] == 0.0
@@ -244,6 +196,6 @@ async def test_a_malformed_row_scores_zero_as_a_counted_error(tok, prompt_ids, n
 
 
 async def test_a_scalar_gold_answer_is_scored_not_raised(tok, prompt_ids) -> None:
-    mgr = make_manager("exact_match", tok)
+    mgr = make_reward_manager("exact_match", tok)
     num = await mgr.run_single(_with_gt(tok, prompt_ids, {"target": 1990}))
     assert num["reward_extra_info"]["reward_error"] == 0.0  # was a TypeError out of run_single

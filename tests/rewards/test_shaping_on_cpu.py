@@ -20,7 +20,7 @@ from gta_verl.rewards import shaping
 from gta_verl.rewards.scoring import ScoringRequest, score_exact_match, score_trajectory_guided
 from gta_verl.rewards.shaping import potential_step_rewards, target_potential
 from gta_verl.rewards.trajectory import TrajectoryRewardConfig, trajectory_reward
-from tests.rewards.cases import CASES
+from gta_verl.testing.reward_cases import CASES
 
 POTENTIAL = TrajectoryRewardConfig(step_shaping="potential")
 S2 = ["d1", "d2"]

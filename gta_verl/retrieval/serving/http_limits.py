@@ -21,7 +21,7 @@ queue long while asyncio accepts few sockets per loop tick, and :func:`fd_capped
 lowers the cap to what ``ulimit -n`` leaves. :class:`RateLimitFilter` keeps a flood
 of identical warnings to one line per interval: out of descriptors, asyncio's accept
 loop logs ``socket.accept() out of system resource`` with a traceback up to
-``backlog`` times per loop tick (about 3 MB/s measured, docs/reliability.md).
+``backlog`` times per loop tick (about 3 MB/s measured, docs/benchmarks/http_lockout.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,13 @@
-"""Hand-computed trajectory-guided reward cases shared by the pure-function and manager tests.
+"""Hand-computed trajectory-guided reward cases shared by the reward tests and benchmarks.
 
 Each case is one rollout: the generated response text, R(q_t) per search turn, S(x), the
 gold aliases, and the values worked out by hand from eqs 15–19 with the paper's rewards
 (+0.25 per new target doc, −0.10 miss, −1 wrong, +1 correct & incomplete, +2 correct &
 complete). ``total`` is R_traj; ``em`` is also R_EM (eq 19).
+
+The pure-function tests (``tests/rewards/test_trajectory_on_cpu.py``, ``test_shaping_on_cpu.py``),
+the verl reward-manager tests (``test_managers_on_cpu.py``, through
+:mod:`gta_verl.testing.reward_data`) and ``benchmarks/reliability_stress.py`` read them.
 """
 
 from __future__ import annotations
@@ -13,6 +17,23 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Case:
+    """One rollout and its hand-computed reward values.
+
+    Attributes:
+        name: The test id.
+        response: The generated response text (no prompt, no end-of-turn token).
+        turn_doc_ids: The doc ids retrieved in each search turn (R(q_t)).
+        targets: The supporting doc ids S(x).
+        answers: The gold answer aliases.
+        total: R_traj.
+        search_rewards: The per-turn search rewards.
+        answer_reward: The answer term (+2, +1 or −1).
+        em: Exact match of the final answer (also R_EM).
+        complete: Whether the turns retrieved every target (C_T ⊇ S).
+        cov: The fraction of targets retrieved.
+        zero_turns: The number of search turns that found no new target.
+    """
+
     name: str
     response: str
     turn_doc_ids: tuple[tuple[str, ...], ...]
