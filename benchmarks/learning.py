@@ -126,6 +126,20 @@ def _bundled_musique_qa(data_dir: Path) -> Path:
     return qa if qa.is_file() else Path(prepare_musique(data_dir, verbose=False)["qa"])
 
 
+def speed_overrides(args: argparse.Namespace) -> tuple[str, ...]:
+    """Overrides of ``--torch-threads`` and ``--bypass-old-logprob`` (docs/learning.md, Step cost)."""
+    out: tuple[str, ...] = ()
+    if args.torch_threads:
+        # Ray exports OMP_NUM_THREADS = an actor's num_cpus (1 here) unless the job's env sets it; the env
+        # value must be a string.
+        out += (f'+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="{args.torch_threads}"',)
+    if args.bypass_old_logprob:
+        # One mini-batch and one epoch per step: π_old is the rollout policy, whose log-probs hf_cpu already
+        # returns (verl's bypass mode; it skips the actor's recompute and its entropy metric).
+        out += ("algorithm.rollout_correction.bypass_mode=true",)
+    return out
+
+
 def run_condition(
     cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -146,7 +160,7 @@ def run_condition(
     }
     from gta_verl.cpu.warm_start import checkpoint_dir, grpo_overrides
 
-    overrides = grpo_overrides(args.steps, seed, args.lr, args.n, args.batch) + extra
+    overrides = grpo_overrides(args.steps, seed, args.lr, args.n, args.batch) + extra + speed_overrides(args)
     run = run_cpu_recipe(recipe, run_dir, env, overrides, timeout_s=args.timeout)
     if run.returncode != 0:
         raise RuntimeError(f"{cond} seed {seed}: run.sh {recipe} exited {run.returncode}; see {run.log}")
@@ -321,6 +335,17 @@ def main(argv: list[str] | None = None) -> int:
         default="bundled",
         help="real QA parquet every checkpoint is also evaluated on ('bundled': the 100 MuSiQue "
         "questions the KB was built from; '' to skip)",
+    )
+    p.add_argument(
+        "--torch-threads",
+        type=int,
+        default=0,
+        help="OMP_NUM_THREADS of every Ray worker (0: Ray's default, 1)",
+    )
+    p.add_argument(
+        "--bypass-old-logprob",
+        action="store_true",
+        help="π_old = the rollout log-probs (verl rollout_correction.bypass_mode), no recompute",
     )
     p.add_argument(
         "--report-only",
