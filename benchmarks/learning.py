@@ -140,6 +140,35 @@ def speed_overrides(args: argparse.Namespace) -> tuple[str, ...]:
     return out
 
 
+def rl_questions(ws: Any, out: Path, n: int) -> Path:
+    """GRPO's prompts: the warm start's RL split, or its first ``n`` questions (``--rl-questions``)."""
+    if not n:
+        return Path(ws.rl_questions)
+    import pandas as pd
+
+    path = out / f"rl_questions_{n}.parquet"
+    if not path.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        pd.read_parquet(ws.rl_questions).head(n).to_parquet(path.with_suffix(".tmp"))
+        path.with_suffix(".tmp").replace(path)
+    return path
+
+
+def train_table(ws: Any, kb: Path, out: Path, args: argparse.Namespace, results: list[dict]) -> str:
+    """The warm start and every checkpoint on GRPO's own ``--rl-questions`` prompts (greedy)."""
+    rl = rl_questions(ws, out, args.rl_questions)
+    warm = evaluate(str(ws.model), rl, kb, out / "eval" / "warm_start_train", None, "warm_start")
+    rows = [("warm start (verl SFT on τ* replays)", [warm])] + [
+        (f"({c}) {CONDITIONS[c][0]}", [r["train"] for r in results if r["condition"] == c and "train" in r])
+        for c in args.conditions.split(",")
+    ]
+    visits = args.steps * args.batch / args.rl_questions
+    return (
+        f"GRPO's own training questions (the first {args.rl_questions} RL questions, each a prompt "
+        f"≈ {visits:.0f} times):\n\n" + table(rows)
+    )
+
+
 def run_condition(
     cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -150,7 +179,7 @@ def run_condition(
     if done.is_file():
         return json.loads(done.read_text())
     label, recipe, extra = CONDITIONS[cond]
-    rl = ws.rl_questions
+    rl = rl_questions(ws, out, args.rl_questions)
     env = {
         "MODEL_PATH": str(ws.model),
         "KB_DIR": str(kb),
@@ -176,6 +205,8 @@ def run_condition(
         "metrics": str(run_dir / "metrics.jsonl"),
         "rl_questions": str(rl),
     }
+    if args.rl_questions:
+        result["train"] = evaluate(str(ckpt), rl, kb, run_dir / "eval_train", None, f"{cond}_s{seed}")
     if args.real_qa:
         result["real"] = evaluate(
             str(ckpt), Path(args.real_qa), kb, run_dir / "eval_real", None, f"{cond}_s{seed}"
@@ -337,6 +368,12 @@ def main(argv: list[str] | None = None) -> int:
         "questions the KB was built from; '' to skip)",
     )
     p.add_argument(
+        "--rl-questions",
+        type=int,
+        default=0,
+        help="GRPO on the first N RL questions only, each checkpoint also evaluated on them (0: all)",
+    )
+    p.add_argument(
         "--torch-threads",
         type=int,
         default=0,
@@ -449,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
             for c in args.conditions.split(",")
         ]
         md += "\n\nReal MuSiQue questions (the bundled 100):\n\n" + table(real_rows + real_cond)
+    if args.rl_questions:
+        md += "\n\n" + train_table(ws, kb, out, args, results)
     if results:
         plot_curves(results, out / "learning_curves.png")
     if results:
