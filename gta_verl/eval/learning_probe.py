@@ -116,6 +116,13 @@ def observation_positions(response_ids: Sequence[int], open_id: int, close_id: i
     return mask
 
 
+def _info_tag_ids(tokenizer: Any) -> tuple[int, int]:
+    """Token ids of ``<info>`` and ``</info>`` (the corpus tokenizer writes each tag as one token)."""
+    from gta_verl.protocol import INFO_CLOSE, INFO_OPEN
+
+    return tokenizer.convert_tokens_to_ids(INFO_OPEN), tokenizer.convert_tokens_to_ids(INFO_CLOSE)
+
+
 def unmasked_observation_tokens(dump: Mapping[str, Any], tokenizer: Any) -> list[tuple[int, int]]:
     """(rollout, position) of every token inside an ``<info>`` block whose dumped response mask is 1.
 
@@ -123,12 +130,7 @@ def unmasked_observation_tokens(dump: Mapping[str, Any], tokenizer: Any) -> list
     trained on; a dropped observation mask lists every observation token. The loop's newlines around a
     block are masked too but are not in the protocol's block, so they are not checked.
     """
-    from gta_verl.protocol import INFO_CLOSE, INFO_OPEN
-
-    open_id, close_id = (
-        tokenizer.convert_tokens_to_ids(INFO_OPEN),
-        tokenizer.convert_tokens_to_ids(INFO_CLOSE),
-    )
+    open_id, close_id = _info_tag_ids(tokenizer)
     out = []
     for i, (ids, mask) in enumerate(zip(dump["responses"], dump["response_mask"], strict=True)):
         protocol = observation_positions(ids, open_id, close_id)
@@ -184,12 +186,7 @@ def probe_step(dump: Mapping[str, Any], model_before: Any, model_after: Any, tok
     Advantages are GRPO's over rewards re-scored from the rollouts (:func:`rescored_rewards`), not the
     trainer's; observation positions come from the protocol, not the dumped mask.
     """
-    from gta_verl.protocol import INFO_CLOSE, INFO_OPEN
-
-    open_id, close_id = (
-        tokenizer.convert_tokens_to_ids(INFO_OPEN),
-        tokenizer.convert_tokens_to_ids(INFO_CLOSE),
-    )
+    open_id, close_id = _info_tag_ids(tokenizer)
     adv = grpo_advantages(rescored_rewards(dump, tokenizer), dump["uid"])
     before = [
         response_logprobs(model_before, p, r) for p, r in zip(dump["prompts"], dump["responses"], strict=True)
