@@ -24,6 +24,7 @@ Resumable: a run with ``done.json`` is not redone; an evaluation with its record
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -140,10 +141,24 @@ def speed_overrides(args: argparse.Namespace) -> tuple[str, ...]:
     return out
 
 
-def rl_questions(ws: Any, out: Path, n: int) -> Path:
-    """GRPO's prompts: the warm start's RL split, or its first ``n`` questions (``--rl-questions``)."""
+def rl_questions(ws: Any, out: Path, args: argparse.Namespace) -> Path:
+    """GRPO's prompts: the warm start's RL split, its first ``--rl-questions`` questions, or (with
+    ``--select-spread M``) the ``--rl-questions`` of its first M whose warm-start rollouts spread most."""
+    n = args.rl_questions
     if not n:
         return Path(ws.rl_questions)
+    if args.select_spread:
+        from gta_verl.eval.spread import select_spread_questions
+
+        return select_spread_questions(
+            ws.model,
+            ws.rl_questions,
+            args.kb_dir,
+            out / f"rl_spread_{n}_of_{args.select_spread}",
+            n,
+            args.n,
+            pool=args.select_spread,
+        )
     import pandas as pd
 
     path = out / f"rl_questions_{n}.parquet"
@@ -154,18 +169,46 @@ def rl_questions(ws: Any, out: Path, n: int) -> Path:
     return path
 
 
+def evaluate_train(policy: str, rl: Path, kb: Path, out: Path, name: str, samples: int) -> dict[str, float]:
+    """A policy on GRPO's own prompts: greedy, or ``samples`` rollouts each at temperature 1 (avg@samples,
+    the policy GRPO optimizes)."""
+    if samples <= 1:
+        return evaluate(policy, rl, kb, out, None, name)
+    from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
+    from gta_verl.eval.runner import EvalSettings, evaluate_policy
+
+    settings = EvalSettings(
+        policy=policy,
+        n_samples=samples,
+        temperature=1.0,
+        max_obs_tokens=MAX_OBS_TOKENS,
+        prompt_length=PROMPT_LENGTH,
+        response_length=RESPONSE_LENGTH,
+    )
+    res = evaluate_policy(name, [rl], kb, out_dir=out, settings=settings, batch_size=32, concurrency=32)
+    return dict(res.summary.overall)
+
+
 def train_table(ws: Any, kb: Path, out: Path, args: argparse.Namespace, results: list[dict]) -> str:
     """The warm start and every checkpoint on GRPO's own ``--rl-questions`` prompts (greedy)."""
-    rl = rl_questions(ws, out, args.rl_questions)
-    warm = evaluate(str(ws.model), rl, kb, out / "eval" / "warm_start_train", None, "warm_start")
+    rl = rl_questions(ws, out, args)
+    warm = evaluate_train(
+        str(ws.model), rl, kb, out / "eval" / "warm_start_train", "warm_start", args.train_samples
+    )
     rows = [("warm start (verl SFT on τ* replays)", [warm])] + [
         (f"({c}) {CONDITIONS[c][0]}", [r["train"] for r in results if r["condition"] == c and "train" in r])
         for c in args.conditions.split(",")
     ]
     visits = args.steps * args.batch / args.rl_questions
-    return (
-        f"GRPO's own training questions (the first {args.rl_questions} RL questions, each a prompt "
-        f"≈ {visits:.0f} times):\n\n" + table(rows)
+    which = (
+        f"the {args.rl_questions} of the first {args.select_spread} RL questions whose warm-start rollouts "
+        "spread most"
+        if args.select_spread
+        else f"the first {args.rl_questions} RL questions"
+    )
+    how = f"{args.train_samples} rollouts each at T = 1" if args.train_samples > 1 else "greedy"
+    return f"GRPO's own training questions ({which}, each a prompt ≈ {visits:.0f} times; {how}):\n\n" + table(
+        rows
     )
 
 
@@ -179,7 +222,7 @@ def run_condition(
     if done.is_file():
         return json.loads(done.read_text())
     label, recipe, extra = CONDITIONS[cond]
-    rl = rl_questions(ws, out, args.rl_questions)
+    rl = rl_questions(ws, out, args)
     env = {
         "MODEL_PATH": str(ws.model),
         "KB_DIR": str(kb),
@@ -206,7 +249,9 @@ def run_condition(
         "rl_questions": str(rl),
     }
     if args.rl_questions:
-        result["train"] = evaluate(str(ckpt), rl, kb, run_dir / "eval_train", None, f"{cond}_s{seed}")
+        result["train"] = evaluate_train(
+            str(ckpt), rl, kb, run_dir / "eval_train", f"{cond}_s{seed}", args.train_samples
+        )
     if args.real_qa:
         result["real"] = evaluate(
             str(ckpt), Path(args.real_qa), kb, run_dir / "eval_real", None, f"{cond}_s{seed}"
@@ -374,6 +419,26 @@ def main(argv: list[str] | None = None) -> int:
         help="GRPO on the first N RL questions only, each checkpoint also evaluated on them (0: all)",
     )
     p.add_argument(
+        "--select-spread",
+        type=int,
+        default=0,
+        metavar="M",
+        help="with --rl-questions N: the N of the first M RL questions whose warm-start rollouts (--n each, "
+        "T = 1) spread most in EM + target coverage (gta_verl.eval.spread); 0: the first N",
+    )
+    p.add_argument(
+        "--train-samples",
+        type=int,
+        default=1,
+        help="rollouts per question (T = 1) when evaluating on GRPO's own prompts (1: greedy)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="the main job's warm-start data and model (gta_verl.cpu.warm_start.QUICK: 96 paths, 2-layer "
+        "Qwen2; GRPO prompts = its SFT questions) trained for --sft-steps; --n-paths/--split are ignored",
+    )
+    p.add_argument(
         "--torch-threads",
         type=int,
         default=0,
@@ -392,21 +457,26 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from gta_verl.cpu.prepare import _ensure_kb, default_root
-    from gta_verl.cpu.warm_start import SFTSettings, build_warm_start
+    from gta_verl.cpu.warm_start import QUICK, SFTSettings, build_warm_start
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     kb = Path(args.kb).resolve() if args.kb else _ensure_kb(default_root() / "kb_musique")
+    args.kb_dir = kb
     if args.real_qa == "bundled":
         args.real_qa = str(_bundled_musique_qa(default_root() / "data"))
     t0 = time.perf_counter()
-    settings = SFTSettings(
-        n_paths=args.n_paths,
-        steps=args.sft_steps,
-        rl_fraction=args.rl_fraction,
-        split=args.split,
-        heldout_fraction=args.heldout_fraction,
-        val_rows=args.sft_val_rows,
+    settings = (
+        dataclasses.replace(QUICK, steps=args.sft_steps)
+        if args.quick
+        else SFTSettings(
+            n_paths=args.n_paths,
+            steps=args.sft_steps,
+            rl_fraction=args.rl_fraction,
+            split=args.split,
+            heldout_fraction=args.heldout_fraction,
+            val_rows=args.sft_val_rows,
+        )
     )
     ws = build_warm_start(kb, args.warm_start_root, settings=settings)
     print(f"warm start: {ws.model} ({time.perf_counter() - t0:.0f} s)", flush=True)

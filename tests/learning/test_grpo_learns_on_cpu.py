@@ -1,9 +1,10 @@
 """Learning regression check: one GRPO step of verl's own trainer moves the policy the right way.
 
 From the quick warm start (:data:`gta_verl.cpu.warm_start.QUICK`, built and cached on first use), one
-Stage-I GRPO step of stock ``main_ppo`` (``recipes/cpu/run.sh gta_stage1``) on 4 fixed training
-questions × 4 rollouts; ``gta_sync`` dumps the step's token layout (ids, response mask, verl's
-advantages, ground truth, turn records). The probe (:mod:`gta_verl.eval.learning_probe`) re-scores each
+Stage-I GRPO step of stock ``main_ppo`` (``recipes/cpu/run.sh gta_stage1``) on 4 training questions × 4
+rollouts — the 4 of the first 16 whose sampled rollouts spread most (:mod:`gta_verl.eval.spread`);
+``gta_sync`` dumps the step's token layout (ids, response mask, verl's advantages, ground truth, turn
+records). The probe (:mod:`gta_verl.eval.learning_probe`) re-scores each
 rollout with the pure trajectory-guided reward, takes GRPO advantages of those rewards and scores π₀ → π₁:
 
 * S_policy > 0 — the log-probability of above-average rollouts' own tokens rose, of below-average
@@ -26,22 +27,23 @@ pytestmark = pytest.mark.verl_e2e
 
 QUESTIONS = 4
 ROLLOUTS = 4
+POOL = 16  # training questions sampled ROLLOUTS times each to choose the QUESTIONS with reward spread
 LR = 1e-3  # one Adam step moves every weight by about lr: large enough to measure, small enough to stay local
 
 
 @pytest.fixture(scope="module")
 def one_step(tmp_path_factory):
-    import pandas as pd
-
     from gta_verl.cpu.prepare import _ensure_kb, default_root
     from gta_verl.cpu.recipe_run import run_cpu_recipe
     from gta_verl.cpu.warm_start import QUICK, build_warm_start, checkpoint_dir, grpo_overrides
+    from gta_verl.eval.spread import select_spread_questions
 
     kb = _ensure_kb(default_root() / "kb_musique")
     ws = build_warm_start(kb, settings=QUICK)
     out = tmp_path_factory.mktemp("learning_probe")
-    subset = out / "questions.parquet"
-    pd.read_parquet(ws.train).head(QUESTIONS).to_parquet(subset)
+    # The QUESTIONS of the first POOL training questions whose sampled rollouts differ most in EM and target
+    # documents found: a group whose rewards are all equal has zero advantages and tests nothing.
+    subset = select_spread_questions(ws.model, ws.train, kb, out / "select", QUESTIONS, ROLLOUTS, pool=POOL)
     env = {
         "MODEL_PATH": str(ws.model),
         "KB_DIR": str(kb),
