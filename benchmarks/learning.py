@@ -148,6 +148,7 @@ def rl_questions(ws: Any, out: Path, args: argparse.Namespace) -> Path:
     if not n:
         return Path(ws.rl_questions)
     if args.select_spread:
+        from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
         from gta_verl.eval.spread import select_spread_questions
 
         return select_spread_questions(
@@ -158,6 +159,9 @@ def rl_questions(ws: Any, out: Path, args: argparse.Namespace) -> Path:
             n,
             args.n,
             pool=args.select_spread,
+            max_obs_tokens=MAX_OBS_TOKENS,
+            prompt_length=PROMPT_LENGTH,
+            response_length=RESPONSE_LENGTH,
         )
     import pandas as pd
 

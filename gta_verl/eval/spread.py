@@ -65,12 +65,16 @@ def select_spread_questions(
     k: int,
     rollouts: int,
     pool: int | None = None,
+    *,
+    max_obs_tokens: int,
+    prompt_length: int,
+    response_length: int,
 ) -> Path:
     """Write the ``k`` questions of ``questions`` (its first ``pool``) with the most reward spread.
 
-    Each question is sampled ``rollouts`` times from ``policy`` at temperature 1 with the warm start's
-    rollout layout; the kept rows keep the file's order. The subset is ``out_dir/questions.parquet``,
-    written once (a second call with the file present only returns its path).
+    Each question is sampled ``rollouts`` times from ``policy`` at temperature 1 with the rollout layout
+    the GRPO run trains with; the kept rows keep the file's order. The subset is
+    ``out_dir/questions.parquet``, written once (a second call with the file present only returns its path).
 
     Args:
         policy: HF model directory of the policy the GRPO run starts from.
@@ -80,13 +84,14 @@ def select_spread_questions(
         k: Questions to keep.
         rollouts: Samples per question (the GRPO group size is the natural choice).
         pool: Only the first ``pool`` questions are candidates (None: all).
+        max_obs_tokens, prompt_length, response_length: The GRPO run's rollout layout (the CPU warm
+            start's: :mod:`gta_verl.cpu.sft_data`); taken as arguments so that ``eval`` imports no ``cpu``.
 
     Returns:
         Path of the written subset parquet.
     """
     import pandas as pd
 
-    from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
     from gta_verl.eval.records import iter_rows
     from gta_verl.eval.runner import EvalSettings, evaluate_policy
 
@@ -104,9 +109,9 @@ def select_spread_questions(
         policy=str(policy),
         n_samples=rollouts,
         temperature=1.0,
-        max_obs_tokens=MAX_OBS_TOKENS,
-        prompt_length=PROMPT_LENGTH,
-        response_length=RESPONSE_LENGTH,
+        max_obs_tokens=max_obs_tokens,
+        prompt_length=prompt_length,
+        response_length=response_length,
     )
     res = evaluate_policy(
         str(policy),

@@ -35,6 +35,7 @@ LR = 1e-3  # one Adam step moves every weight by about lr: large enough to measu
 def one_step(tmp_path_factory):
     from gta_verl.cpu.prepare import _ensure_kb, default_root
     from gta_verl.cpu.recipe_run import run_cpu_recipe
+    from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
     from gta_verl.cpu.warm_start import QUICK, build_warm_start, checkpoint_dir, grpo_overrides
     from gta_verl.eval.spread import select_spread_questions
 
@@ -43,7 +44,18 @@ def one_step(tmp_path_factory):
     out = tmp_path_factory.mktemp("learning_probe")
     # The QUESTIONS of the first POOL training questions whose sampled rollouts differ most in EM and target
     # documents found: a group whose rewards are all equal has zero advantages and tests nothing.
-    subset = select_spread_questions(ws.model, ws.train, kb, out / "select", QUESTIONS, ROLLOUTS, pool=POOL)
+    subset = select_spread_questions(
+        ws.model,
+        ws.train,
+        kb,
+        out / "select",
+        QUESTIONS,
+        ROLLOUTS,
+        pool=POOL,
+        max_obs_tokens=MAX_OBS_TOKENS,
+        prompt_length=PROMPT_LENGTH,
+        response_length=RESPONSE_LENGTH,
+    )
     env = {
         "MODEL_PATH": str(ws.model),
         "KB_DIR": str(kb),
