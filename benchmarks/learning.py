@@ -72,12 +72,17 @@ def evaluate(
     name: str,
     server_manager: Any = None,
     tokenizer: Any = None,
+    samples: int = 1,
 ) -> dict[str, float]:
+    """``policy`` on ``data``: greedy, or ``samples`` rollouts per question at temperature 1 (avg@samples,
+    the policy GRPO optimizes)."""
     from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
     from gta_verl.eval.runner import EvalSettings, evaluate_policy
 
     settings = EvalSettings(
         policy=policy,
+        n_samples=samples,
+        temperature=1.0 if samples > 1 else None,
         max_obs_tokens=MAX_OBS_TOKENS,
         prompt_length=PROMPT_LENGTH,
         response_length=RESPONSE_LENGTH,
@@ -173,31 +178,17 @@ def rl_questions(ws: Any, out: Path, args: argparse.Namespace) -> Path:
     return path
 
 
-def evaluate_train(policy: str, rl: Path, kb: Path, out: Path, name: str, samples: int) -> dict[str, float]:
-    """A policy on GRPO's own prompts: greedy, or ``samples`` rollouts each at temperature 1 (avg@samples,
-    the policy GRPO optimizes)."""
-    if samples <= 1:
-        return evaluate(policy, rl, kb, out, None, name)
-    from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
-    from gta_verl.eval.runner import EvalSettings, evaluate_policy
-
-    settings = EvalSettings(
-        policy=policy,
-        n_samples=samples,
-        temperature=1.0,
-        max_obs_tokens=MAX_OBS_TOKENS,
-        prompt_length=PROMPT_LENGTH,
-        response_length=RESPONSE_LENGTH,
-    )
-    res = evaluate_policy(name, [rl], kb, out_dir=out, settings=settings, batch_size=32, concurrency=32)
-    return dict(res.summary.overall)
-
-
 def train_table(ws: Any, kb: Path, out: Path, args: argparse.Namespace, results: list[dict]) -> str:
     """The warm start and every checkpoint on GRPO's own ``--rl-questions`` prompts (greedy)."""
     rl = rl_questions(ws, out, args)
-    warm = evaluate_train(
-        str(ws.model), rl, kb, out / "eval" / "warm_start_train", "warm_start", args.train_samples
+    warm = evaluate(
+        str(ws.model),
+        rl,
+        kb,
+        out / "eval" / "warm_start_train",
+        None,
+        "warm_start",
+        samples=args.train_samples,
     )
     rows = [("warm start (verl SFT on τ* replays)", [warm])] + [
         (f"({c}) {CONDITIONS[c][0]}", [r["train"] for r in results if r["condition"] == c and "train" in r])
@@ -253,8 +244,8 @@ def run_condition(
         "rl_questions": str(rl),
     }
     if args.rl_questions:
-        result["train"] = evaluate_train(
-            str(ckpt), rl, kb, run_dir / "eval_train", f"{cond}_s{seed}", args.train_samples
+        result["train"] = evaluate(
+            str(ckpt), rl, kb, run_dir / "eval_train", None, f"{cond}_s{seed}", samples=args.train_samples
         )
     if args.real_qa:
         result["real"] = evaluate(
