@@ -146,6 +146,13 @@ def speed_overrides(args: argparse.Namespace) -> tuple[str, ...]:
     return out
 
 
+def algo_overrides(args: argparse.Namespace) -> tuple[str, ...]:
+    """Overrides of ``--adam-eps``, ``--no-std-norm`` and ``--kl-coef`` (docs/learning.md, experiment 8)."""
+    from gta_verl.cpu.warm_start import grpo_algo_overrides
+
+    return grpo_algo_overrides(args.adam_eps or None, not args.no_std_norm, args.kl_coef)
+
+
 def rl_questions(ws: Any, out: Path, args: argparse.Namespace) -> Path:
     """GRPO's prompts: the warm start's RL split, its first ``--rl-questions`` questions, or (with
     ``--select-spread M``) the ``--rl-questions`` of its first M whose warm-start rollouts spread most."""
@@ -228,6 +235,7 @@ def run_condition(
     from gta_verl.cpu.warm_start import checkpoint_dir, grpo_overrides
 
     overrides = grpo_overrides(args.steps, seed, args.lr, args.n, args.batch) + extra + speed_overrides(args)
+    overrides += algo_overrides(args)
     run = run_cpu_recipe(recipe, run_dir, env, overrides, timeout_s=args.timeout)
     if run.returncode != 0:
         raise RuntimeError(f"{cond} seed {seed}: run.sh {recipe} exited {run.returncode}; see {run.log}")
@@ -443,6 +451,23 @@ def main(argv: list[str] | None = None) -> int:
         "--bypass-old-logprob",
         action="store_true",
         help="π_old = the rollout log-probs (verl rollout_correction.bypass_mode), no recompute",
+    )
+    p.add_argument(
+        "--adam-eps",
+        type=float,
+        default=0.0,
+        help="AdamW eps of the actor (0: torch's 1e-8); see docs/learning.md, experiment 8",
+    )
+    p.add_argument(
+        "--no-std-norm",
+        action="store_true",
+        help="GRPO advantages without the group-std division (verl algorithm.norm_adv_by_std_in_grpo=false)",
+    )
+    p.add_argument(
+        "--kl-coef",
+        type=float,
+        default=None,
+        help="β of the actor's KL loss to the warm start (default: the recipe's 0.001)",
     )
     p.add_argument(
         "--report-only",

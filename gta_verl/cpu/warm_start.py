@@ -362,6 +362,30 @@ def grpo_overrides(steps: int, seed: int, lr: float, n: int, batch: int) -> tupl
     )
 
 
+def grpo_algo_overrides(
+    adam_eps: float | None = None, std_norm: bool = True, kl_coef: float | None = None
+) -> tuple[str, ...]:
+    """Hydra overrides of the optimizer and advantage knobs ``benchmarks/learning.py`` varies.
+
+    Args:
+        adam_eps: AdamW ``eps`` of the actor (None: torch's 1e-8). The update is m̂ / (√v̂ + eps): with
+            1e-8 a tied-embedding row whose gradient is ~1e-6 (a token absent from the batch, reached
+            only through the softmax) moves as far per step as a row the batch used.
+        std_norm: GRPO's division of A_i = R_i − mean(R) by the group's std. False is Dr. GRPO: a group
+            whose rewards differ only by search terms (±0.35 in eq 16) is then pushed less hard than
+            one whose answers differ (3.0 between −1 and +2), instead of equally hard.
+        kl_coef: β of the actor's KL loss to the warm start (None: the recipe's).
+    """
+    out: tuple[str, ...] = ()
+    if adam_eps is not None:
+        out += (f"actor_rollout_ref.actor.optim.override_optimizer_config={{eps:{adam_eps}}}",)
+    if not std_norm:
+        out += ("algorithm.norm_adv_by_std_in_grpo=false",)
+    if kl_coef is not None:
+        out += (f"actor_rollout_ref.actor.kl_loss_coef={kl_coef}",)
+    return out
+
+
 def checkpoint_dir(run_dir: Path, step: int) -> Path:
     """The HF checkpoint a ``run_cpu_recipe`` run saved at ``step`` (fp32 recorded in its config)."""
     return fix_dtype(run_dir / "verl" / "ckpt" / f"global_step_{step}" / "actor" / "huggingface")
