@@ -217,48 +217,50 @@ def train_table(ws: Any, kb: Path, out: Path, args: argparse.Namespace, results:
 def run_condition(
     cond: str, seed: int, ws: Any, kb: Path, out: Path, args: argparse.Namespace
 ) -> dict[str, Any]:
+    """Train (cond, seed) unless ``done.json`` records it, then add the evaluations it lacks."""
     from gta_verl.cpu.recipe_run import run_cpu_recipe
+    from gta_verl.cpu.warm_start import checkpoint_dir, grpo_overrides
 
     run_dir = out / "runs" / f"{cond}_s{seed}"
     done = run_dir / "done.json"
-    if done.is_file():
-        return json.loads(done.read_text())
-    label, recipe, extra = CONDITIONS[cond]
     rl = rl_questions(ws, out, args)
-    env = {
-        "MODEL_PATH": str(ws.model),
-        "KB_DIR": str(kb),
-        "STAGE1_TRAIN": str(rl),
-        "QA_FILES": str(rl),
-        "STEPS": str(args.steps),
-    }
-    from gta_verl.cpu.warm_start import checkpoint_dir, grpo_overrides
-
-    overrides = grpo_overrides(args.steps, seed, args.lr, args.n, args.batch) + extra + speed_overrides(args)
-    overrides += algo_overrides(args)
-    run = run_cpu_recipe(recipe, run_dir, env, overrides, timeout_s=args.timeout)
-    if run.returncode != 0:
-        raise RuntimeError(f"{cond} seed {seed}: run.sh {recipe} exited {run.returncode}; see {run.log}")
-    ckpt = checkpoint_dir(run_dir, args.steps)
-    final = evaluate(
-        str(ckpt), ws.heldout, kb, run_dir / "eval_heldout", args.eval_questions, f"{cond}_s{seed}"
-    )
-    result = {
-        "condition": cond,
-        "seed": seed,
-        "seconds": run.seconds,
-        "heldout": final,
-        "metrics": str(run_dir / "metrics.jsonl"),
-        "rl_questions": str(rl),
-    }
+    if done.is_file():
+        result = json.loads(done.read_text())
+    else:
+        label, recipe, extra = CONDITIONS[cond]
+        env = {
+            "MODEL_PATH": str(ws.model),
+            "KB_DIR": str(kb),
+            "STAGE1_TRAIN": str(rl),
+            "QA_FILES": str(rl),
+            "STEPS": str(args.steps),
+        }
+        overrides = (
+            grpo_overrides(args.steps, seed, args.lr, args.n, args.batch) + extra + speed_overrides(args)
+        )
+        overrides += algo_overrides(args)
+        run = run_cpu_recipe(recipe, run_dir, env, overrides, timeout_s=args.timeout)
+        if run.returncode != 0:
+            raise RuntimeError(f"{cond} seed {seed}: run.sh {recipe} exited {run.returncode}; see {run.log}")
+        result = {
+            "condition": cond,
+            "seed": seed,
+            "seconds": run.seconds,
+            "metrics": str(run_dir / "metrics.jsonl"),
+            "rl_questions": str(rl),
+        }
+    tag = f"{cond}_s{seed}"
+    # An evaluation added to the command later (--real-qa, --train-samples) runs on the kept checkpoint.
+    todo = [("heldout", ws.heldout, args.eval_questions, 1)]
     if args.rl_questions:
-        result["train"] = evaluate(
-            str(ckpt), rl, kb, run_dir / "eval_train", None, f"{cond}_s{seed}", samples=args.train_samples
-        )
+        todo.append(("train", rl, None, args.train_samples))
     if args.real_qa:
-        result["real"] = evaluate(
-            str(ckpt), Path(args.real_qa), kb, run_dir / "eval_real", None, f"{cond}_s{seed}"
-        )
+        todo.append(("real", Path(args.real_qa), None, 1))
+    for key, questions, limit, samples in todo:
+        if key in result:
+            continue
+        ckpt = str(checkpoint_dir(run_dir, args.steps))  # FileNotFoundError names it if it is gone
+        result[key] = evaluate(ckpt, questions, kb, run_dir / f"eval_{key}", limit, tag, samples=samples)
     done.write_text(json.dumps(result, indent=2))
     return result
 

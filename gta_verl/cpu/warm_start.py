@@ -387,5 +387,12 @@ def grpo_algo_overrides(
 
 
 def checkpoint_dir(run_dir: Path, step: int) -> Path:
-    """The HF checkpoint a ``run_cpu_recipe`` run saved at ``step`` (fp32 recorded in its config)."""
-    return fix_dtype(run_dir / "verl" / "ckpt" / f"global_step_{step}" / "actor" / "huggingface")
+    """The HF checkpoint a ``run_cpu_recipe`` run saved at ``step`` (fp32 recorded in its config).
+
+    Raises:
+        FileNotFoundError: the run saved no HF checkpoint at ``step`` (or it was deleted).
+    """
+    hf = run_dir / "verl" / "ckpt" / f"global_step_{step}" / "actor" / "huggingface"
+    if not (hf / "config.json").is_file():
+        raise FileNotFoundError(f"no HF checkpoint of step {step} under {run_dir} (expected {hf})")
+    return fix_dtype(hf)

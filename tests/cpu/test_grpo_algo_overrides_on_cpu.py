@@ -71,3 +71,17 @@ def test_no_std_norm_gives_dr_grpo_advantages(monkeypatch):
     # Unbiased std: deviations² = 3·0.0875² + 0.2625² = 0.02296875 + 0.06890625 = 0.091875; /3 = 0.030625,
     # √ = 0.175, so A = −0.0875/0.175 = −0.5 and 0.2625/0.175 = 1.5 — the push a correct answer would get.
     assert std == pytest.approx([-0.5, -0.5, 1.5, -0.5], abs=1e-4)
+
+
+def test_checkpoint_dir_names_a_missing_checkpoint_and_records_fp32(tmp_path):
+    import json
+
+    from gta_verl.cpu.warm_start import checkpoint_dir
+
+    with pytest.raises(FileNotFoundError, match="no HF checkpoint of step 3"):
+        checkpoint_dir(tmp_path, 3)
+    hf = tmp_path / "verl" / "ckpt" / "global_step_3" / "actor" / "huggingface"
+    hf.mkdir(parents=True)
+    (hf / "config.json").write_text(json.dumps({"dtype": "bfloat16", "model_type": "qwen2"}))
+    assert checkpoint_dir(tmp_path, 3) == hf
+    assert json.loads((hf / "config.json").read_text())["dtype"] == "float32"
