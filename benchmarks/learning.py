@@ -150,7 +150,7 @@ def algo_overrides(args: argparse.Namespace) -> tuple[str, ...]:
     """Overrides of ``--adam-eps``, ``--no-std-norm`` and ``--kl-coef`` (docs/learning.md, experiment 8)."""
     from gta_verl.cpu.warm_start import grpo_algo_overrides
 
-    return grpo_algo_overrides(args.adam_eps or None, not args.no_std_norm, args.kl_coef)
+    return grpo_algo_overrides(args.adam_eps, not args.no_std_norm, args.kl_coef)
 
 
 def rl_questions(ws: Any, out: Path, args: argparse.Namespace) -> Path:
@@ -236,9 +236,11 @@ def run_condition(
             "STEPS": str(args.steps),
         }
         overrides = (
-            grpo_overrides(args.steps, seed, args.lr, args.n, args.batch) + extra + speed_overrides(args)
+            grpo_overrides(args.steps, seed, args.lr, args.n, args.batch)
+            + extra
+            + speed_overrides(args)
+            + algo_overrides(args)
         )
-        overrides += algo_overrides(args)
         run = run_cpu_recipe(recipe, run_dir, env, overrides, timeout_s=args.timeout)
         if run.returncode != 0:
             raise RuntimeError(f"{cond} seed {seed}: run.sh {recipe} exited {run.returncode}; see {run.log}")
@@ -256,12 +258,14 @@ def run_condition(
         todo.append(("train", rl, None, args.train_samples))
     if args.real_qa:
         todo.append(("real", Path(args.real_qa), None, 1))
-    for key, questions, limit, samples in todo:
-        if key in result:
-            continue
-        ckpt = str(checkpoint_dir(run_dir, args.steps))  # FileNotFoundError names it if it is gone
-        result[key] = evaluate(ckpt, questions, kb, run_dir / f"eval_{key}", limit, tag, samples=samples)
-    done.write_text(json.dumps(result, indent=2))
+    todo = [t for t in todo if t[0] not in result]
+    if todo or not done.is_file():
+        ckpt = str(checkpoint_dir(run_dir, args.steps)) if todo else ""  # FileNotFoundError names it if gone
+        for key, questions, limit, samples in todo:
+            result[key] = evaluate(ckpt, questions, kb, run_dir / f"eval_{key}", limit, tag, samples=samples)
+        tmp = done.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=2))
+        tmp.replace(done)
     return result
 
 
@@ -457,8 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--adam-eps",
         type=float,
-        default=0.0,
-        help="AdamW eps of the actor (0: torch's 1e-8); see docs/learning.md, experiment 8",
+        default=None,
+        help="AdamW eps of the actor (default: torch's 1e-8); see docs/learning.md, experiment 8",
     )
     p.add_argument(
         "--no-std-norm",
