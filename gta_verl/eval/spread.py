@@ -13,10 +13,15 @@ The scores and the ranking are pure (:func:`spread_score`, :func:`questions_with
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["questions_with_spread", "select_spread_questions", "spread_score"]
+from gta_verl.rewards.trajectory import trajectory_reward
+
+__all__ = ["SCORES", "questions_with_spread", "select_spread_questions", "spread_score"]
+
+SCORES = ("proxy", "trajectory")
 
 
 def spread_score(em: float, n_targets_hit: int, n_targets: int) -> float:
@@ -26,6 +31,29 @@ def spread_score(em: float, n_targets_hit: int, n_targets: int) -> float:
     rollouts differ in it is one whose GRPO group has non-zero advantages.
     """
     return float(em) + (n_targets_hit / n_targets if n_targets > 0 else 0.0)
+
+
+def rollout_score(record: Mapping[str, Any], score: str) -> float:
+    """A sampled rollout's selection score from its eval record.
+
+    Args:
+        record: One ``gta-verl eval`` record (``em``, ``n_targets_hit``, ``n_targets``, ``turn_doc_ids``,
+            ``target_doc_ids``, ``answer``, ``gold_answers``).
+        score: ``"proxy"`` — :func:`spread_score` (EM + fraction of targets found); ``"trajectory"`` — the
+            trajectory-guided reward itself (eq 18, :func:`gta_verl.rewards.trajectory.trajectory_reward`),
+            which also separates rollouts by how many of their searches missed, so more groups have spread.
+
+    Returns:
+        The score.
+    """
+    if score == "proxy":
+        return spread_score(record["em"], record["n_targets_hit"], record["n_targets"])
+    if score == "trajectory":
+        turns = [list(t) for t in record["turn_doc_ids"]]
+        gold = record["gold_answers"]
+        gold = gold if isinstance(gold, str) else list(gold)
+        return trajectory_reward(turns, list(record["target_doc_ids"]), record["answer"], gold).total
+    raise ValueError(f"score must be one of {SCORES}, got {score!r}")
 
 
 def questions_with_spread(scores: Sequence[tuple[str, float]], k: int) -> list[str]:
@@ -69,6 +97,7 @@ def select_spread_questions(
     max_obs_tokens: int,
     prompt_length: int,
     response_length: int,
+    score: str = "proxy",
 ) -> Path:
     """Write the ``k`` questions of ``questions`` (its first ``pool``) with the most reward spread.
 
@@ -86,6 +115,7 @@ def select_spread_questions(
         pool: Only the first ``pool`` questions are candidates (None: all).
         max_obs_tokens, prompt_length, response_length: The GRPO run's rollout layout (the CPU warm
             start's: :mod:`gta_verl.cpu.sft_data`); taken as arguments so that ``eval`` imports no ``cpu``.
+        score: How a sampled rollout is scored (:func:`rollout_score`).
 
     Returns:
         Path of the written subset parquet.
@@ -95,6 +125,8 @@ def select_spread_questions(
     from gta_verl.eval.records import iter_rows
     from gta_verl.eval.runner import EvalSettings, evaluate_policy
 
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {SCORES}, got {score!r}")
     out = Path(out_dir)
     subset = out / "questions.parquet"
     if subset.is_file():
@@ -123,10 +155,7 @@ def select_spread_questions(
         concurrency=32,
         progress=False,
     )
-    scores = [
-        (row["qid"], spread_score(row["em"], row["n_targets_hit"], row["n_targets"]))
-        for row in iter_rows(res.records_dir)
-    ]
+    scores = [(row["qid"], rollout_score(row, score)) for row in iter_rows(res.records_dir)]
     keep = set(questions_with_spread(scores, k))
     tmp = subset.with_suffix(".tmp")
     rows[[info["qid"] in keep for info in rows["extra_info"]]].to_parquet(tmp)

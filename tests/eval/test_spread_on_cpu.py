@@ -11,6 +11,37 @@ def test_spread_score_hand_computed():
     assert spread_score(0.0, 0, 0) == 0.0  # no targets: EM alone
 
 
+def _record(turns, answer, em, hit):
+    return {
+        "turn_doc_ids": turns,
+        "target_doc_ids": ["d1", "d2"],
+        "answer": answer,
+        "gold_answers": ["Paris"],
+        "em": em,
+        "n_targets_hit": hit,
+        "n_targets": 2,
+    }
+
+
+def test_rollout_score_proxy_and_trajectory_hand_computed():
+    from gta_verl.eval.spread import rollout_score
+
+    wrong = _record([["d1", "x"], ["y"]], "Lyon", 0.0, 1)
+    # proxy: EM 0 + 1/2 targets found = 0.5
+    assert rollout_score(wrong, "proxy") == pytest.approx(0.5)
+    # trajectory (eq 18): d1 new hit +0.25, second search finds no target −0.10, wrong answer −1 → −0.85
+    assert rollout_score(wrong, "trajectory") == pytest.approx(-0.85)
+    # one search fewer, same documents found and same answer: the proxy cannot tell them apart, the reward can
+    fewer = _record([["d1", "x"]], "Lyon", 0.0, 1)
+    assert rollout_score(fewer, "proxy") == pytest.approx(0.5)
+    assert rollout_score(fewer, "trajectory") == pytest.approx(0.25 - 1.0)  # −0.75
+    # both found in two searches, correct: 0.25 + 0.25 + 2 = 2.5
+    full = _record([["d1"], ["d2"]], "Paris", 1.0, 2)
+    assert rollout_score(full, "trajectory") == pytest.approx(2.5)
+    with pytest.raises(ValueError, match="score must be one of"):
+        rollout_score(full, "em")
+
+
 def test_questions_with_spread_ranks_by_variance_then_mean():
     from gta_verl.eval.spread import questions_with_spread
 

@@ -2,9 +2,9 @@
 
 From the quick warm start (:data:`gta_verl.cpu.warm_start.QUICK`, built and cached on first use), one
 Stage-I GRPO step of stock ``main_ppo`` (``recipes/cpu/run.sh gta_stage1``) on 4 training questions × 4
-rollouts — the 4 of the first 16 whose sampled rollouts spread most (:mod:`gta_verl.eval.spread`);
-``gta_sync`` dumps the step's token layout (ids, response mask, verl's advantages, ground truth, turn
-records). The probe (:mod:`gta_verl.eval.learning_probe`) re-scores each
+rollouts — the 4 of the first 16 whose sampled rollouts' trajectory-guided rewards spread most
+(:mod:`gta_verl.eval.spread`); ``gta_sync`` dumps the step's token layout (ids, response mask, verl's
+advantages, ground truth, turn records). The probe (:mod:`gta_verl.eval.learning_probe`) re-scores each
 rollout with the pure trajectory-guided reward, takes GRPO advantages of those rewards and scores π₀ → π₁:
 
 * S_policy > 0 — the log-probability of above-average rollouts' own tokens rose, of below-average
@@ -42,8 +42,10 @@ def one_step(tmp_path_factory):
     kb = _ensure_kb(default_root() / "kb_musique")
     ws = build_warm_start(kb, settings=QUICK)
     out = tmp_path_factory.mktemp("learning_probe")
-    # The QUESTIONS of the first POOL training questions whose sampled rollouts differ most in EM and target
-    # documents found: a group whose rewards are all equal has zero advantages and tests nothing.
+    # The QUESTIONS of the first POOL training questions whose sampled rollouts differ most in the reward the
+    # step trains on: a group whose rewards are all equal has zero advantages and tests nothing. (The EM +
+    # targets-found proxy left 13 of 16 pool questions without spread on the quick warm start, so a group of
+    # the step could score all equal.)
     subset = select_spread_questions(
         ws.model,
         ws.train,
@@ -55,6 +57,7 @@ def one_step(tmp_path_factory):
         max_obs_tokens=MAX_OBS_TOKENS,
         prompt_length=PROMPT_LENGTH,
         response_length=RESPONSE_LENGTH,
+        score="trajectory",
     )
     env = {
         "MODEL_PATH": str(ws.model),
