@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gta_verl.eval.spread import SCORES
+
 REPO = Path(__file__).resolve().parents[1]
 
 CONDITIONS = {
@@ -163,17 +165,19 @@ def rl_questions(ws: Any, out: Path, args: argparse.Namespace) -> Path:
         from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
         from gta_verl.eval.spread import select_spread_questions
 
+        tag = "" if args.select_score == "proxy" else f"_{args.select_score}"  # proxy: experiment 8's dirs
         return select_spread_questions(
             ws.model,
             ws.rl_questions,
             args.kb_dir,
-            out / f"rl_spread_{n}_of_{args.select_spread}",
+            out / f"rl_spread_{n}_of_{args.select_spread}{tag}",
             n,
             args.n,
             pool=args.select_spread,
             max_obs_tokens=MAX_OBS_TOKENS,
             prompt_length=PROMPT_LENGTH,
             response_length=RESPONSE_LENGTH,
+            score=args.select_score,
         )
     import pandas as pd
 
@@ -204,7 +208,7 @@ def train_table(ws: Any, kb: Path, out: Path, args: argparse.Namespace, results:
     visits = args.steps * args.batch / args.rl_questions
     which = (
         f"the {args.rl_questions} of the first {args.select_spread} RL questions whose warm-start rollouts "
-        "spread most"
+        f"spread most ({args.select_score} score)"
         if args.select_spread
         else f"the first {args.rl_questions} RL questions"
     )
@@ -433,7 +437,14 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         metavar="M",
         help="with --rl-questions N: the N of the first M RL questions whose warm-start rollouts (--n each, "
-        "T = 1) spread most in EM + target coverage (gta_verl.eval.spread); 0: the first N",
+        "T = 1) spread most in --select-score (gta_verl.eval.spread); 0: the first N",
+    )
+    p.add_argument(
+        "--select-score",
+        choices=SCORES,
+        default="proxy",
+        help="a sampled rollout's score for --select-spread: proxy = EM + fraction of targets found, "
+        "trajectory = the trajectory-guided reward itself (eq 18)",
     )
     p.add_argument(
         "--train-samples",
