@@ -49,10 +49,10 @@ def rollout_score(record: Mapping[str, Any], score: str) -> float:
     if score == "proxy":
         return spread_score(record["em"], record["n_targets_hit"], record["n_targets"])
     if score == "trajectory":
-        turns = [list(t) for t in record["turn_doc_ids"]]
-        gold = record["gold_answers"]
-        gold = gold if isinstance(gold, str) else list(gold)
-        return trajectory_reward(turns, list(record["target_doc_ids"]), record["answer"], gold).total
+        # trajectory_reward turns parquet's numpy arrays into plain lists itself
+        return trajectory_reward(
+            record["turn_doc_ids"], record["target_doc_ids"], record["answer"], record["gold_answers"]
+        ).total
     raise ValueError(f"score must be one of {SCORES}, got {score!r}")
 
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.verl_e2e
 
 # On the quick warm start about 15 % of rollouts score above the rest (one search fewer, a target found, the
 # answer right): a group of 4 then has spread with probability 1 − 0.85⁴ − 0.15⁴ ≈ 0.48, and 4 such groups
-# all had none in 1 of 4 runs. Groups of 8 have spread with ≈ 1 − 0.85⁸ ≈ 0.73; none of 8 groups, ≈ 3e-5.
+# all had none in 2 of 5 runs. Groups of 8 have spread with ≈ 1 − 0.85⁸ ≈ 0.73; none of 8 groups, ≈ 3e-5.
 QUESTIONS = 8
 ROLLOUTS = 8
 LR = 1e-3  # one Adam step moves every weight by about lr: large enough to measure, small enough to stay local
