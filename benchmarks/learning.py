@@ -136,16 +136,9 @@ def _bundled_musique_qa(data_dir: Path) -> Path:
 
 def speed_overrides(args: argparse.Namespace) -> tuple[str, ...]:
     """Overrides of ``--torch-threads`` and ``--bypass-old-logprob`` (docs/learning.md, Step cost)."""
-    out: tuple[str, ...] = ()
-    if args.torch_threads:
-        # Ray exports OMP_NUM_THREADS = an actor's num_cpus (1 here) unless the job's env sets it; the env
-        # value must be a string.
-        out += (f'+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="{args.torch_threads}"',)
-    if args.bypass_old_logprob:
-        # One mini-batch and one epoch per step: π_old is the rollout policy, whose log-probs hf_cpu already
-        # returns (verl's bypass mode; it skips the actor's recompute and its entropy metric).
-        out += ("algorithm.rollout_correction.bypass_mode=true",)
-    return out
+    from gta_verl.cpu.warm_start import step_cost_overrides
+
+    return step_cost_overrides(args.torch_threads or 0, bool(args.bypass_old_logprob))
 
 
 def algo_overrides(args: argparse.Namespace) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -135,8 +135,11 @@ def _stage_synth(ctx: QuickstartContext) -> StageLog:
     )
 
 
-#: GRPO of the main job's ``verl`` stage: 4 prompts × 4 rollouts × 2 steps from the quick warm start.
-VERL_STEPS, VERL_PROMPTS, VERL_ROLLOUTS, VERL_LR = 2, 4, 4, 1e-4
+#: GRPO of the main job's ``verl`` stage: 8 prompts × 8 rollouts × 2 steps from the quick warm start. On it
+#: ≈ 15 % of rollouts score above the rest, so a group of 8 has reward spread with ≈ 1 − 0.85⁸ ≈ 0.73 and
+#: a step with no spread in any of its 8 groups (all advantages 0) has odds ≈ 0.27⁸ ≈ 3·10⁻⁵; with 4 × 4 it
+#: was ≈ 0.07 per step and happened on a fresh clone.
+VERL_STEPS, VERL_PROMPTS, VERL_ROLLOUTS, VERL_LR = 2, 8, 8, 1e-4
 
 
 def _warm_start(ctx: QuickstartContext) -> Any:
@@ -146,15 +149,36 @@ def _warm_start(ctx: QuickstartContext) -> Any:
     return build_warm_start(Path(ctx.paths["kb"]).resolve(), settings=QUICK)
 
 
+def verl_overrides(seed: int, dump_dir: Path) -> tuple[str, ...]:
+    """Hydra overrides of the main job's GRPO run on top of ``recipes/cpu/run.sh gta_stage1``'s.
+
+    Experiment 8's learning setting (docs/learning.md): :data:`VERL_PROMPTS` × :data:`VERL_ROLLOUTS`,
+    AdamW lr :data:`VERL_LR`, Dr. GRPO (no division by the group's std), π_old from the rollout, two
+    OpenMP threads per Ray worker; plus a checkpoint every step and ``gta_sync``'s token dump of every step
+    under ``dump_dir``, so :func:`gta_verl.eval.learning_probe.probe_run` can score each update.
+    """
+    from gta_verl.cpu.warm_start import grpo_algo_overrides, grpo_overrides, step_cost_overrides
+
+    return (
+        grpo_overrides(VERL_STEPS, seed, VERL_LR, VERL_ROLLOUTS, VERL_PROMPTS, save_freq=1)
+        + grpo_algo_overrides(std_norm=False)
+        + step_cost_overrides(torch_threads=2, bypass_old_logprob=True)
+        + (f"trainer.rollout_data_dir={dump_dir}",)
+    )
+
+
 def _stage_verl(ctx: QuickstartContext) -> StageLog:
     """GRPO steps of the Stage-I recipe through verl's own trainer on CPU, from the warm start.
 
     The warm start (:data:`gta_verl.cpu.warm_start.QUICK`: a 2-layer Qwen2 taught the action protocol by
     verl's SFT trainer on τ* replays) already answers and searches, so rewards differ within a GRPO group
     and the step's advantages and gradients are non-zero; a random model scores −1 on every rollout.
+    Each update is then scored by the learning probe (S_policy > 0: the log-probability of the step's
+    above-average rollouts rose and that of its below-average ones fell).
     """
     from gta_verl.cpu.recipe_run import run_cpu_recipe
-    from gta_verl.cpu.warm_start import grpo_overrides
+    from gta_verl.cpu.warm_start import checkpoint_dir
+    from gta_verl.eval.learning_probe import probe_run
 
     ws = _warm_start(ctx)
     env = {
@@ -164,21 +188,48 @@ def _stage_verl(ctx: QuickstartContext) -> StageLog:
         "QA_FILES": str(ws.heldout),
         "STEPS": str(VERL_STEPS),
     }
-    overrides = grpo_overrides(VERL_STEPS, ctx.seed, VERL_LR, VERL_ROLLOUTS, VERL_PROMPTS)
-    run = run_cpu_recipe("gta_stage1", (ctx.out / "verl").resolve(), env, overrides)
+    out = (ctx.out / "verl").resolve()
+    shutil.rmtree(out / "dump", ignore_errors=True)  # a rerun's steps must not be probed with old dumps
+    run = run_cpu_recipe("gta_stage1", out, env, verl_overrides(ctx.seed, out / "dump"))
     if run.returncode != 0 or not run.steps:
         raise RuntimeError(
             f"verl main_ppo (recipes/cpu/run.sh gta_stage1) exited {run.returncode}; see {run.log}"
         )
+    t0 = time.perf_counter()
+    ckpts = [ws.model] + [checkpoint_dir(out, s) for s in range(1, VERL_STEPS + 1)]
+    probes = probe_run(out / "dump", ckpts)
     data = {
         "returncode": run.returncode,
         "seconds": run.seconds,
         "steps": run.steps,
+        "probe": {s: asdict(p) for s, p in probes.items()},
+        "probe_seconds": time.perf_counter() - t0,
         "log": str(run.log),
         "warm_start": str(ws.model),
     }
-    title = f"RL with verl main_ppo on CPU (Stage I from the warm start, {VERL_STEPS} GRPO steps)"
-    return StageLog(title, run.markdown(), 0.0, data)
+    title = (
+        f"RL with verl main_ppo on CPU (Stage I from the warm start, {VERL_STEPS} GRPO steps of "
+        f"{VERL_PROMPTS} prompts × {VERL_ROLLOUTS} rollouts)"
+    )
+    return StageLog(title, run.markdown() + "\n\n" + _probe_markdown(probes), 0.0, data)
+
+
+def _probe_markdown(probes: dict[int, Any]) -> str:
+    """The learning probe of every step as a table, with what its columns mean."""
+    rows = [
+        "Did each update move the policy the way its advantages say? (`gta_verl.eval.learning_probe`: "
+        "rollouts re-scored with the pure trajectory-guided reward; S_policy = mean of A_i × the change of "
+        "rollout i's mean policy-token log-probability from the checkpoint before the step to the one after; "
+        "> 0 means above-average rollouts became likelier and below-average ones less likely)",
+        "",
+        "| step | rollouts with A > 0 | rollouts with A < 0 | S_policy | S_obs (observation tokens) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for step, p in sorted(probes.items()):
+        rows.append(
+            f"| {step} | {p.n_positive} | {p.n_negative} | {p.policy_shift:.3g} | {p.obs_shift:.3g} |"
+        )
+    return "\n".join(rows)
 
 
 def _stage_eval(ctx: QuickstartContext) -> StageLog:

@@ -333,13 +333,15 @@ def build_warm_start(
     return ws
 
 
-def grpo_overrides(steps: int, seed: int, lr: float, n: int, batch: int) -> tuple[str, ...]:
+def grpo_overrides(
+    steps: int, seed: int, lr: float, n: int, batch: int, save_freq: int | None = None
+) -> tuple[str, ...]:
     """Hydra overrides of a GRPO run from the warm start, on top of ``recipes/cpu/run.sh``'s.
 
     ``batch`` prompts × ``n`` rollouts per step in one mini-batch and one micro-batch (one optimizer
     step per GRPO step), the warm start's rollout layout (prompt/response/observation budgets), sampling
     temperature 1, ``data.seed`` = ``seed`` (the same data order for every condition of that seed), and an
-    HF checkpoint at the last step.
+    HF checkpoint every ``save_freq`` steps (None: at the last step only).
     """
     from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
 
@@ -357,7 +359,7 @@ def grpo_overrides(steps: int, seed: int, lr: float, n: int, batch: int) -> tupl
         f"gta.agent.max_obs_tokens={MAX_OBS_TOKENS}",
         f"data.seed={seed}",
         f"actor_rollout_ref.rollout.seed={seed}",
-        f"trainer.save_freq={steps}",
+        f"trainer.save_freq={save_freq or steps}",
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
     )
 
@@ -383,6 +385,25 @@ def grpo_algo_overrides(
         out += ("algorithm.norm_adv_by_std_in_grpo=false",)
     if kl_coef is not None:
         out += (f"actor_rollout_ref.actor.kl_loss_coef={kl_coef}",)
+    return out
+
+
+def step_cost_overrides(torch_threads: int = 0, bypass_old_logprob: bool = False) -> tuple[str, ...]:
+    """Hydra overrides of the two knobs that cut a CPU GRPO step (docs/learning.md, Step cost).
+
+    Args:
+        torch_threads: OpenMP threads of every Ray worker (0: Ray's default, a worker's ``num_cpus``,
+            i.e. 1 here). Ray exports ``OMP_NUM_THREADS`` unless the job's env sets it; the value must
+            be a string.
+        bypass_old_logprob: π_old = the rollout policy, whose log-probs ``hf_cpu`` already returns
+            (verl's ``rollout_correction.bypass_mode``): no recompute pass, no ``actor/entropy`` metric.
+            Exact only with one mini-batch and one epoch per step, as :func:`grpo_overrides` sets.
+    """
+    out: tuple[str, ...] = ()
+    if torch_threads:
+        out += (f'+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="{torch_threads}"',)
+    if bypass_old_logprob:
+        out += ("algorithm.rollout_correction.bypass_mode=true",)
     return out
 
 

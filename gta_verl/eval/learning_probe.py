@@ -195,3 +195,34 @@ def probe_step(dump: Mapping[str, Any], model_before: Any, model_after: Any, tok
         response_logprobs(model_after, p, r) for p, r in zip(dump["prompts"], dump["responses"], strict=True)
     ]
     return probe(adv, before, after, [observation_positions(r, open_id, close_id) for r in dump["responses"]])
+
+
+def probe_run(dump_dir: Any, checkpoints: Sequence[Any]) -> dict[int, ProbeResult]:
+    """:func:`probe_step` of every step of a run: step s's dump scored from π_{s−1} to π_s.
+
+    Args:
+        dump_dir: The run's ``trainer.rollout_data_dir``, holding ``<s>.tokens.pt`` for s = 1 … S.
+        checkpoints: HF model directories π₀ (the starting policy) … π_S (the checkpoint after step S),
+            so the run must save one every step; the tokenizer is read from π₀'s directory.
+
+    Returns:
+        ``{s: ProbeResult}`` for s = 1 … S.
+    """
+    from pathlib import Path
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    def load(path: Any) -> Any:
+        return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+
+    tokenizer = AutoTokenizer.from_pretrained(str(checkpoints[0]))
+    out: dict[int, ProbeResult] = {}
+    before = load(checkpoints[0])
+    for step, path in enumerate(checkpoints[1:], start=1):
+        after = load(path)
+        # Our own dump (ids, masks, plain dicts), written by gta_sync.
+        dump = torch.load(Path(dump_dir) / f"{step}.tokens.pt", weights_only=False)
+        out[step] = probe_step(dump, before, after, tokenizer)
+        before = after
+    return out

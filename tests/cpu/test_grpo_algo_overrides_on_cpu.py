@@ -85,3 +85,25 @@ def test_checkpoint_dir_names_a_missing_checkpoint_and_records_fp32(tmp_path):
     (hf / "config.json").write_text(json.dumps({"dtype": "bfloat16", "model_type": "qwen2"}))
     assert checkpoint_dir(tmp_path, 3) == hf
     assert json.loads((hf / "config.json").read_text())["dtype"] == "float32"
+
+
+def test_step_cost_overrides_default_to_nothing():
+    from gta_verl.cpu.warm_start import step_cost_overrides
+
+    assert step_cost_overrides() == ()
+
+
+def test_main_jobs_verl_overrides_pass_main_ppo_checks(monkeypatch, tmp_path):
+    """The quickstart's ``verl`` stage, exactly as it calls run.sh: 8 × 8, Dr. GRPO, bypass, dumps, ckpts."""
+    from gta_verl import quickstart
+
+    dump = tmp_path / "dump"
+    (cfg,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *quickstart.verl_overrides(3, dump))
+    assert cfg.data.train_batch_size == 8 and cfg.actor_rollout_ref.rollout.n == 8
+    assert cfg.actor_rollout_ref.actor.optim.lr == 1e-4
+    assert cfg.algorithm.norm_adv_by_std_in_grpo is False
+    assert cfg.algorithm.rollout_correction.bypass_mode is True
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS == "2"
+    assert cfg.trainer.save_freq == 1  # the probe scores each step from the checkpoint before it
+    assert cfg.trainer.rollout_data_dir == str(dump)
+    assert cfg.data.seed == 3 and cfg.actor_rollout_ref.rollout.seed == 3

@@ -97,3 +97,55 @@ def test_unmasked_observation_tokens_lists_info_tokens_in_the_loss():
         unmasked_observation_tokens({"responses": [ids], "response_mask": [[1, 1, 0, 0, 0, 1, 1]]}, _TagIds())
         == []
     )
+
+
+def _tiny_qwen2(seed: int):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(
+        vocab_size=16,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
+    return Qwen2ForCausalLM(cfg).eval()
+
+
+def test_probe_run_scores_step_s_from_the_checkpoint_before_it(tmp_path, monkeypatch):
+    """Step s's dump is scored π_{s−1} → π_s: step 1 from the start, step 2 from step 1's checkpoint."""
+    import torch
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    from gta_verl.eval import learning_probe
+    from gta_verl.protocol import INFO_CLOSE, INFO_OPEN
+
+    vocab = {f"t{i}": i for i in range(14)} | {INFO_OPEN: 14, INFO_CLOSE: 15}
+    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel(vocab, unk_token="t0")))
+    models, dirs = [_tiny_qwen2(s) for s in range(3)], []
+    for s, model in enumerate(models):
+        dirs.append(tmp_path / f"ckpt{s}")
+        model.save_pretrained(dirs[-1])
+    tok.save_pretrained(dirs[0])
+    # Rollout ids: a policy token, an <info> block (14 … 15), a policy token. One group of two per step.
+    resp = [[3, 14, 5, 15, 6], [4, 14, 7, 15, 8]]
+    for step in (1, 2):
+        dump = {"prompts": [[1, 2], [1, 2]], "responses": resp, "uid": ["q", "q"]}
+        torch.save(dump, tmp_path / f"{step}.tokens.pt")
+    # Rewards 1 and 0 in one group: mean 0.5, unbiased std √(0.25 + 0.25) ≈ 0.70711, Â = ±0.70711.
+    monkeypatch.setattr(learning_probe, "rescored_rewards", lambda dump, tokenizer: [1.0, 0.0])
+    got = learning_probe.probe_run(tmp_path, dirs)
+    assert sorted(got) == [1, 2]
+    masks = [[1, 0, 0, 0, 1]] * 2  # the protocol's block: <info> through </info>
+    for step, (m0, m1) in ((1, (models[0], models[1])), (2, (models[1], models[2]))):
+        before = [learning_probe.response_logprobs(m0, [1, 2], r) for r in resp]
+        after = [learning_probe.response_logprobs(m1, [1, 2], r) for r in resp]
+        want = learning_probe.probe([0.70711, -0.70711], before, after, masks)
+        assert got[step].policy_shift == pytest.approx(want.policy_shift, rel=1e-4)
+        assert got[step].obs_shift == pytest.approx(want.obs_shift, rel=1e-4)
+        assert (got[step].n_positive, got[step].n_negative) == (1, 1)

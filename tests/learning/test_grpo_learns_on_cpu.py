@@ -62,11 +62,11 @@ def one_step(tmp_path_factory):
 
 def test_one_grpo_step_moves_the_policy_toward_above_average_rollouts(one_step):
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoTokenizer
 
     from gta_verl.eval.learning_probe import (
         grpo_advantages,
-        probe_step,
+        probe_run,
         rescored_rewards,
         sequence_advantage,
         unmasked_observation_tokens,
@@ -75,12 +75,8 @@ def test_one_grpo_step_moves_the_policy_toward_above_average_rollouts(one_step):
     ws, out, ckpt, run = one_step
     dump = torch.load(out / "dump" / "1.tokens.pt", weights_only=False)  # our own file: ids, masks, dicts
     assert len(dump["responses"]) == QUESTIONS * ROLLOUTS
-    before = AutoModelForCausalLM.from_pretrained(str(ws.model), dtype=torch.float32).eval()
-    after = AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=torch.float32).eval()
-    from transformers import AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(str(ws.model))
-    res = probe_step(dump, before, after, tok)
+    res = probe_run(out / "dump", [ws.model, ckpt])[1]  # the main job's verl stage scores its steps so
     ours = grpo_advantages(rescored_rewards(dump, tok), dump["uid"])
     verls = [sequence_advantage(a, m) for a, m in zip(dump["advantages"], dump["response_mask"], strict=True)]
     disagree = [
