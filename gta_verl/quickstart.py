@@ -153,16 +153,18 @@ def verl_overrides(seed: int, dump_dir: Path) -> tuple[str, ...]:
     """Hydra overrides of the main job's GRPO run on top of ``recipes/cpu/run.sh gta_stage1``'s.
 
     Experiment 8's learning setting (docs/learning.md): :data:`VERL_PROMPTS` × :data:`VERL_ROLLOUTS`,
-    AdamW lr :data:`VERL_LR`, Dr. GRPO (no division by the group's std), π_old from the rollout, two
-    OpenMP threads per Ray worker; plus a checkpoint every step and ``gta_sync``'s token dump of every step
-    under ``dump_dir``, so :func:`gta_verl.eval.learning_probe.probe_run` can score each update.
+    AdamW lr :data:`VERL_LR`, Dr. GRPO (no division by the group's std), two OpenMP threads per Ray worker;
+    plus a checkpoint every step and ``gta_sync``'s token dump of every step under ``dump_dir``, so
+    :func:`gta_verl.eval.learning_probe.probe_run` can score each update. The old log-prob pass stays (no
+    bypass mode): it costs a few seconds a step and yields the table's rollout-vs-actor log-prob gap, the
+    check that ``hf_cpu`` samples from the weights verl trains.
     """
     from gta_verl.cpu.warm_start import grpo_algo_overrides, grpo_overrides, step_cost_overrides
 
     return (
         grpo_overrides(VERL_STEPS, seed, VERL_LR, VERL_ROLLOUTS, VERL_PROMPTS, save_freq=1)
         + grpo_algo_overrides(std_norm=False)
-        + step_cost_overrides(torch_threads=2, bypass_old_logprob=True)
+        + step_cost_overrides(torch_threads=2)
         + (f"trainer.rollout_data_dir={dump_dir}",)
     )
 

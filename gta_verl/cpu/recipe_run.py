@@ -20,6 +20,8 @@ from gta_verl.bundled import CPU_RUN_SH, require
 #: verl step metrics shown in the quickstart table (name, column title).
 TABLE_METRICS = (
     ("critic/score/mean", "score"),
+    ("critic/advantages/min", "adv min"),
+    ("critic/advantages/max", "adv max"),
     ("response_length/mean", "response tokens"),
     ("actor/pg_loss", "pg loss"),
     ("actor/grad_norm", "grad norm"),

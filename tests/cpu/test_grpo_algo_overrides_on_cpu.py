@@ -94,7 +94,7 @@ def test_step_cost_overrides_default_to_nothing():
 
 
 def test_main_jobs_verl_overrides_pass_main_ppo_checks(monkeypatch, tmp_path):
-    """The quickstart's ``verl`` stage, exactly as it calls run.sh: 8 × 8, Dr. GRPO, bypass, dumps, ckpts."""
+    """The quickstart's ``verl`` stage, exactly as it calls run.sh: 8 × 8, Dr. GRPO, dumps, checkpoints."""
     from gta_verl import quickstart
 
     dump = tmp_path / "dump"
@@ -102,7 +102,7 @@ def test_main_jobs_verl_overrides_pass_main_ppo_checks(monkeypatch, tmp_path):
     assert cfg.data.train_batch_size == 8 and cfg.actor_rollout_ref.rollout.n == 8
     assert cfg.actor_rollout_ref.actor.optim.lr == 1e-4
     assert cfg.algorithm.norm_adv_by_std_in_grpo is False
-    assert cfg.algorithm.rollout_correction.bypass_mode is True
+    assert not cfg.algorithm.rollout_correction.bypass_mode  # verl's old log-prob pass gives the gap column
     assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS == "2"
     assert cfg.trainer.save_freq == 1  # the probe scores each step from the checkpoint before it
     assert cfg.trainer.rollout_data_dir == str(dump)
