@@ -165,7 +165,12 @@ def verl_overrides(seed: int, dump_dir: Path) -> tuple[str, ...]:
         grpo_overrides(VERL_STEPS, seed, VERL_LR, VERL_ROLLOUTS, VERL_PROMPTS, save_freq=1)
         + grpo_algo_overrides(std_norm=False)
         + step_cost_overrides(torch_threads=2)
-        + (f"trainer.rollout_data_dir={dump_dir}",)
+        + (
+            f"trainer.rollout_data_dir={dump_dir}",
+            # A rerun of the main job (or of --stages verl) trains afresh from the warm start; verl's default
+            # resume_mode=auto would load the earlier run's last checkpoint and train no step.
+            "trainer.resume_mode=disable",
+        )
     )
 
 

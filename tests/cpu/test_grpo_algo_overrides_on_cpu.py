@@ -106,4 +106,5 @@ def test_main_jobs_verl_overrides_pass_main_ppo_checks(monkeypatch, tmp_path):
     assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS == "2"
     assert cfg.trainer.save_freq == 1  # the probe scores each step from the checkpoint before it
     assert cfg.trainer.rollout_data_dir == str(dump)
+    assert cfg.trainer.resume_mode == "disable"  # a rerun must not resume the last run's final step
     assert cfg.data.seed == 3 and cfg.actor_rollout_ref.rollout.seed == 3
