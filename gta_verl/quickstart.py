@@ -29,10 +29,13 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_OPENIE
 from gta_verl.data.io import write_text_atomic
+
+if TYPE_CHECKING:
+    from gta_verl.eval.learning_probe import ProbeResult
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +224,7 @@ def _stage_verl(ctx: QuickstartContext) -> StageLog:
     return StageLog(title, run.markdown() + "\n\n" + _probe_markdown(probes), 0.0, data)
 
 
-def _probe_markdown(probes: dict[int, Any]) -> str:
+def _probe_markdown(probes: dict[int, ProbeResult]) -> str:
     """The learning probe of every step as a table, with what its columns mean."""
     rows = [
         "Did each update move the policy the way its advantages say? (`gta_verl.eval.learning_probe`: "

@@ -34,3 +34,14 @@ def test_unknown_stage_is_a_usage_error(capsys) -> None:
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "unknown quickstart stage(s) smoke; choose from prep,kb,retrieval,synth,verl,eval" in err
+
+
+def test_the_verl_stage_prints_the_probe_of_every_step() -> None:
+    from gta_verl.eval.learning_probe import ProbeResult
+
+    md = quickstart._probe_markdown(
+        {2: ProbeResult(-0.00012, 0.5, 64, 3, 9), 1: ProbeResult(0.0115, -0.000772, 64, 9, 38)}
+    )
+    rows = md.splitlines()[-2:]  # steps in order, 3 significant digits
+    assert rows == ["| 1 | 9 | 38 | 0.0115 | -0.000772 |", "| 2 | 3 | 9 | -0.00012 | 0.5 |"]
+    assert "S_policy" in md and "above-average" in md
