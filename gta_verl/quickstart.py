@@ -199,7 +199,6 @@ def _stage_verl(ctx: QuickstartContext) -> StageLog:
         "STEPS": str(VERL_STEPS),
     }
     out = (ctx.out / "verl").resolve()
-    shutil.rmtree(out / "dump", ignore_errors=True)  # a rerun's steps must not be probed with old dumps
     run = run_cpu_recipe("gta_stage1", out, env, verl_overrides(ctx.seed, out / "dump"))
     if run.returncode != 0 or not run.steps:
         raise RuntimeError(

@@ -33,21 +33,27 @@ def test_probe_rejects_ragged_inputs():
         probe([1.0], [[0.0]], [], [[1]])
 
 
-def test_response_logprobs_against_a_plain_forward():
+def _tiny_qwen2(seed: int, vocab_size: int = 16):
+    """A randomly initialised 1-layer Qwen2, seeded."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(
-        Qwen2Config(
-            vocab_size=32,
-            hidden_size=16,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-        )
-    ).eval()
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
+    return Qwen2ForCausalLM(cfg).eval()
+
+
+def test_response_logprobs_against_a_plain_forward():
+    import torch
+
+    model = _tiny_qwen2(0, vocab_size=32)
     prompt, resp = [3, 4, 5], [6, 7]
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([prompt + resp])).logits[0]
@@ -97,22 +103,6 @@ def test_unmasked_observation_tokens_lists_info_tokens_in_the_loss():
         unmasked_observation_tokens({"responses": [ids], "response_mask": [[1, 1, 0, 0, 0, 1, 1]]}, _TagIds())
         == []
     )
-
-
-def _tiny_qwen2(seed: int):
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = Qwen2Config(
-        vocab_size=16,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-    )
-    return Qwen2ForCausalLM(cfg).eval()
 
 
 def test_probe_run_scores_step_s_from_the_checkpoint_before_it(tmp_path, monkeypatch):
