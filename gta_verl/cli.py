@@ -26,6 +26,7 @@ STAGE_CLI_MODULES: tuple[str, ...] = (
     "gta_verl.eval.cli",  # eval
     "gta_verl.quickstart",  # quickstart (the README main job)
     "gta_verl.cpu.cli",  # cpu tiny-model | prepare (CPU backend for verl main_ppo)
+    "gta_verl.policies.cli",  # policy prepare | path (pretrained policies by name)
 )
 
 

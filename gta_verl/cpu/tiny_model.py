@@ -11,16 +11,20 @@ directory is written to a temp dir and renamed, so concurrent builders never see
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
+
+from gta_verl.policies.model_dir import REQUIRED_FILES, is_complete, write_model_dir
+
+__all__ = [
+    "REQUIRED_FILES",
+    "build_corpus_tiny_model",
+    "build_tiny_model",
+    "default_tiny_model_dir",
+    "is_complete",
+]
 
 #: Bump when the architecture, tokenizer or saved files change (invalidates caches).
 TINY_MODEL_VERSION = 1
-#: Files whose presence marks a complete model directory.
-REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
 
 def default_tiny_model_dir(seed: int = 0) -> Path:
@@ -28,10 +32,6 @@ def default_tiny_model_dir(seed: int = 0) -> Path:
     from gta_verl.agent.tokenizer import cache_dir
 
     return cache_dir() / "models" / f"tiny_qwen2_s{seed}_v{TINY_MODEL_VERSION}"
-
-
-def is_complete(path: Path) -> bool:
-    return all((path / name).is_file() for name in REQUIRED_FILES)
 
 
 def build_tiny_model(out: str | Path | None = None, seed: int = 0, force: bool = False) -> Path:
@@ -56,24 +56,7 @@ def build_tiny_model(out: str | Path | None = None, seed: int = 0, force: bool =
         tiny_qwen2(seed=seed).save_pretrained(str(tmp), safe_serialization=True)
         load_qwen_tokenizer().save_pretrained(str(tmp))
 
-    return _write_model_dir(target, write)
-
-
-def _write_model_dir(target: Path, write: Callable[[Path], object]) -> Path:
-    """Run ``write`` into a temp dir beside ``target`` and rename it there: no reader sees half a model."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        write(tmp)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    except OSError:
-        if not is_complete(target):  # a racing builder did not finish either
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return write_model_dir(target, write)
 
 
 #: Size of the corpus-vocabulary tiny policy (the body of :func:`gta_verl.agent.tokenizer.tiny_qwen2`).
@@ -112,4 +95,4 @@ def build_corpus_tiny_model(kb_dir: str | Path, stage1: str | Path, out: str | P
     rows = pd.read_parquet(stage1).to_dict("records")
     tok = train_corpus_tokenizer(sft_data.tokenizer_texts(load_kb(kb_dir).passages, rows))
     body = sft_data.WarmStartModel(**CORPUS_TINY_BODY)
-    return _write_model_dir(target, lambda tmp: sft_data.init_model_dir(tmp, tok, size=body, seed=seed))
+    return write_model_dir(target, lambda tmp: sft_data.init_model_dir(tmp, tok, size=body, seed=seed))

@@ -38,7 +38,10 @@ def add_parser(subparsers: Any) -> None:
         "report.json and plots/ to --out.",
     )
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--policy", help="HF model path, or 'tiny-random-qwen2' (CPU smoke)")
+    src.add_argument(
+        "--policy",
+        help="HF model path, a policy name (gemma-3-270m), or 'tiny-random-qwen2' (CPU smoke)",
+    )
     src.add_argument(
         "--from-verl-dump",
         metavar="DIR_OR_JSONL",

@@ -229,12 +229,15 @@ def build_policy(settings: EvalSettings) -> tuple[Any, Any]:
         return HFServerManager(tiny_qwen2(settings.seed), tok, seed=settings.seed), tok
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(settings.policy)
+    from gta_verl.policies import resolve_model
+
+    policy = resolve_model(settings.policy)
+    tok = AutoTokenizer.from_pretrained(policy)
     if settings.backend == "vllm":
         from gta_verl.eval.vllm_backend import VLLMServerManager
 
         return VLLMServerManager(
-            settings.policy,
+            policy,
             seed=settings.seed,
             max_model_len=settings.prompt_length + settings.response_length,
         ), tok
@@ -243,7 +246,7 @@ def build_policy(settings: EvalSettings) -> tuple[Any, Any]:
 
     from gta_verl.agent.backends import BatchedHFServerManager, HFServerManager
 
-    model = AutoModelForCausalLM.from_pretrained(settings.policy, torch_dtype="auto")
+    model = AutoModelForCausalLM.from_pretrained(policy, torch_dtype="auto")
     model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
     if settings.effective_temperature == 0:  # greedy: batched rows equal one-by-one generation
         return BatchedHFServerManager(model, tok, settings.response_length), tok
