@@ -46,6 +46,7 @@ __all__ = [
     "INFO_CLOSE",
     "INFO_OPEN",
     "INVALID_ACTION_MESSAGE",
+    "PROMPT_STYLES",
     "PROMPT_VERSION",
     "QUERY_SEPARATOR",
     "SEARCH_CLOSE",
@@ -56,6 +57,7 @@ __all__ = [
     "ParsedAction",
     "ResponseTurn",
     "TOOL_SYSTEM_INSTRUCTIONS",
+    "build_fewshot_prompt",
     "build_messages",
     "build_tool_messages",
     "build_user_prompt",
@@ -134,9 +136,90 @@ def build_user_prompt(question: str, max_queries_per_turn: int = 1) -> str:
     return f"{SYSTEM_INSTRUCTIONS}{extra} Question: {q}\n"
 
 
-def build_messages(question: str, max_queries_per_turn: int = 1) -> list[dict[str, str]]:
-    """Return the chat messages stored in the parquet ``prompt`` column."""
+def build_messages(
+    question: str, max_queries_per_turn: int = 1, style: str = "instructions"
+) -> list[dict[str, str]]:
+    """The chat messages stored in the parquet ``prompt`` column (``style``: a :data:`PROMPT_STYLES` key)."""
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {style!r}; known: {sorted(PROMPT_STYLES)}")
+    if style == "fewshot":
+        return [{"role": "user", "content": build_fewshot_prompt(question)}]
     return [{"role": "user", "content": build_user_prompt(question, max_queries_per_turn)}]
+
+
+class _Hit:
+    def __init__(self, title: str, text: str) -> None:
+        self.title, self.text = title, text
+
+
+#: Two worked examples of the protocol for a pretrained base model (no instruction tuning): each search is
+#: followed by its observation exactly as the agent loop renders one (:func:`format_observation`), and the
+#: answer closes the turn. Facts are public and outside the bundled corpus, so no example leaks an answer.
+_FEWSHOT_EXAMPLES: tuple[tuple[str, tuple[tuple[str, str, str], ...], str], ...] = (
+    (
+        "Who is the mother of the director of the film Jaws?",
+        (
+            (
+                "director of the film Jaws",
+                "Jaws (film)",
+                "Jaws is a 1975 American thriller film directed by Steven Spielberg.",
+            ),
+            (
+                "mother of Steven Spielberg",
+                "Steven Spielberg",
+                "Spielberg was born in Cincinnati, Ohio, to "
+                "Leah Adler, a restaurateur and pianist, and Arnold Spielberg, an electrical engineer.",
+            ),
+        ),
+        "Leah Adler",
+    ),
+    (
+        "In which town was the composer of Swan Lake born?",
+        (
+            (
+                "composer of Swan Lake",
+                "Swan Lake",
+                "Swan Lake is a ballet composed by Pyotr Ilyich Tchaikovsky in 1875-76.",
+            ),
+            (
+                "birthplace of Pyotr Ilyich Tchaikovsky",
+                "Pyotr Ilyich Tchaikovsky",
+                "Tchaikovsky was born in Votkinsk, a small town in Vyatka Governorate of the Russian Empire.",
+            ),
+        ),
+        "Votkinsk",
+    ),
+)
+
+FEWSHOT_INSTRUCTIONS = (
+    "Answer the question. To look something up, write <search> query </search>; the results come back "
+    "between <info> and </info>. Search one fact at a time. When you know the answer, write it inside "
+    "<answer> and </answer>, as a short name or phrase."
+)
+
+
+def build_fewshot_prompt(question: str) -> str:
+    """Instructions, the worked examples of :data:`_FEWSHOT_EXAMPLES`, then ``Question: {q}\n``.
+
+    The last ``Question:`` line is the question (what :func:`gta_verl.eval.verl_dumps.question_from_prompt`
+    reads back).
+    """
+    parts = [FEWSHOT_INSTRUCTIONS, "\n\n"]
+    for q, steps, answer in _FEWSHOT_EXAMPLES:
+        parts.append(f"Question: {q}\n")
+        for query, title, text in steps:
+            parts.append(f"{SEARCH_OPEN} {query} {SEARCH_CLOSE}{format_observation([_Hit(title, text)])}")
+        parts.append(f"{ANSWER_OPEN} {answer} {ANSWER_CLOSE}\n\n")
+    q = question.strip()
+    if q and not q.endswith("?"):
+        q += "?"
+    parts.append(f"Question: {q}\n")
+    return "".join(parts)
+
+
+#: How a row's prompt is written: ``instructions`` (Search-R1's instructions; instruction-tuned models) or
+#: ``fewshot`` (short instructions + two worked examples; pretrained base models such as Gemma-3-270M).
+PROMPT_STYLES = ("instructions", "fewshot")
 
 
 def build_tool_messages(question: str) -> list[dict[str, str]]:

@@ -70,3 +70,22 @@ def test_no_answer(text):
 def test_public_names():
     for name in protocol.__all__:
         assert hasattr(protocol, name), name
+
+
+def test_fewshot_prompt_renders_observations_as_the_loop_does():
+    from gta_verl.eval.verl_dumps import question_from_prompt
+    from gta_verl.protocol import PROMPT_STYLES, build_messages, format_observation, parse_turns
+
+    content = build_messages("who wrote Hamlet", style="fewshot")[0]["content"]
+    # The examples' observations are the loop's own rendering; the question comes last, "?" added.
+    assert "<search> director of the film Jaws </search>\n\n<info>Doc 1(Title: Jaws (film)) " in content
+    assert content.endswith("Question: who wrote Hamlet?\n")
+    assert question_from_prompt(content) == "who wrote Hamlet?"
+    # Every example parses, with the protocol's one parser, as 2 searches then an answer (4 examples' turns).
+    example = content.split("Question: ")[1].split("\n", 1)[1]
+    kinds = [t.action.kind for t in parse_turns(example)]
+    assert kinds == ["search", "search", "answer"]
+    assert format_observation([]) not in content
+    assert PROMPT_STYLES == ("instructions", "fewshot")
+    with pytest.raises(ValueError, match="unknown prompt style 'chat'"):
+        build_messages("q", style="chat")

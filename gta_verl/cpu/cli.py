@@ -44,7 +44,21 @@ def add_parser(subparsers: Any) -> None:
     )
     a.add_argument("parquet", type=Path)
     a.set_defaults(func=_tool_rows)
+    s = sub.add_parser(
+        "prompt-rows",
+        help="write PARQUET's rows with prompts in STYLE next to it (cached); print the new path",
+    )
+    s.add_argument("parquet", type=Path)
+    s.add_argument("--style", required=True, choices=("instructions", "fewshot"))
+    s.set_defaults(func=_prompt_rows)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _prompt_rows(args: argparse.Namespace) -> int:
+    from gta_verl.cpu.prepare import prompt_style_parquet
+
+    print(prompt_style_parquet(args.parquet, args.style).resolve())
+    return 0
 
 
 def _tiny_model(args: argparse.Namespace) -> int:

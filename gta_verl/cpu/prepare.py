@@ -116,3 +116,20 @@ def tool_agent_parquet(src: Path, out: Path | None = None) -> Path:
         return out
     rows = [tool_agent_row(r) for r in pq.read_table(src).to_pylist()]
     return write_table_atomic(pa.Table.from_pylist(rows), out)
+
+
+def prompt_style_parquet(src: Path, style: str, out: Path | None = None) -> Path:
+    """``src``'s rows with each ``prompt`` rewritten in ``style`` (:data:`gta_verl.protocol.PROMPT_STYLES`)
+    from the row's question; written next to ``src`` as ``<stem>.<style>.parquet``, reused while newer."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gta_verl.data.io import write_table_atomic
+    from gta_verl.eval.runner import restyle_prompt
+
+    src = Path(src)
+    out = Path(out) if out else src.with_name(f"{src.stem}.{style}.parquet")
+    if out.is_file() and out.stat().st_mtime >= src.stat().st_mtime:
+        return out
+    rows = [restyle_prompt(r, style) for r in pq.read_table(src).to_pylist()]
+    return write_table_atomic(pa.Table.from_pylist(rows), out)

@@ -79,6 +79,13 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         help="prompt token budget (default: the training config's data.max_prompt_length, 1024)",
     )
+    p.add_argument(
+        "--prompt-style",
+        choices=("instructions", "fewshot"),
+        default=None,
+        help="rewrite each row's prompt in this style from its question (default: keep the rows' prompts; "
+        "fewshot: two worked examples, for a pretrained base model such as gemma-3-270m)",
+    )
     p.add_argument("--max-questions", type=int, default=None, help="first N questions of each --data file")
     p.add_argument(
         "--retriever",
@@ -139,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         max_actions=args.max_actions,
         max_obs_tokens=args.max_obs_tokens,
+        prompt_style=args.prompt_style,
         **{
             k: v
             for k, v in (("prompt_length", args.prompt_length), ("response_length", args.response_length))

@@ -33,6 +33,7 @@ from gta_verl.eval.metrics import EvalSummary, score_record, summarize
 from gta_verl.eval.records import EvalRecord, RecordKey, RecordWriter, read_records
 from gta_verl.eval.report import ReportPaths, write_report
 from gta_verl.eval.verl_dumps import question_from_prompt
+from gta_verl.protocol import PROMPT_STYLES, build_messages
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ class EvalSettings:
             training config's (:func:`training_budget`, ``gta_grpo.yaml``: 1,024 / 3,072).
         retriever: ``gta.retriever`` knobs (e.g. ``{"mode": "dense"}`` for the w/o-graph ablation).
         seed: Sampling seed (HF backend, tiny model init).
+        prompt_style: None keeps each row's ``prompt``; a :data:`gta_verl.protocol.PROMPT_STYLES` key rewrites
+            it from the row's question (``fewshot`` for a pretrained base model).
     """
 
     policy: str
@@ -95,8 +98,11 @@ class EvalSettings:
     response_length: int = field(default_factory=_default_response_length)
     retriever: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
+    prompt_style: str | None = None
 
     def __post_init__(self) -> None:
+        if self.prompt_style is not None and self.prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"prompt_style={self.prompt_style!r}; use one of {PROMPT_STYLES}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend={self.backend!r}; use one of {BACKENDS}")
         if self.policy == TINY_POLICY and self.backend != "hf":
@@ -118,6 +124,8 @@ class EvalSettings:
         d = asdict(self)
         d["retriever"] = dict(self.retriever)
         d["temperature"] = self.effective_temperature
+        if d["prompt_style"] is None:  # runs pinned before the knob existed stay resumable
+            del d["prompt_style"]
         return d
 
 
@@ -159,6 +167,14 @@ def load_rows(data_paths: Sequence[Path | str], max_questions: int | None = None
         part = df.to_dict("records")
         rows += part[:max_questions] if max_questions is not None else part
     return rows
+
+
+def restyle_prompt(row: Mapping[str, Any], style: str) -> dict[str, Any]:
+    """``row`` with its ``prompt`` rewritten in ``style`` from its question (:func:`row_identity`)."""
+    _, _, question, _ = row_identity(row)
+    if not question:
+        raise ValueError(f"row {dict(row).get('extra_info')!r} has no question to rebuild its prompt from")
+    return {**row, "prompt": build_messages(question, style=style)}
 
 
 def row_identity(row: Mapping[str, Any]) -> tuple[str, str, str, int]:
@@ -354,6 +370,8 @@ def evaluate_policy(
     data = [str(p) for p in data_paths]
     _check_run_file(out, settings, data, str(kb_dir))
     rows = load_rows(data, max_questions)
+    if settings.prompt_style is not None:
+        rows = [restyle_prompt(r, settings.prompt_style) for r in rows]
     writer = RecordWriter(out / "records", chunk_size=max(1, batch_size * settings.n_samples))
     done = writer.done_keys()
     todo = [i for i, r in enumerate(rows) if any(_key(r, s) not in done for s in range(settings.n_samples))]

@@ -6,12 +6,12 @@ Why: Gemma-3-270M's 262,144-row tied embedding is 168 M of its 268 M parameters,
 corpus reads and writes a small part of that vocabulary.
 
 What is kept (:func:`kept_ids`): every id the given texts tokenize to, every character and every piece on the
-BPE derivation of a kept piece (so the merges that build it still fire), the 256 byte pieces (any text stays encodable by byte
-fallback), the named special and user-defined pieces. The cut tokenizer keeps exactly the merges among kept
-pieces, in the same order, so it tokenizes every given text to the same pieces as the full one (checked when
-the cut is built) and **can never emit a dropped id**: its vocabulary is the model's. The model keeps the
-matching rows of the tied embedding, so its logits over the kept ids equal the full model's (a test), and
-sampling renormalizes over the kept ids.
+BPE derivation of a kept piece (so the merges that build it still fire), the 256 byte pieces (any text stays
+encodable by byte fallback), the named special and user-defined pieces. The cut tokenizer keeps exactly the
+merges among kept pieces, in the same order, so it tokenizes every given text to the same pieces as the full
+one (checked when the cut is built) and **can never emit a dropped id**: its vocabulary is the model's. The
+model keeps the matching rows of the tied embedding, so its logits over the kept ids equal the full model's (a
+test), and sampling renormalizes over the kept ids.
 
 Proof sketch of "same pieces": BPE applies, at each step, the lowest-ranked merge among adjacent pairs. Every
 merge the full tokenizer applies on a given text builds a piece on the derivation of an output piece, so it
@@ -208,3 +208,30 @@ def cut_model(source: str | Path, texts: Sequence[str], out: str | Path | None =
         )
 
     return write_model_dir(target, write)
+
+
+def policy_texts(kb_dir: str | Path, qa_paths: Sequence[str | Path] = ()) -> list[str]:
+    """What a search policy over ``kb_dir`` reads and writes: every passage as an observation renders it,
+    every question of ``qa_paths`` in every prompt style with its answers, and the protocol's strings."""
+    import pandas as pd
+
+    from gta_verl.kb.store import load_kb
+    from gta_verl.protocol import (
+        INVALID_ACTION_MESSAGE,
+        PROMPT_STYLES,
+        SEARCH_FAILED_PREFIX,
+        build_messages,
+        format_observation,
+    )
+
+    texts = [format_observation([p]) for p in load_kb(kb_dir).passages]
+    texts += [INVALID_ACTION_MESSAGE, f"{SEARCH_FAILED_PREFIX} timeout", format_observation([])]
+    for path in qa_paths:
+        for row in pd.read_parquet(path).to_dict("records"):
+            question = str((row.get("extra_info") or {}).get("question") or "")
+            if question:
+                texts += [build_messages(question, style=s)[0]["content"] for s in PROMPT_STYLES]
+            truth = (row.get("reward_model") or {}).get("ground_truth") or {}
+            answers = truth.get("target", []) if isinstance(truth, dict) else truth
+            texts += [f"<answer> {a} </answer>" for a in list(answers)]
+    return texts

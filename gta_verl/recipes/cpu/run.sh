@@ -14,7 +14,9 @@
 #   with the CPU_ENV below, instead of starting one per run), OUT_DIR (checkpoints/dumps), DRY_RUN=1,
 #   METRICS_JSONL (also write verl's step metrics there, one JSON object per step: verl's file logger),
 #   AGENT (gta_search_agent | tool_agent: verl's native tool-calling loop with our GraphSearchTool,
-#   Stage I / Stage II recipes only; docs/agent.md says when to pick which).
+#   Stage I / Stage II recipes only; docs/agent.md says when to pick which),
+#   PROMPT_STYLE (fewshot: rewrite the rows' prompts with two worked examples, for a pretrained base model;
+#   MODEL_PATH may be a policy name, e.g. gemma-3-270m: `gta-verl policy path` prepares it once).
 # verl's own mode knob works on every recipe: trainer.v1.trainer_mode=colocate_async runs the
 # recipe's trainer in verl's colocated async mode (gta_verl/preflight.py; separate_async needs a
 # checkpoint engine hf_cpu does not have and is refused before Ray starts).
@@ -57,6 +59,14 @@ if [[ -z "${MODEL_PATH:-}" || -z "${KB_DIR:-}" || -z "${STAGE1_TRAIN:-}" || -z "
     while IFS='=' read -r key value; do
       [[ -z "${!key:-}" ]] && printf -v "$key" '%s' "$(eval "echo $value")"
     done <<< "$PREPARED"
+  fi
+fi
+if [[ "$DRY_RUN" != 1 ]]; then
+  # A policy name (gta-verl policy path: e.g. gemma-3-270m) becomes its prepared model directory.
+  MODEL_PATH=$("$PYTHON" -m gta_verl policy path "$MODEL_PATH")
+  if [[ -n "${PROMPT_STYLE:-}" ]]; then
+    STAGE1_TRAIN=$("$PYTHON" -m gta_verl cpu prompt-rows --style "$PROMPT_STYLE" "$STAGE1_TRAIN")
+    QA_FILES=$("$PYTHON" -m gta_verl cpu prompt-rows --style "$PROMPT_STYLE" "$QA_FILES")
   fi
 fi
 if [[ "$AGENT" == tool_agent && "$DRY_RUN" != 1 ]]; then
