@@ -108,8 +108,11 @@ ActionKind = Literal["search", "answer", "invalid"]
 class Passage(Protocol):
     """What :func:`format_observation` needs of a hit (``gta_verl.data.types.RetrievalHit``)."""
 
-    title: str
-    text: str
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
 
 
 def _multi_query_instructions(max_queries: int) -> str:

@@ -149,11 +149,12 @@ def _cut_weights(source: Path, kept: Sequence[int], tmp: Path) -> None:
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
-    emb = model.get_input_embeddings()
+    emb: Any = model.get_input_embeddings()
     # Slice in place: Gemma's embedding module scales by sqrt(hidden), a plain nn.Embedding would not.
     emb.weight = torch.nn.Parameter(emb.weight.data[torch.tensor(list(kept))].clone())
     emb.num_embeddings = len(kept)
-    model.get_output_embeddings().weight = emb.weight
+    head: Any = model.get_output_embeddings()
+    head.weight = emb.weight
     new_id = {old: new for new, old in enumerate(kept)}
     for cfg in {id(c): c for c in (model.config, model.config.get_text_config())}.values():
         cfg.vocab_size = len(kept)
