@@ -62,6 +62,9 @@ class HFCPUReplica(RolloutReplica):
                 int(value_at(self.config, "seed", 0)),
                 bool(value_at(self.model_config, "trust_remote_code", False)),
                 int(value_at(self.config, "max_num_seqs", 64)),  # vLLM's knob: most sequences per batch
+                # New tokens per batched call (rollout.engine_kwargs.hf_cpu.chunk): a row's prefix is
+                # re-encoded once per call, so long prompts want long chunks; rows join at chunk boundaries.
+                int(value_at(self.config, "engine_kwargs.hf_cpu.chunk", None) or 32),
             )
         )
         await handle.state.remote()  # wait until the model is loaded

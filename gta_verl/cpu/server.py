@@ -41,6 +41,7 @@ class HFRolloutServer:
         trust_remote_code: Passed to ``from_pretrained``.
         max_batch: Most queued requests generated in one batched call
             (:func:`gta_verl.llm.hf_batch_generate.hf_generate_batch`); 1 serves them one by one.
+        chunk: Most new tokens per batched call (:class:`~gta_verl.llm.hf_batch_generate.GenerationBatcher`).
     """
 
     def __init__(
@@ -50,6 +51,7 @@ class HFRolloutServer:
         seed: int = 0,
         trust_remote_code: bool = False,
         max_batch: int = 64,
+        chunk: int = 32,
     ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -67,7 +69,7 @@ class HFRolloutServer:
 
         self.max_batch = int(max_batch)
         self._batcher = GenerationBatcher(
-            self.model, self.tokenizer, self.response_length, self.max_batch, self._lock
+            self.model, self.tokenizer, self.response_length, self.max_batch, self._lock, chunk=chunk
         )
         self._serving = asyncio.Event()  # cleared between an abort and the resume
         self._serving.set()
