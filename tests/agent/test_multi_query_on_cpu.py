@@ -17,7 +17,13 @@ from gta_verl.agent.runner import make_trainer_config, run_agent_rollouts
 from gta_verl.data import schema
 from gta_verl.data.schema import make_verl_row
 from gta_verl.data.types import QAExample, RetrievalHit, RetrievalResult
-from gta_verl.protocol import INVALID_ACTION_MESSAGE, SYSTEM_INSTRUCTIONS, build_messages, format_observation
+from gta_verl.protocol import (
+    INVALID_ACTION_MESSAGE,
+    SYSTEM_INSTRUCTIONS,
+    build_messages,
+    checked_max_queries,
+    format_observation,
+)
 from gta_verl.rewards.scoring import ScoringRequest, score_trajectory_guided
 
 QUESTION = QAExample("q1", "Were A and B born in the same city?", ("no",), ("d1", "d2"), 2, "toy")
@@ -145,11 +151,13 @@ def test_prompt_tells_the_policy_only_when_enabled():
     assert text.endswith(" Question: Who?\n")
 
 
-@pytest.mark.parametrize("bad", [0, -1, True])
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, float("inf"), float("nan"), "2"])
 def test_config_rejects_bad_k(bad):
+    # 2.5 was cut to 2 and inf raised OverflowError: a K that is not a whole number >= 1 is refused.
     with pytest.raises(ValueError, match="max_queries_per_turn must be an integer >= 1"):
         AgentConfig(max_queries_per_turn=bad)
     assert AgentConfig().max_queries_per_turn == 1
+    assert checked_max_queries(2.0) == 2 and checked_max_queries(3) == 3
 
 
 def test_natural_qa_rows_carry_the_k_prompt():
