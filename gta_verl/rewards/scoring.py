@@ -232,7 +232,9 @@ def score_trajectory_guided(
 ) -> tuple[float, dict[str, Any]]:
     """Stage I: (R_traj of eq 18, reward_extra_info) for one rollout."""
     result = _trajectory(request, config)
-    return result.total, extra_info_from(result, request, result.search_rewards, result.answer_reward)
+    # The terminal part of the paid reward: r_ans plus potential shaping's F_end = −Φ(s_T).
+    terminal = result.answer_reward + result.terminal_shaping
+    return result.total, extra_info_from(result, request, result.search_rewards, terminal)
 
 
 def score_exact_match(
