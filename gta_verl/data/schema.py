@@ -48,6 +48,8 @@ EF_BUDGET_EXHAUSTED = "gta/budget_exhausted"  # bool: action budget B used up wi
 EF_TRUNCATED = "gta/truncated"  # bool: hit rollout.response_length
 EF_PLACE_TURN_REWARDS = "gta/place_turn_rewards"  # bool: as_dict places per-turn rewards (opt-in)
 EF_TRAILING_DROPPED = "gta/trailing_dropped"  # int: turns whose text ran past the closing tag (verl #935)
+# list[list[list[str]]]: per search turn, the shown ids of each of its queries (K > 1 only)
+EF_TURN_QUERY_DOC_IDS = "gta/turn_query_doc_ids"
 EF_TURN_OBS_START = "gta/turn_obs_start"  # list[int]: response index each tool response would start at
 
 SPAN_KINDS = ("reasoning", "query", "observation", "answer", "invalid")
@@ -143,7 +145,7 @@ def _as_list(value: Any) -> list[Any]:
     return list(value)
 
 
-def parse_turn_doc_ids(value: Any) -> list[list[str]]:
+def parse_turn_doc_ids(value: Any, name: str = EF_TURN_DOC_IDS) -> list[list[str]]:
     """``gta/turn_doc_ids`` as R(q_t) per search turn: a list of lists of string ids.
 
     None (no gta loop) is no search. numpy arrays (parquet, ``np.array(..., dtype=object)``)
@@ -161,21 +163,15 @@ def parse_turn_doc_ids(value: Any) -> list[list[str]]:
     if turns is None:
         return []
     if not isinstance(turns, (list, tuple)):
-        raise ValueError(
-            f"{EF_TURN_DOC_IDS} must be a list of lists of ids, got {type(turns).__name__} {turns!r:.80}"
-        )
+        raise ValueError(f"{name} must be a list of lists of ids, got {type(turns).__name__} {turns!r:.80}")
     out: list[list[str]] = []
     for i, turn in enumerate(turns):
         ids = _plain_value(turn)
         if not isinstance(ids, (list, tuple)):
-            raise ValueError(
-                f"{EF_TURN_DOC_IDS}[{i}] must be a list of ids, got {type(ids).__name__} {ids!r:.80}"
-            )
+            raise ValueError(f"{name}[{i}] must be a list of ids, got {type(ids).__name__} {ids!r:.80}")
         bad = next((d for d in ids if not isinstance(d, str)), None)
         if bad is not None:
-            raise ValueError(
-                f"{EF_TURN_DOC_IDS}[{i}] holds a {type(bad).__name__} id {bad!r:.80}; ids are strings"
-            )
+            raise ValueError(f"{name}[{i}] holds a {type(bad).__name__} id {bad!r:.80}; ids are strings")
         out.append([str(d) for d in ids])
     return out
 

@@ -26,6 +26,7 @@ from gta_verl.data.schema import (
     EF_NUM_SEARCHES,
     EF_RETRIEVAL_ERRORS,
     EF_TURN_DOC_IDS,
+    EF_TURN_QUERY_DOC_IDS,
     drop_unshown_searches,
     parse_ground_truth,
     parse_turn_doc_ids,
@@ -37,6 +38,7 @@ from gta_verl.rewards.trajectory import (
     TrajectoryRewardConfig,
     em_reward,
     trajectory_reward,
+    zero_target_queries,
 )
 from gta_verl.strict_config import node_at, to_plain
 
@@ -94,6 +96,17 @@ class ScoringRequest:
                 (:func:`gta_verl.data.schema.parse_turn_doc_ids`).
         """
         return parse_turn_doc_ids(self.extra_fields.get(EF_TURN_DOC_IDS))
+
+    @property
+    def query_doc_ids(self) -> list[list[list[str]]]:
+        """The ids shown per query, per search turn (``gta/turn_query_doc_ids``, K > 1); without
+        that record every turn is one query showing its ``turn_doc_ids``."""
+        turns = _plain(self.extra_fields.get(EF_TURN_QUERY_DOC_IDS))
+        if turns is None:
+            return [[ids] for ids in self.turn_doc_ids]
+        if not isinstance(turns, (list, tuple)):
+            raise ValueError(f"{EF_TURN_QUERY_DOC_IDS} must be a list per search turn, got {turns!r:.80}")
+        return [parse_turn_doc_ids(t, f"{EF_TURN_QUERY_DOC_IDS}[{i}]") for i, t in enumerate(turns)]
 
     @property
     def num_searches(self) -> int:
@@ -210,6 +223,7 @@ def extra_info_from(
         "target_doc_cov": float(result.target_doc_cov),
         "complete_chain": float(result.complete_chain),
         "zero_target_turns": int(result.zero_target_turns),
+        "zero_target_queries": zero_target_queries(request.query_doc_ids, request.target_doc_ids),
         "search_reward_sum": float(sum(turn_rewards)),
         "answer_reward": float(answer_reward),
         "traj_reward": float(result.total),

@@ -42,7 +42,13 @@ from gta_verl.rewards.qa import exact_match, f1
 from gta_verl.rewards.shaping import STEP_SHAPINGS, coverage_bonus_step_rewards, potential_shaping
 from gta_verl.strict_config import StrictConfig
 
-__all__ = ["TrajectoryReward", "TrajectoryRewardConfig", "em_reward", "trajectory_reward"]
+__all__ = [
+    "TrajectoryReward",
+    "TrajectoryRewardConfig",
+    "em_reward",
+    "trajectory_reward",
+    "zero_target_queries",
+]
 
 
 @dataclass(frozen=True)
@@ -243,3 +249,35 @@ def em_reward(prediction: str | None, gold_answers: Iterable[str] | str) -> floa
         (1.0, 0.0)
     """
     return exact_match(prediction, gold_answers)
+
+
+def zero_target_queries(
+    query_doc_ids: Sequence[Sequence[Iterable[str]]], target_doc_ids: Iterable[str]
+) -> int:
+    """Queries whose shown passages held no target document unseen before them.
+
+    With several queries per search (K > 1) a turn is productive when any of its queries is, so
+    zero-target *turns* hide a useless extra query; this counts queries, in issue order, with C
+    grown query by query (the per-query Δ of eq 15). With one query per turn it equals
+    ``zero_target_turns``, the quantity of GTA-RAG's Table 3.
+
+    Args:
+        query_doc_ids: Per search turn, the ids shown for each of its queries.
+        target_doc_ids: S(x).
+
+    Examples:
+        Turn 1: query a shows d1, query b shows x; turn 2: one query shows d1 again. Zero-target
+        queries: b and turn 2's (2); zero-target turns: only turn 2 (1).
+
+        >>> zero_target_queries([[["d1"], ["x"]], [["d1"]]], ["d1", "d2"])
+        2
+    """
+    targets = set(_doc_list(target_doc_ids))
+    covered: set[str] = set()
+    count = 0
+    for turn in query_doc_ids:
+        for ids in turn:
+            new = {d for d in _doc_list(ids) if d in targets} - covered
+            count += not new
+            covered |= new
+    return count

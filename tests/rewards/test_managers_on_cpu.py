@@ -23,6 +23,7 @@ EXTRA_KEYS = {
     "target_doc_cov",
     "complete_chain",
     "zero_target_turns",
+    "zero_target_queries",
     "search_reward_sum",
     "answer_reward",
     "traj_reward",
