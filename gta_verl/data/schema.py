@@ -294,4 +294,8 @@ def rollout_record_from_fields(
         sample_idx=int(sample_idx),
         retrieved_texts=tuple(str(t) for turn in turn_texts for t in _as_list(turn)),
         gold_texts=tuple(texts),
+        turn_query_doc_ids=tuple(
+            tuple(tuple(str(d) for d in _as_list(q)) for q in _as_list(turn))
+            for turn in _as_list(extra_fields.get(EF_TURN_QUERY_DOC_IDS, []))
+        ),
     )

@@ -128,7 +128,8 @@ def test_scripted_eval_report_matches_hand_computation(tmp_path, musique, tokeni
     assert hops["2"]["target_doc_cov"] == pytest.approx(2 / 6) and hops["4"]["target_doc_cov"] == 0.25
     md = res.report.markdown.read_text()
     assert "| scripted | 50.0 | 50.0 | 50.0 | 50.0 |" in md
-    assert "| musique | 4 | 30.0 | 25.0 | 2 | 0.50 | 1.25 |" in md
+    # one query per search: 2 zero-target queries = the 2 zero-target turns
+    assert "| musique | 4 | 30.0 | 25.0 | 2 | 0.50 | 2 | 1.25 |" in md
     assert all(p.stat().st_size > 1000 for p in res.report.plots.values())
 
 
