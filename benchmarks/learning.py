@@ -12,8 +12,9 @@ Usage:
    start, the oracle replay of τ*.
 4. GRPO from the warm start through ``recipes/cpu/run.sh`` (stock ``main_ppo``, ``hf_cpu``, our Ray
    retriever): (a) answer-only reward on Stage-I data (GTA's "w/o TGR"), (b) trajectory-guided reward,
-   (c) PathRouter, (d) GTA + PathRouter, (e) the trajectory-guided reward with the potential-based step term
-   (``gta.reward.step_shaping=potential``); the same data order per seed (``data.seed``) across conditions.
+   (c) PathRouter, (d) GTA + PathRouter, (e) the trajectory-guided reward with the coverage bonus spread
+   over turns (``gta.reward.step_shaping=coverage_bonus``); the same data order per seed (``data.seed``)
+   across conditions.
 5. Each final checkpoint evaluated on the held-out split; ``<out>/learning.md`` gets the Table-3-layout table
    (mean ± std over seeds), the learning-curve PNG and the settings; per-step metrics stay in ``<out>/runs/``.
 
@@ -41,9 +42,9 @@ CONDITIONS = {
     "c": ("PathRouter", "path_router", ()),
     "d": ("GTA + PathRouter", "gta_path_router", ()),
     "e": (
-        "trajectory-guided, potential-based step reward",
+        "trajectory-guided, coverage bonus over turns",
         "gta_stage1",
-        ("gta.reward.step_shaping=potential",),
+        ("gta.reward.step_shaping=coverage_bonus",),
     ),
 }
 METRICS = (

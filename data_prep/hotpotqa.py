@@ -8,8 +8,11 @@ Three inputs are understood:
   * with ``--context``, HotpotQA records with their own ``context`` paragraphs (the official
     ``hotpot_train_v1.1.json``, or HippoRAG's ``assets/hotpotqa_train/hotpotqa_train.json``): writes
     ``<name>_<split>.parquet`` (gold doc ids = the supporting-fact paragraphs) and
-    ``<name>_<split>_corpus.parquet``, the kept questions' context paragraphs (gold + distractors,
-    deduplicated by title + text), for ``gta-verl kb build --corpus``.
+    ``<name>_<split>_corpus.parquet``, the kept questions' context paragraphs (deduplicated by
+    title + text), for ``gta-verl kb build --corpus``: ``--paragraphs all`` (default) = gold +
+    distractors (9.94 per question: ≈ 99,400 documents for 10,000 questions), ``--paragraphs gold``
+    = the supporting-fact paragraphs alone, the size of the paper's Stage-II graph (~18,300
+    documents for 10,000 questions, ≈ 1.83 per question).
 
     python data_prep/hotpotqa.py [--input assets/hotpotqa/hotpot_dev_v1_simplified.json] [--out data/hotpotqa]
     python data_prep/hotpotqa.py --input hotpotqa.json --corpus hotpotqa_corpus.json --out data/hotpotqa
@@ -20,7 +23,7 @@ GTA-RAG Stage II trains on 10,000 HotpotQA questions (§4.1) without saying whic
 --seed S`` draws a seeded uniform random sample of N questions (kept in file order), unlike
 ``--limit N`` (the first N, which follow the file's ordering). The recipe step
 ``recipes/gta_rag/data/prepare_stage2_hotpotqa.sh`` writes ``$DATA_DIR/hotpotqa_10k_train.parquet``
-and its corpus this way.
+and its corpus this way, with ``--paragraphs gold`` (the paper's corpus size).
 """
 
 import argparse
@@ -70,6 +73,13 @@ def main() -> None:
     ap.add_argument(
         "--strict", action="store_true", help="with --context: fail on the first malformed record"
     )
+    ap.add_argument(
+        "--paragraphs",
+        choices=("all", "gold"),
+        default="all",
+        help="with --context: corpus of every context paragraph (all: gold + distractors, default) "
+        "or of the gold paragraphs alone (gold: the paper's Stage-II corpus size)",
+    )
     a = ap.parse_args()
     if a.context:
         prepare_hotpot_context(
@@ -81,6 +91,7 @@ def main() -> None:
             seed=a.seed,
             limit=a.limit,
             strict=a.strict,
+            paragraphs=a.paragraphs,
         )
         return
     split = a.split or "dev"

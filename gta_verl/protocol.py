@@ -36,6 +36,8 @@ With K = 1 (the default) the content is the one query, whatever it contains.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -281,7 +283,11 @@ def checked_max_queries(value: Any) -> int:
     """
     if value is None:
         return 1
-    if isinstance(value, bool) or int(value) < 1:
+    # 2.5 must not become 2, nor inf an OverflowError: only whole numbers (2.0 included) pass.
+    whole = isinstance(value, numbers.Integral) or (
+        isinstance(value, float) and math.isfinite(value) and value.is_integer()
+    )
+    if isinstance(value, bool) or not whole or int(value) < 1:
         raise ValueError(f"gta.agent.max_queries_per_turn must be an integer >= 1, got {value!r}")
     return int(value)
 

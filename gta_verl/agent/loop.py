@@ -29,7 +29,7 @@ from uuid import uuid4
 import torch
 
 from gta_verl.agent.config import AgentConfig, agent_config_from_trainer_config
-from gta_verl.agent.observation import fit_observation
+from gta_verl.agent.observation import fit_observation_per_query
 from gta_verl.agent.parser import token_index_for_char
 from gta_verl.agent.retriever_access import aretrieve_guarded, get_retriever_client
 from gta_verl.agent.spans import clip_spans, distill_mask_from_spans
@@ -117,6 +117,30 @@ def union_of_results(results: Sequence[RetrievalResult]) -> tuple[list[Retrieval
     return hits, None, failed
 
 
+def query_groups(results: Sequence[RetrievalResult]) -> list[list[RetrievalHit]]:
+    """Each query's passages in rank order, a document already returned for an earlier query left out.
+
+    A failed query has an empty group. The concatenation is :func:`union_of_results`'s hits.
+
+    >>> a = RetrievalResult("a", hits=(RetrievalHit("d1", "T1", "x", 1.0, "graph"),))
+    >>> b = RetrievalResult("b", hits=(RetrievalHit("d1", "T1", "x", 0.9, "dense"),
+    ...                                RetrievalHit("d2", "T2", "y", 0.8, "dense")))
+    >>> [[h.doc_id for h in g] for g in query_groups([a, b, RetrievalResult("c", error="timeout")])]
+    [['d1'], ['d2'], []]
+    """
+    single = sum(1 for r in results if r.error is None) == 1  # one ranking: as returned, as the union
+    seen: set[str] = set()
+    groups: list[list[RetrievalHit]] = []
+    for result in results:
+        group: list[RetrievalHit] = []
+        for hit in result.hits if result.error is None else ():
+            if single or hit.doc_id not in seen:
+                seen.add(hit.doc_id)
+                group.append(hit)
+        groups.append(group)
+    return groups
+
+
 class GTAAgentLoopOutput(AgentLoopOutput):
     """``AgentLoopOutput`` whose ``as_dict`` (V1 trainer path) adds gta's token tensors.
 
@@ -159,6 +183,7 @@ class _Rollout:
         self.spans: list[list[Any]] = []
         self.queries: list[str] = []
         self.doc_ids: list[list[str]] = []
+        self.query_doc_ids: list[list[list[str]]] = []
         self.texts: list[list[str]] = []
         self.errors = 0
         self.invalid = 0
@@ -277,18 +302,22 @@ class GTASearchAgentLoop(AgentLoopBase):
         """Call R on the turn's queries (one batched call); return the observation ids.
 
         Several queries (``gta.agent.max_queries_per_turn`` > 1) are one observation: the
-        union of their passages (:func:`union_of_results`), recorded as the turn's R(q_t).
-        The observation is fitted to ``min(max_obs_tokens, remaining response budget)`` by
-        shortening every passage (:func:`gta_verl.agent.observation.fit_observation`), and
-        only the passages shown, with their text as shown, are recorded: rewards and
-        metrics count exactly what the policy saw.
+        union of their passages (:func:`union_of_results`), recorded as the turn's R(q_t), and
+        each query's share of it as ``gta/turn_query_doc_ids``. The observation is fitted to
+        ``min(max_obs_tokens, remaining response budget)`` by shortening passages
+        (:func:`gta_verl.agent.observation.fit_observation_per_query`: each query's best
+        passage budgeted first), and only the passages shown, with their text as shown, are
+        recorded: rewards and metrics count exactly what the policy saw.
         """
         results = await self._call_retriever(queries)
-        hits, error, failed = union_of_results(results)
+        _, error, failed = union_of_results(results)
+        groups = query_groups(results)
         cap = min(self.agent_config.max_obs_tokens, self.response_length - len(state.ids))
-        fitted = fit_observation(hits, error, max(cap, 0), self._encode, self._decode)
+        fitted = fit_observation_per_query(groups, error, max(cap, 0), self._encode, self._decode)
+        shown = {h.doc_id for h in fitted.shown}
         state.queries.append(f" {QUERY_SEPARATOR} ".join(queries))
         state.doc_ids.append([h.doc_id for h in fitted.shown])
+        state.query_doc_ids.append([[h.doc_id for h in g if h.doc_id in shown] for g in groups])
         state.texts.append([f"{h.title}\n{h.text}" for h in fitted.shown])
         state.errors += failed
         return fitted.ids
@@ -322,6 +351,11 @@ class GTASearchAgentLoop(AgentLoopBase):
             schema.EF_TRUNCATED: bool(truncated),
             EF_PLACE_TURN_REWARDS: bool(self.agent_config.place_turn_rewards),
             EF_TRAILING_DROPPED: state.trailing,
+            **(
+                {schema.EF_TURN_QUERY_DOC_IDS: state.query_doc_ids}
+                if self.agent_config.max_queries_per_turn > 1
+                else {}
+            ),
             MIN_GLOBAL_STEPS: state.global_steps[0],
             MAX_GLOBAL_STEPS: state.global_steps[1],
         }

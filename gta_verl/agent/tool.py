@@ -8,8 +8,17 @@ becomes the trajectory's ``AgentLoopOutput.extra_fields``, which verl hands the 
 manager as ``tool_extra_fields``; so each call records here what ``gta_search_agent``
 records per search turn (:mod:`gta_verl.data.schema`): ``gta/turn_queries``,
 ``gta/turn_doc_ids``, ``gta/turn_texts``, ``gta/num_searches``, ``gta/retrieval_errors``,
-and ``gta/invalid_actions`` for a call without a query. The reward managers therefore score
-both loops with the same code.
+and ``gta/invalid_actions`` for a call without a usable query (arguments that are not a JSON
+object, a query that is not a non-blank string). The reward managers therefore score both
+loops with the same code.
+
+Only documents the policy saw may count. verl's loop ends a rollout without appending a tool
+response that would overrun ``rollout.response_length`` (``tool_agent_loop.py``, the
+``len(response_mask) >= self.response_length`` return), after ``execute`` recorded its ids;
+so each call also records ``gta/turn_obs_start``, the response-token index its response would
+start at, and the scorer blanks a search whose response starts at or past the rollout's last
+token (:func:`gta_verl.data.schema.drop_unshown_searches`): a miss, as in ``gta_search_agent``,
+whose observation is cut to the budget left.
 
 The retriever is the job's named Ray actor, reached through the same process-wide client as
 ``gta_search_agent`` (:func:`gta_verl.agent.retriever_access.get_retriever_client`). verl
@@ -32,11 +41,12 @@ from gta_verl.agent.observation import fit_observation
 from gta_verl.data import schema
 from gta_verl.data.types import RetrievalHit
 from gta_verl.protocol import INVALID_ACTION_MESSAGE
+from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.section import RetrieverSection
 from gta_verl.strict_config import StrictConfig
 from gta_verl.verl_compat import BaseTool, OpenAIFunctionToolSchema, ToolResponse
 
-__all__ = ["GraphSearchTool", "ToolSettings", "fill_search", "record_invalid", "reserve_search"]
+__all__ = ["GraphSearchTool", "ToolSettings", "fill_search", "record_invalid", "reserve_search", "tool_query"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,8 @@ class ToolSettings(StrictConfig):
             alike to fit (as ``gta.agent.max_obs_tokens`` does in tokens) and only shown
             passages are recorded. Keep ``multi_turn.max_tool_response_length`` at least this
             large, or verl cuts the text after the doc ids were recorded.
+        max_query_chars: Longer queries are cut to this many characters before they are
+            searched and recorded (the retriever's own cut, ``max_query_chars``).
     """
 
     WHERE = "GraphSearchTool config"
@@ -64,6 +76,7 @@ class ToolSettings(StrictConfig):
     transport: RetrieverTransport = "auto"
     retriever_url: str | None = None
     max_obs_chars: int = 2048
+    max_query_chars: int = RetrieverConfig.max_query_chars
 
     @classmethod
     def from_tool_config(cls, config: Mapping[str, Any] | None) -> ToolSettings:
@@ -88,12 +101,16 @@ class ToolSettings(StrictConfig):
         return AgentConfig(retriever_transport=self.transport, retriever_url=self.retriever_url)
 
 
-def reserve_search(fields: MutableMapping[str, Any], query: str) -> int:
+def reserve_search(fields: MutableMapping[str, Any], query: str, obs_start: int | None = None) -> int:
     """Open this call's search-turn record before the retriever answers; return its index.
 
     Reserving first keeps the records in call order when verl runs parallel calls of one
-    turn concurrently (``multi_turn.max_parallel_calls`` > 1).
+    turn concurrently (``multi_turn.max_parallel_calls`` > 1). ``obs_start`` is the
+    response-token index the call's tool response would start at (``len(response_mask)``
+    when verl calls the tool), recorded as ``gta/turn_obs_start``.
     """
+    if obs_start is not None:
+        fields.setdefault(schema.EF_TURN_OBS_START, []).append(int(obs_start))
     fields.setdefault(schema.EF_TURN_QUERIES, []).append(query)
     fields.setdefault(schema.EF_TURN_DOC_IDS, []).append([])
     fields.setdefault(schema.EF_TURN_TEXTS, []).append([])
@@ -118,6 +135,23 @@ def record_invalid(fields: MutableMapping[str, Any]) -> None:
     fields[schema.EF_INVALID_ACTIONS] = int(fields.get(schema.EF_INVALID_ACTIONS, 0)) + 1
     fields.setdefault(schema.EF_NUM_SEARCHES, len(fields.get(schema.EF_TURN_QUERIES, [])))
     fields.setdefault(schema.EF_TURN_DOC_IDS, [])
+
+
+def tool_query(parameters: Any, max_chars: int) -> str | None:
+    """The call's query, cut to ``max_chars``; None when the arguments hold no usable query.
+
+    Usable: the arguments are a JSON object (a mapping) whose ``query`` is a string with
+    something besides whitespace. A list, dict, number or boolean is not searched as its repr.
+
+    >>> tool_query({"query": " film "}, 3), tool_query({"query": ["film"]}, 9), tool_query([1], 9)
+    ('fil', None, None)
+    """
+    if not isinstance(parameters, Mapping):
+        return None
+    query = parameters.get("query")
+    if not isinstance(query, str) or not query.strip():
+        return None
+    return query.strip()[:max_chars]
 
 
 def _chars(text: str) -> list[int]:
@@ -161,11 +195,12 @@ class GraphSearchTool(BaseTool):
 
         agent_data = kwargs.get("agent_data")
         fields = agent_data.extra_fields if agent_data is not None else {}
-        query = str((parameters or {}).get("query") or "").strip()
-        if not query:
+        query = tool_query(parameters, int(self.settings.max_query_chars))
+        if query is None:
             record_invalid(fields)
             return ToolResponse(text=INVALID_ACTION_MESSAGE.strip()), 0.0, {"invalid": 1}
-        slot = reserve_search(fields, query)
+        mask = getattr(agent_data, "response_mask", None)
+        slot = reserve_search(fields, query, None if mask is None else len(mask))
         try:
             (result,) = await aretrieve_guarded(
                 await self._retriever(), [query], float(self.settings.timeout_s)

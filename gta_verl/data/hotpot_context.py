@@ -1,11 +1,15 @@
 """HotpotQA questions + their own context paragraphs → Stage II's QA parquet and retrieval corpus.
 
-GTA-RAG's Stage II (§4.1) trains on N HotpotQA training questions and retrieves over a KB of those
-questions' paragraphs (gold + distractors: ~18,300 documents for 10,000 questions). This module turns
-HotpotQA-format records (``_id, question, answer, type, supporting_facts = [[title, sent_idx]],
-context = [[title, [sentences]]]``) into
+GTA-RAG's Stage II (§4.1) trains on 10,000 HotpotQA training questions and retrieves over a graph of
+about 18,300 documents. That is the size of the questions' gold paragraphs alone (2 per question,
+≈ 1.83 after deduplication), not of their whole contexts: a HotpotQA question carries 9.94 context
+paragraphs on average (gold + distractors), ≈ 99,400 documents for 10,000 questions, 5.4× the
+paper's figure. Both corpora are offered (``paragraphs="gold"``, the paper's size, or ``"all"``,
+gold + distractors); the Stage-II recipe step (``recipes/gta_rag/data/prepare_stage2_hotpotqa.sh``)
+uses ``gold``. This module turns HotpotQA-format records (``_id, question, answer, type,
+supporting_facts = [[title, sent_idx]], context = [[title, [sentences]]]``) into
 
-* a :class:`ContextCorpus`: every context paragraph of the kept questions, deduplicated by
+* a :class:`ContextCorpus`: the chosen context paragraphs of the kept questions, deduplicated by
   (title, text) exactly as the corpus readers do (:mod:`gta_verl.data.loaders`), so the corpus parquet
   it becomes reads back, and into ``gta-verl kb build``, with the same doc ids;
 * :class:`~gta_verl.data.types.QAExample` s whose gold ids are the supporting-fact paragraphs *of
@@ -34,6 +38,10 @@ from gta_verl.data.loaders import LoadReport, Rejection, _answers, _Collector, _
 from gta_verl.data.types import Passage, QAExample
 
 T = TypeVar("T")
+
+#: Which context paragraphs make the corpus: ``gold`` = the supporting-fact paragraphs only (the
+#: paper's ~18,300 documents for 10,000 questions), ``all`` = gold + distractors (≈ 99,400).
+CORPUS_PARAGRAPHS = ("gold", "all")
 
 
 @dataclass(frozen=True)
@@ -247,7 +255,9 @@ def _title_conflicts(records: Iterable[ContextRecord]) -> tuple[TitleConflict, .
     return tuple(TitleConflict(t, len(v), tuple(where[t])) for t, v in texts.items() if len(v) > 1)
 
 
-def build_context_corpus(records: Sequence[ContextRecord], path: str = "") -> ContextCorpus:
+def build_context_corpus(
+    records: Sequence[ContextRecord], path: str = "", paragraphs: str = "all"
+) -> ContextCorpus:
     """The records' context paragraphs, deduplicated by (title, text), first occurrence kept.
 
     The dedup key and doc id are those of the corpus readers (whitespace-stripped (title, text) key,
@@ -257,13 +267,19 @@ def build_context_corpus(records: Sequence[ContextRecord], path: str = "") -> Co
     Args:
         records: Kept records, in file order.
         path: Input file named in the rejections.
+        paragraphs: ``all`` (gold + distractors) or ``gold`` (supporting-fact paragraphs only,
+            the paper's corpus size); see :data:`CORPUS_PARAGRAPHS`.
     """
+    if paragraphs not in CORPUS_PARAGRAPHS:
+        raise ValueError(f"paragraphs={paragraphs!r}; use one of {CORPUS_PARAGRAPHS}")
     ids: dict[tuple[str, str], str] = {}
     passages: list[Passage] = []
     rejected: list[Rejection] = []
     n = 0
     for rec in records:
         for title, text in rec.paragraphs:
+            if paragraphs == "gold" and title not in rec.gold_titles:
+                continue
             n += 1
             key = (title.strip(), text.strip())
             if not key[1]:

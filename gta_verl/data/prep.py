@@ -181,12 +181,15 @@ def prepare_hotpot_context(
     limit: int | None = None,
     strict: bool = False,
     verbose: bool = True,
+    paragraphs: str = "all",
 ) -> dict[str, Path]:
     """HotpotQA records → ``<name>_<split>.parquet`` (QA) + ``<name>_<split>_corpus.parquet`` (paragraphs).
 
-    The corpus holds every context paragraph (gold + distractors) of the kept questions, deduplicated
-    by (title, text): Stage II's retrieval corpus, ready for ``gta-verl kb build --corpus``. Each
-    question's gold ids are its supporting-fact paragraphs' doc ids in that corpus.
+    The corpus holds the kept questions' context paragraphs, deduplicated by (title, text): Stage II's
+    retrieval corpus, ready for ``gta-verl kb build --corpus``; ``paragraphs`` picks gold +
+    distractors (``all``) or the gold paragraphs alone (``gold``, the paper's corpus size; see
+    :mod:`gta_verl.data.hotpot_context`). Each question's gold ids are its supporting-fact
+    paragraphs' doc ids in that corpus.
 
     Args:
         qa_in: HotpotQA-format JSON list (see :mod:`gta_verl.data.hotpot_context`).
@@ -198,6 +201,7 @@ def prepare_hotpot_context(
         limit: Keep the first this many questions instead (``sample`` wins when both are given).
         strict: Fail on the first malformed record.
         verbose: Print the counts, the rejection reasons and any title with several texts.
+        paragraphs: ``all`` or ``gold`` (:data:`gta_verl.data.hotpot_context.CORPUS_PARAGRAPHS`).
     """
     from gta_verl.data import hotpot_context as hc
 
@@ -206,11 +210,12 @@ def prepare_hotpot_context(
         rep = hc.sample_report(rep, sample, seed)
     elif limit is not None:
         rep = hc.head_report(rep, limit)
-    corpus = hc.build_context_corpus(rep.records, rep.path)
+    corpus = hc.build_context_corpus(rep.records, rep.path, paragraphs)
     out_dir = Path(out_dir)
     c_path = write_parquet_atomic(corpus_rows(corpus.passages), out_dir / f"{name}_{split}_corpus.parquet")
+    kind = "gold paragraphs" if paragraphs == "gold" else "context paragraphs, gold + distractors,"
     c = PrepResult(
-        f"corpus (context paragraphs of {rep.n_ok} questions)",
+        f"corpus ({kind} of {rep.n_ok} questions)",
         c_path,
         corpus.n_paragraphs,
         len(corpus.passages),

@@ -48,6 +48,9 @@ EF_BUDGET_EXHAUSTED = "gta/budget_exhausted"  # bool: action budget B used up wi
 EF_TRUNCATED = "gta/truncated"  # bool: hit rollout.response_length
 EF_PLACE_TURN_REWARDS = "gta/place_turn_rewards"  # bool: as_dict places per-turn rewards (opt-in)
 EF_TRAILING_DROPPED = "gta/trailing_dropped"  # int: turns whose text ran past the closing tag (verl #935)
+# list[list[list[str]]]: per search turn, the shown ids of each of its queries (K > 1 only)
+EF_TURN_QUERY_DOC_IDS = "gta/turn_query_doc_ids"
+EF_TURN_OBS_START = "gta/turn_obs_start"  # list[int]: response index each tool response would start at
 
 SPAN_KINDS = ("reasoning", "query", "observation", "answer", "invalid")
 
@@ -142,6 +145,68 @@ def _as_list(value: Any) -> list[Any]:
     return list(value)
 
 
+def parse_turn_doc_ids(value: Any, name: str = EF_TURN_DOC_IDS) -> list[list[str]]:
+    """``gta/turn_doc_ids`` as R(q_t) per search turn: a list of lists of string ids.
+
+    None (no gta loop) is no search. numpy arrays (parquet, ``np.array(..., dtype=object)``)
+    become lists first.
+
+    Raises:
+        ValueError: any other shape: a string (``"d1d2"`` would be 4 one-character turns), a
+            flat list of ids, a dict, a third level of nesting, or an id that is not a string
+            (bytes included).
+
+    >>> parse_turn_doc_ids([["d1"], []])
+    [['d1'], []]
+    """
+    turns = _plain_value(value)
+    if turns is None:
+        return []
+    if not isinstance(turns, (list, tuple)):
+        raise ValueError(f"{name} must be a list of lists of ids, got {type(turns).__name__} {turns!r:.80}")
+    out: list[list[str]] = []
+    for i, turn in enumerate(turns):
+        ids = _plain_value(turn)
+        if not isinstance(ids, (list, tuple)):
+            raise ValueError(f"{name}[{i}] must be a list of ids, got {type(ids).__name__} {ids!r:.80}")
+        bad = next((d for d in ids if not isinstance(d, str)), None)
+        if bad is not None:
+            raise ValueError(f"{name}[{i}] holds a {type(bad).__name__} id {bad!r:.80}; ids are strings")
+        out.append([str(d) for d in ids])
+    return out
+
+
+def drop_unshown_searches(fields: Mapping[str, Any], response_tokens: int) -> dict[str, Any]:
+    """``extra_fields`` with the documents of searches the policy never saw blanked.
+
+    A search whose tool response would start at or past the rollout's last response token
+    (``gta/turn_obs_start[t] >= response_tokens``: verl's ``tool_agent`` ended the rollout
+    instead of appending it) keeps its query but shows nothing: ``gta/turn_doc_ids[t]`` and
+    ``gta/turn_texts[t]`` become ``[]``, so eq 15–17 and P count it as a miss. Fields
+    without ``gta/turn_obs_start`` (the ``gta_search_agent`` loop, which records only what it
+    rendered) come back unchanged.
+
+    >>> drop_unshown_searches({EF_TURN_OBS_START: [10, 40], EF_TURN_DOC_IDS: [["a"], ["b"]]}, 40)
+    {'gta/turn_obs_start': [10, 40], 'gta/turn_doc_ids': [['a'], []]}
+    """
+    starts = _plain_value(fields.get(EF_TURN_OBS_START))
+    if starts is None:
+        return dict(fields)
+    out = dict(fields)
+    for key in (EF_TURN_DOC_IDS, EF_TURN_TEXTS):
+        if key in out and out[key] is not None:
+            turns = list(_as_list(out[key]))
+            out[key] = [
+                [] if t < len(starts) and int(starts[t]) >= response_tokens else turn
+                for t, turn in enumerate(turns)
+            ]
+    return out
+
+
+def _plain_value(value: Any) -> Any:
+    return value.tolist() if value is not None and hasattr(value, "tolist") else value
+
+
 def make_verl_row(
     example: QAExample,
     index: int,
@@ -229,4 +294,8 @@ def rollout_record_from_fields(
         sample_idx=int(sample_idx),
         retrieved_texts=tuple(str(t) for turn in turn_texts for t in _as_list(turn)),
         gold_texts=tuple(texts),
+        turn_query_doc_ids=tuple(
+            tuple(tuple(str(d) for d in _as_list(q)) for q in _as_list(turn))
+            for turn in _as_list(extra_fields.get(EF_TURN_QUERY_DOC_IDS, []))
+        ),
     )

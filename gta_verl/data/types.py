@@ -202,6 +202,9 @@ class RolloutRecord:
     """Texts of all retrieved documents (for PathRouter's path overlap P)."""
     gold_texts: tuple[str, ...] = field(default=())
     """Texts of gold evidence passages (for P)."""
+    turn_query_doc_ids: tuple[tuple[tuple[str, ...], ...], ...] = ()
+    """Per search turn, the ids shown for each of its queries (several queries per search only;
+    empty: one query per turn, showing ``turn_doc_ids``)."""
 
     @property
     def num_searches(self) -> int:

@@ -60,7 +60,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--temperature", type=float, default=None, help="default: 0 (greedy) for one sample, 1.0 for several"
     )
-    p.add_argument("--max-actions", type=int, default=5, help="action budget B (paper: 5)")
+    p.add_argument(
+        "--max-actions",
+        type=int,
+        default=5,
+        help="action budget B (default 5, ours: GTA-RAG names B but gives no value)",
+    )
     p.add_argument(
         "--max-obs-tokens",
         type=int,

@@ -140,6 +140,29 @@ def unmasked_observation_tokens(dump: Mapping[str, Any], tokenizer: Any) -> list
     return out
 
 
+def misplaced_advantages(
+    advantages: Sequence[Sequence[float]], masks: Sequence[Sequence[int]], constant: bool = True
+) -> list[tuple[int, int]]:
+    """(rollout, position) of every dumped advantage off the policy's tokens, [N rows of R_i] in.
+
+    A token with response mask 0 must carry advantage 0 (verl multiplies the advantage by the mask);
+    with ``constant`` (GRPO: verl broadcasts one value A_i over the rollout's mask-1 tokens) every
+    mask-1 token must carry A_i, the value at the first mask-1 token (:func:`sequence_advantage`).
+    An advantage written to the wrong positions (shifted, on observations, on padding) is listed;
+    with the observation-mask check (:func:`unmasked_observation_tokens`) this says the loss weighs
+    exactly the policy's own tokens, each by its rollout's advantage. Neither S_policy nor the sign
+    check sees placement.
+    """
+    out = []
+    for i, (adv, mask) in enumerate(zip(advantages, masks, strict=True)):
+        a_i = sequence_advantage(adv, mask)
+        for t, (a, m) in enumerate(zip(adv, mask, strict=True)):
+            want = (a_i if constant else float(a)) if int(m) else 0.0
+            if abs(float(a) - want) > 1e-6 * max(1.0, abs(want)):
+                out.append((i, t))
+    return out
+
+
 def grpo_advantages(rewards: Sequence[float], groups: Sequence[Any], eps: float = 1e-6) -> list[float]:
     """GRPO's Â_i = (r_i − mean_g) / (std_g + ε) over each group g (unbiased std; a group of one gets 0)."""
     import statistics

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from gta_verl.data.types import RolloutRecord
 from gta_verl.rewards import path_router as pr
 from gta_verl.rewards.qa import exact_match, f1
+from gta_verl.rewards.trajectory import zero_target_queries
 
 NAN = math.nan
 
@@ -44,6 +45,8 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "complete_traj_cov",
     "zero_target_turns",
     "zero_target_turns_per_q",
+    "zero_target_queries",
+    "zero_target_queries_per_q",
     "search_turns",
     "sf_f1",
     "n_with_evidence",
@@ -91,6 +94,18 @@ def zero_target_turns(turn_doc_ids: Sequence[Sequence[str]], target_doc_ids: Ite
     return float(zero)
 
 
+def zero_target_queries_of(record: RolloutRecord) -> float:
+    """Zero-target queries of a rollout (:func:`gta_verl.rewards.trajectory.zero_target_queries`).
+
+    Reads ``turn_query_doc_ids`` (several queries per search); without it every turn is one query,
+    so the count is :func:`zero_target_turns` (GTA-RAG Table 3's). NaN when S is empty.
+    """
+    if not record.target_doc_ids:
+        return NAN
+    per_query = record.turn_query_doc_ids or tuple((ids,) for ids in record.turn_doc_ids)
+    return float(zero_target_queries(per_query, record.target_doc_ids))
+
+
 def supporting_doc_f1(retrieved: Iterable[str], gold: Iterable[str]) -> float:
     """SF-F1: document-level F1 of the retrieved set C against the gold set S.
 
@@ -135,6 +150,9 @@ class RecordMetrics:
     complete_chain: float
     """1[S ⊆ C] as 0/1, NaN when S is empty."""
     zero_target_turns: float
+    zero_target_queries: float
+    """Queries (several per search) that showed no unseen target; = ``zero_target_turns`` with one
+    query per search. NaN when S is empty."""
     sf_f1: float
     num_searches: int
     retrieval_errors: int
@@ -175,6 +193,7 @@ def score_record(record: RolloutRecord, config: pr.PathRouterConfig | None = Non
         n_targets_hit=hit,
         complete_chain=float(hit == n_targets) if n_targets else NAN,
         zero_target_turns=zero_target_turns(record.turn_doc_ids, record.target_doc_ids),
+        zero_target_queries=zero_target_queries_of(record),
         sf_f1=supporting_doc_f1(retrieved_docs(record), record.target_doc_ids),
         num_searches=record.num_searches,
         retrieval_errors=int(record.retrieval_errors),
@@ -235,13 +254,15 @@ def aggregate(
 
     ``em``, ``f1``, ``answered``, ``sf_f1``, ``search_turns`` ("Turns"), ``invalid_actions``
     and ``response_tokens`` are means over rollouts (SF-F1 over rollouts with S ≠ ∅);
-    ``zero_target_turns`` and ``retrieval_errors`` are totals (Table 3 reports the
-    total count); ``retrieval_error_rate`` = Σ errors / Σ searches.
+    ``zero_target_turns``, ``zero_target_queries`` and ``retrieval_errors`` are totals (Table 3
+    reports the total count; with one query per search the two zero-target counts are equal);
+    ``retrieval_error_rate`` = Σ errors / Σ searches.
     """
     n = len(metrics)
     searches = sum(m.num_searches for m in metrics)
     with_targets = [m for m in metrics if m.n_targets]
     zt = [m.zero_target_turns for m in with_targets]
+    zq = [m.zero_target_queries for m in with_targets]
     out: dict[str, float] = {
         "n": float(n),
         "n_questions": float(len({(m.data_source, m.qid) for m in metrics})),
@@ -253,6 +274,8 @@ def aggregate(
         "complete_traj_cov": complete_trajectory_coverage(with_targets),
         "zero_target_turns": float(sum(zt)) if zt else NAN,
         "zero_target_turns_per_q": _mean(zt),
+        "zero_target_queries": float(sum(zq)) if zq else NAN,
+        "zero_target_queries_per_q": _mean(zq),
         "search_turns": _mean(float(m.num_searches) for m in metrics),
         "sf_f1": _mean(m.sf_f1 for m in metrics),
         "n_with_evidence": float(sum(not math.isnan(m.path_overlap) for m in metrics)),
@@ -295,6 +318,7 @@ def average_over_groups(summaries: Mapping[Hashable, Mapping[str, float]]) -> di
         "n_with_evidence",
         "n_correct",
         "zero_target_turns",
+        "zero_target_queries",
         "retrieval_errors",
     }
     out: dict[str, float] = {}

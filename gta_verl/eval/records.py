@@ -61,6 +61,7 @@ ROLLOUT_SCHEMA: dict[str, pa.DataType] = {
     "sample_idx": _INT,
     "retrieved_texts": _LSTR,
     "gold_texts": _LSTR,
+    "turn_query_doc_ids": pa.list_(pa.list_(_LSTR)),
 }
 EXTRA_SCHEMA: dict[str, pa.DataType] = {
     "prompt_tokens": _INT,
@@ -79,6 +80,7 @@ METRIC_SCHEMA: dict[str, pa.DataType] = {
     "n_targets_hit": _INT,
     "complete_chain": _F,
     "zero_target_turns": _F,
+    "zero_target_queries": _F,
     "sf_f1": _F,
     "num_searches": _INT,
 }
@@ -126,6 +128,8 @@ def to_row(record: EvalRecord, metrics: RecordMetrics | None = None) -> dict[str
         value = getattr(r, name)
         if name == "turn_doc_ids":
             value = [list(t) for t in value]
+        elif name == "turn_query_doc_ids":
+            value = [[list(q) for q in t] for t in value]
         elif isinstance(value, tuple):
             value = list(value)
         row[name] = value
@@ -145,6 +149,8 @@ def from_row(row: dict[str, Any]) -> EvalRecord:
         value = row.get(f.name)
         if f.name == "turn_doc_ids":
             value = tuple(tuple(t) for t in (value or ()))
+        elif f.name == "turn_query_doc_ids":  # absent in records written before the column: ()
+            value = tuple(tuple(tuple(q) for q in t) for t in (value or ()))
         elif isinstance(value, list):
             value = tuple(value)
         elif value is None and f.name != "answer":

@@ -118,6 +118,7 @@ def _retrieval_rows(groups: Mapping[Any, Mapping[str, float]], label: Any) -> li
             _pct(s["complete_traj_cov"]),
             _num(s["zero_target_turns"], 0),
             _num(s["zero_target_turns_per_q"]),
+            _num(s["zero_target_queries"], 0),
             _num(s["search_turns"]),
         ]
         for k, s in groups.items()
@@ -132,6 +133,7 @@ def _retrieval_behaviour(summary: EvalSummary) -> list[str]:
         "Complete-trajectory coverage (%) ↑",
         "Zero-target turns ↓",
         "Zero-target turns / rollout ↓",
+        "Zero-target queries ↓",
         "Avg. search turns ↓",
     ]
     rows = _retrieval_rows(summary.per_dataset, str)

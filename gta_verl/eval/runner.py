@@ -77,7 +77,7 @@ class EvalSettings:
         backend: ``hf`` or ``vllm``.
         n_samples: Rollouts per question (metrics are pooled = avg@n).
         temperature: Sampling temperature; None = greedy (0.0) for one sample, 1.0 otherwise.
-        max_actions: Action budget B of the agent loop (paper default 5).
+        max_actions: Action budget B of the agent loop (default 5, ours: GTA-RAG names B but gives no value).
         max_obs_tokens: Cap on one observation (``gta.agent.max_obs_tokens``; must match the policy's
             training).
         prompt_length, response_length: Token budgets, as ``actor_rollout_ref.rollout``; default: the

@@ -220,6 +220,18 @@ def cmd_check_coverage(args: argparse.Namespace) -> int:
         gold += [parse_ground_truth((rm or {}).get("ground_truth", {}))[1] for rm in df["reward_model"]]
     rep = gold_coverage(gold, kb_ids)
     print(rep.markdown(",".join(args.qa)))
+    if rep.n_without_gold:
+        print(
+            f"{rep.n_without_gold} of {rep.n_questions} questions have no gold ids (not in the mean)",
+            file=sys.stderr,
+        )
+    if rep.mostly_without_gold and not args.allow_without_gold:
+        print(
+            f"gta-verl: error: {rep.n_without_gold} of {rep.n_questions} questions have no gold ids, so the "
+            "mean coverage speaks for a minority; pass --allow-without-gold to accept it",
+            file=sys.stderr,
+        )
+        return 2
     if rep.mean_coverage < args.min:
         print(
             f"gta-verl: error: {args.kb} holds {rep.mean_coverage:.1%} of the questions' gold paragraphs "
@@ -293,6 +305,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--qa", required=True, nargs="+", help="verl QA parquet file(s)")
     c.add_argument(
         "--min", type=float, default=0.95, help="fail (exit 2) below this mean coverage (default 0.95)"
+    )
+    c.add_argument(
+        "--allow-without-gold",
+        action="store_true",
+        help="pass even when most questions have no gold ids (by default that fails: exit 2)",
     )
     c.set_defaults(func=cmd_check_coverage)
     kb.set_defaults(func=lambda _args: (kb.print_help(), 2)[1])

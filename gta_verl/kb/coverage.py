@@ -2,7 +2,10 @@
 
 Per question, coverage = |gold ids present in the KB| / |gold ids|, with gold ids from
 ``reward_model.ground_truth.target_doc_ids`` (ids are content hashes of title + text, so a paragraph in the KB
-matches whatever file it came from). Questions with no gold ids are counted apart, never as covered.
+matches whatever file it came from). Questions with no gold ids are counted apart, never as covered:
+the mean is over questions with gold ids, and a set whose questions are mostly without gold ids fails
+the ``kb check-coverage`` gate unless the user allows it (one covered question among 99 without gold
+ids would otherwise read 1.0).
 """
 
 from __future__ import annotations
@@ -20,6 +23,11 @@ class CoverageReport:
     mean_coverage: float  # over questions with gold ids
     n_fully_covered: int
     n_uncovered: int  # questions with gold ids of which none is in the KB
+
+    @property
+    def mostly_without_gold(self) -> bool:
+        """True when more than half of the questions have no gold ids (the mean speaks for a minority)."""
+        return 2 * self.n_without_gold > self.n_questions
 
     def markdown(self, name: str = "") -> str:
         n = self.n_questions - self.n_without_gold

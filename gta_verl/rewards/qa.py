@@ -11,6 +11,7 @@ drop English articles, collapse whitespace).
 
 from __future__ import annotations
 
+import logging
 import re
 import string
 from collections import Counter
@@ -21,6 +22,8 @@ from gta_verl.data.schema import parse_ground_truth
 from gta_verl.protocol import final_answer
 
 __all__ = ["compute_score", "exact_match", "f1", "normalize_answer"]
+
+logger = logging.getLogger(__name__)
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = frozenset(string.punctuation)
@@ -117,11 +120,22 @@ def compute_score(
     of it. ``data_source``/``extra_info``/``kwargs`` are accepted for signature
     compatibility and ignored.
 
+    A row that cannot be scored (a malformed ground truth such as ``[NaN]``, a solution that
+    is not a string) scores 0 with ``reward_error`` = 1 instead of raising, as the gta
+    managers do: verl gathers a batch's scores without ``return_exceptions``, so one raise
+    would fail every rollout of the step. Every row carries the same four keys.
+
     Examples:
         >>> compute_score("hotpotqa", "<answer> The Beatles </answer>", {"target": ["Beatles"]})
-        {'score': 1.0, 'acc': 1.0, 'f1': 1.0}
+        {'score': 1.0, 'acc': 1.0, 'f1': 1.0, 'reward_error': 0.0}
     """
-    answers, _, _ = parse_ground_truth(ground_truth)
-    prediction = final_answer(solution_str)
-    em = exact_match(prediction, answers)
-    return {"score": em, "acc": em, "f1": f1(prediction, answers)}
+    try:
+        if not isinstance(solution_str, str):
+            raise TypeError(f"solution_str must be the decoded response, got {type(solution_str).__name__}")
+        answers, _, _ = parse_ground_truth(ground_truth)
+        prediction = final_answer(solution_str)
+        em = exact_match(prediction, answers)
+        return {"score": em, "acc": em, "f1": f1(prediction, answers), "reward_error": 0.0}
+    except Exception as exc:  # one bad row must not fail the batch
+        logger.warning("gta compute_score: row scored 0 as an error: %s: %s", type(exc).__name__, exc)
+        return {"score": 0.0, "acc": 0.0, "f1": 0.0, "reward_error": 1.0}

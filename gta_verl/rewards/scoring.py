@@ -26,7 +26,10 @@ from gta_verl.data.schema import (
     EF_NUM_SEARCHES,
     EF_RETRIEVAL_ERRORS,
     EF_TURN_DOC_IDS,
+    EF_TURN_QUERY_DOC_IDS,
+    drop_unshown_searches,
     parse_ground_truth,
+    parse_turn_doc_ids,
 )
 from gta_verl.protocol import final_answer
 from gta_verl.rewards.placement import TURN_REWARDS_KEY
@@ -35,6 +38,7 @@ from gta_verl.rewards.trajectory import (
     TrajectoryRewardConfig,
     em_reward,
     trajectory_reward,
+    zero_target_queries,
 )
 from gta_verl.strict_config import node_at, to_plain
 
@@ -85,9 +89,24 @@ class ScoringRequest:
 
     @property
     def turn_doc_ids(self) -> list[list[str]]:
-        """R(q_t) per search turn from ``gta/turn_doc_ids`` (``[]`` without the gta agent loop)."""
-        turns = _plain(self.extra_fields.get(EF_TURN_DOC_IDS)) or []
-        return [[str(d) for d in (_plain(t) or [])] for t in turns]
+        """R(q_t) per search turn from ``gta/turn_doc_ids`` (``[]`` without the gta agent loop).
+
+        Raises:
+            ValueError: the record is not a list of lists of string ids
+                (:func:`gta_verl.data.schema.parse_turn_doc_ids`).
+        """
+        return parse_turn_doc_ids(self.extra_fields.get(EF_TURN_DOC_IDS))
+
+    @property
+    def query_doc_ids(self) -> list[list[list[str]]]:
+        """The ids shown per query, per search turn (``gta/turn_query_doc_ids``, K > 1); without
+        that record every turn is one query showing its ``turn_doc_ids``."""
+        turns = _plain(self.extra_fields.get(EF_TURN_QUERY_DOC_IDS))
+        if turns is None:
+            return [[ids] for ids in self.turn_doc_ids]
+        if not isinstance(turns, (list, tuple)):
+            raise ValueError(f"{EF_TURN_QUERY_DOC_IDS} must be a list per search turn, got {turns!r:.80}")
+        return [parse_turn_doc_ids(t, f"{EF_TURN_QUERY_DOC_IDS}[{i}]") for i, t in enumerate(turns)]
 
     @property
     def num_searches(self) -> int:
@@ -112,11 +131,11 @@ def _as_mapping(value: Any) -> Mapping[str, Any]:
     return value
 
 
-def decode_response(item: Any, tokenizer: Any) -> str:
-    """Decode the valid response tokens of one ``DataProtoItem`` (special tokens skipped).
+def _response_ids(item: Any) -> list[int]:
+    """The valid response tokens of one ``DataProtoItem``: ``responses[:L]``.
 
-    The valid length is the attention mask's sum over the response window, as in verl's
-    ``naive`` manager (responses are right-padded in padded batches).
+    L is the attention mask's sum over the response window, as in verl's ``naive`` manager
+    (responses are right-padded in padded batches).
     """
     response_ids = item.batch["responses"]
     length = int(response_ids.shape[-1])
@@ -124,8 +143,12 @@ def decode_response(item: Any, tokenizer: Any) -> str:
         valid = int(item.batch["attention_mask"][-length:].sum())
     else:
         valid = length
-    ids = response_ids[:valid].tolist()
-    return tokenizer.decode(ids, skip_special_tokens=True)
+    return list(response_ids[:valid].tolist())
+
+
+def decode_response(item: Any, tokenizer: Any) -> str:
+    """Decode the valid response tokens of one ``DataProtoItem`` (special tokens skipped)."""
+    return str(tokenizer.decode(_response_ids(item), skip_special_tokens=True))
 
 
 def scoring_request_from_data(data: Any, tokenizer: Any) -> ScoringRequest:
@@ -134,8 +157,13 @@ def scoring_request_from_data(data: Any, tokenizer: Any) -> ScoringRequest:
     A multi-output trajectory is scored on its last output (verl's own managers do the
     same); the gta agent loop emits one output per trajectory.
 
+    Searches whose tool response never reached the policy's context (verl's ``tool_agent``
+    ran out of response budget) show nothing (:func:`gta_verl.data.schema.drop_unshown_searches`).
+
     Raises:
         KeyError: when the row has no ``reward_model.ground_truth`` (not a verl RL row).
+        ValueError: a malformed ground truth or ``gta/turn_doc_ids`` (the managers score it 0
+            as a counted error).
     """
     item = data[len(data) - 1] if _is_batched(data) else data
     ntb = item.non_tensor_batch
@@ -146,12 +174,15 @@ def scoring_request_from_data(data: Any, tokenizer: Any) -> ScoringRequest:
             "gta_verl.data.schema.make_verl_row"
         )
     answers, doc_ids, texts = parse_ground_truth(_plain(reward_model["ground_truth"]))
+    response_ids = _response_ids(item)
+    extra_fields = drop_unshown_searches(_as_mapping(ntb.get("tool_extra_fields")), len(response_ids))
+    parse_turn_doc_ids(extra_fields.get(EF_TURN_DOC_IDS))  # refused here, whichever manager scores
     return ScoringRequest(
-        response_text=decode_response(item, tokenizer),
+        response_text=str(tokenizer.decode(response_ids, skip_special_tokens=True)),
         answers=tuple(answers),
         target_doc_ids=tuple(doc_ids),
         support_texts=tuple(texts),
-        extra_fields=_as_mapping(ntb.get("tool_extra_fields")),
+        extra_fields=extra_fields,
         data_source=str(_plain(ntb.get("data_source", "")) or ""),
         extra_info=_as_mapping(ntb.get("extra_info")),
     )
@@ -192,6 +223,7 @@ def extra_info_from(
         "target_doc_cov": float(result.target_doc_cov),
         "complete_chain": float(result.complete_chain),
         "zero_target_turns": int(result.zero_target_turns),
+        "zero_target_queries": zero_target_queries(request.query_doc_ids, request.target_doc_ids),
         "search_reward_sum": float(sum(turn_rewards)),
         "answer_reward": float(answer_reward),
         "traj_reward": float(result.total),
@@ -214,7 +246,9 @@ def score_trajectory_guided(
 ) -> tuple[float, dict[str, Any]]:
     """Stage I: (R_traj of eq 18, reward_extra_info) for one rollout."""
     result = _trajectory(request, config)
-    return result.total, extra_info_from(result, request, result.search_rewards, result.answer_reward)
+    # The terminal part of the paid reward: r_ans plus potential shaping's F_end = −Φ(s_T).
+    terminal = result.answer_reward + result.terminal_shaping
+    return result.total, extra_info_from(result, request, result.search_rewards, terminal)
 
 
 def score_exact_match(

@@ -15,9 +15,11 @@ Equations (GTA-RAG §3.5), for search turns t = 1..T:
 * R_traj(τ) = Σ_t r_search_t + r_ans                                              (eq 18)
 * Stage II: R_EM(τ) = 1[EM(ŷ, y*) = 1]                                           (eq 19)
 
-``step_shaping="potential"`` (opt-in) replaces eq 16 by the potential-based step reward
-F_t = γ·Φ(s_t) − Φ(s_{t−1}) with Φ = |C ∩ S(x)| / |S(x)| (:mod:`gta_verl.rewards.shaping`);
-eqs 15, 17 and 18 and every evidence metric are unchanged.
+``step_shaping`` (opt-in, :mod:`gta_verl.rewards.shaping`) replaces eq 16 with Φ = |C ∩ S(x)| / |S(x)|:
+``potential`` = potential-based shaping (F_t = Φ(s_t) − Φ(s_{t−1}) per turn plus −Φ(s_T) on the
+last transition, sum 0: the policies' order is unchanged); ``coverage_bonus`` = the same
+differences with Φ(s_T) kept (F_t = γ·Φ(s_t) − Φ(s_{t−1}), sum Φ(s_T) at γ = 1: a terminal
+coverage bonus spread over turns). Eqs 15 and 17 and every evidence metric are unchanged.
 
 Empty target set S(x) = ∅ (natural QA without gold evidence): the evidence terms carry no
 signal, so every search turn scores 0 (not the −0.10 miss, which would teach "never search"
@@ -37,10 +39,16 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from gta_verl.rewards.qa import exact_match, f1
-from gta_verl.rewards.shaping import STEP_SHAPINGS, potential_step_rewards
+from gta_verl.rewards.shaping import STEP_SHAPINGS, coverage_bonus_step_rewards, potential_shaping
 from gta_verl.strict_config import StrictConfig
 
-__all__ = ["TrajectoryReward", "TrajectoryRewardConfig", "em_reward", "trajectory_reward"]
+__all__ = [
+    "TrajectoryReward",
+    "TrajectoryRewardConfig",
+    "em_reward",
+    "trajectory_reward",
+    "zero_target_queries",
+]
 
 
 @dataclass(frozen=True)
@@ -60,9 +68,11 @@ class TrajectoryRewardConfig(StrictConfig):
     correct_complete: float = 2.0
     """Answer reward when EM = 1 and every target document was retrieved (eq 17)."""
     step_shaping: str = "additive"
-    """Per-search-turn term: ``additive`` (eq 16, the paper) or ``potential`` (γ·Φ(s′) − Φ(s))."""
+    """Per-search-turn term: ``additive`` (eq 16, the paper), ``potential`` (Φ(s′) − Φ(s), Φ = 0 at
+    the terminal state) or ``coverage_bonus`` (γ·Φ(s′) − Φ(s), Φ(s_T) kept)."""
     shaping_gamma: float = 1.0
-    """γ ∈ (0, 1] of the potential-based term; 1 makes its sum the final coverage Φ(s_T)."""
+    """γ ∈ (0, 1] of ``coverage_bonus`` (1 makes its sum the final coverage Φ(s_T)); ``potential``
+    takes only 1 (the returns are undiscounted)."""
 
     def __post_init__(self) -> None:
         if self.step_shaping not in STEP_SHAPINGS:
@@ -79,6 +89,12 @@ class TrajectoryRewardConfig(StrictConfig):
             object.__setattr__(self, f.name, float(value))
         if not 0.0 < self.shaping_gamma <= 1.0:
             raise ValueError(f"gta.reward.shaping_gamma={self.shaping_gamma} must be in (0, 1]")
+        if self.step_shaping == "potential" and self.shaping_gamma != 1.0:
+            raise ValueError(
+                f"gta.reward.shaping_gamma={self.shaping_gamma} with step_shaping=potential: the returns "
+                "are undiscounted, so only γ = 1 leaves the policies' order unchanged; use 1.0, or "
+                "step_shaping=coverage_bonus for a discounted coverage bonus"
+            )
 
 
 @dataclass(frozen=True)
@@ -88,7 +104,7 @@ class TrajectoryReward:
     total: float
     """R_traj = Σ search_rewards + answer_reward (eq 18)."""
     search_rewards: tuple[float, ...]
-    """r_search_t per search turn, in turn order (eq 16, or F_t with ``step_shaping=potential``)."""
+    """r_search_t per search turn, in turn order (eq 16, or F_t of ``step_shaping``)."""
     answer_reward: float
     """r_ans (eq 17)."""
     em: float
@@ -105,6 +121,8 @@ class TrajectoryReward:
     """Δ_t per search turn, in the order the documents were returned."""
     has_targets: bool
     """False when S(x) = ∅ (search turns then score 0, see module docstring)."""
+    terminal_shaping: float = 0.0
+    """F_end = −Φ(s_T) of ``step_shaping=potential`` (paid with r_ans); 0 otherwise."""
 
     @property
     def num_searches(self) -> int:
@@ -134,13 +152,17 @@ def _answer_reward(em: float, complete: bool, cfg: TrajectoryRewardConfig) -> fl
 
 def _search_rewards(
     newly: Sequence[Sequence[str]], num_targets: int, cfg: TrajectoryRewardConfig
-) -> list[float]:
-    """r_search_t per turn from Δ_t: eq 16 (additive) or F_t (potential); 0 each when S = ∅."""
+) -> tuple[list[float], float]:
+    """(r_search_t per turn from Δ_t, terminal term): eq 16 or F_t of ``step_shaping``; 0 when S = ∅."""
+    counts = [len(d) for d in newly]
     if cfg.step_shaping == "potential":
-        return list(potential_step_rewards([len(d) for d in newly], num_targets, cfg.shaping_gamma))
+        per_turn, terminal = potential_shaping(counts, num_targets)
+        return list(per_turn), terminal
+    if cfg.step_shaping == "coverage_bonus":
+        return list(coverage_bonus_step_rewards(counts, num_targets, cfg.shaping_gamma)), 0.0
     if not num_targets:
-        return [0.0] * len(newly)
-    return [cfg.hit_per_doc * len(d) if d else cfg.miss for d in newly]
+        return [0.0] * len(newly), 0.0
+    return [cfg.hit_per_doc * len(d) if d else cfg.miss for d in newly], 0.0
 
 
 def trajectory_reward(
@@ -177,13 +199,17 @@ def trajectory_reward(
         >>> round(trajectory_reward([["d1"], ["d1"]], ["d1", "d2"], "Paris", ["Paris"]).total, 4)
         1.15
 
-        Potential-based step reward (γ = 1): Φ goes 0 → 1/2 → 1/2, so F = (1/2, 0) and
-        R = 1/2 + 0 + 1 = 1.5.
+        Coverage bonus (γ = 1): Φ goes 0 → 1/2 → 1/2, so F = (1/2, 0) and
+        R = 1/2 + 0 + 1 = 1.5. Potential-based shaping adds F_end = −1/2: R = 1 = r_ans.
 
-        >>> cfg = TrajectoryRewardConfig(step_shaping="potential")
+        >>> cfg = TrajectoryRewardConfig(step_shaping="coverage_bonus")
         >>> r = trajectory_reward([["d1"], ["d1"]], ["d1", "d2"], "Paris", ["Paris"], cfg)
         >>> r.search_rewards, r.total
         ((0.5, 0.0), 1.5)
+        >>> cfg = TrajectoryRewardConfig(step_shaping="potential")
+        >>> r = trajectory_reward([["d1"], ["d1"]], ["d1", "d2"], "Paris", ["Paris"], cfg)
+        >>> r.search_rewards, r.terminal_shaping, r.total
+        ((0.5, 0.0), -0.5, 1.0)
     """
     targets = set(_doc_list(target_doc_ids))
     covered: set[str] = set()
@@ -195,13 +221,13 @@ def trajectory_reward(
                 delta.append(doc)
         covered.update(delta)
         newly.append(tuple(delta))
-    search_rewards = _search_rewards(newly, len(targets), config)
+    search_rewards, terminal = _search_rewards(newly, len(targets), config)
 
     complete = covered >= targets
     em = exact_match(prediction, gold_answers)
     answer_reward = _answer_reward(em, complete, config)
     return TrajectoryReward(
-        total=float(sum(search_rewards) + answer_reward),
+        total=float(sum(search_rewards) + answer_reward + terminal),
         search_rewards=tuple(search_rewards),
         answer_reward=answer_reward,
         em=em,
@@ -211,6 +237,7 @@ def trajectory_reward(
         zero_target_turns=sum(1 for d in newly if not d),
         newly_retrieved=tuple(newly),
         has_targets=bool(targets),
+        terminal_shaping=float(terminal),
     )
 
 
@@ -222,3 +249,35 @@ def em_reward(prediction: str | None, gold_answers: Iterable[str] | str) -> floa
         (1.0, 0.0)
     """
     return exact_match(prediction, gold_answers)
+
+
+def zero_target_queries(
+    query_doc_ids: Sequence[Sequence[Iterable[str]]], target_doc_ids: Iterable[str]
+) -> int:
+    """Queries whose shown passages held no target document unseen before them.
+
+    With several queries per search (K > 1) a turn is productive when any of its queries is, so
+    zero-target *turns* hide a useless extra query; this counts queries, in issue order, with C
+    grown query by query (the per-query Δ of eq 15). With one query per turn it equals
+    ``zero_target_turns``, the quantity of GTA-RAG's Table 3.
+
+    Args:
+        query_doc_ids: Per search turn, the ids shown for each of its queries.
+        target_doc_ids: S(x).
+
+    Examples:
+        Turn 1: query a shows d1, query b shows x; turn 2: one query shows d1 again. Zero-target
+        queries: b and turn 2's (2); zero-target turns: only turn 2 (1).
+
+        >>> zero_target_queries([[["d1"], ["x"]], [["d1"]]], ["d1", "d2"])
+        2
+    """
+    targets = set(_doc_list(target_doc_ids))
+    covered: set[str] = set()
+    count = 0
+    for turn in query_doc_ids:
+        for ids in turn:
+            new = {d for d in _doc_list(ids) if d in targets} - covered
+            count += not new
+            covered |= new
+    return count

@@ -106,9 +106,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # Gate before Stage II: the EM reward would otherwise pay for parametric answers over a KB that lacks
 # the evidence. Printed, not run, under DRY_RUN=1 (like every command of `run`).
 check_stage2_coverage() {
-  local rc=0
+  local rc=0 allow=()
+  # A gate at 0 lets anything pass, questions without gold ids included.
+  [[ $STAGE2_MIN_COVERAGE =~ ^0*(\.0*)?$ ]] && allow=(--allow-without-gold)
   run "$PYTHON" -m gta_verl kb check-coverage --kb "$STAGE2_KB_DIR" --qa "$STAGE2_TRAIN" \
-    --min "$STAGE2_MIN_COVERAGE" || rc=$?
+    --min "$STAGE2_MIN_COVERAGE" "${allow[@]}" || rc=$?
   if [[ $rc == 2 ]]; then
     # check-coverage exits 2 both below --min and on an unreadable KB/parquet; its own line above says which.
     echo "error: Stage II stopped by its coverage gate (the gta-verl error above): STAGE2_KB_DIR=$STAGE2_KB_DIR" \
@@ -116,7 +118,8 @@ check_stage2_coverage() {
       "STAGE2_TRAIN=$STAGE2_TRAIN. Build it from those questions' own paragraphs" \
       "(recipes/gta_rag/data/prepare_stage2_hotpotqa.sh, then \`gta-verl kb build --corpus" \
       "\$DATA_DIR/hotpotqa_10k_train_corpus.parquet … --out \$STAGE2_KB_DIR\`); a STAGE2_TRAIN without gold" \
-      "doc ids counts as 0 coverage (STAGE2_MIN_COVERAGE=0 lets any coverage pass)." >&2
+      "doc ids counts as 0 coverage, one mostly without gold ids fails (STAGE2_MIN_COVERAGE=0 lets any" \
+      "coverage pass)." >&2
     exit 2
   elif [[ $rc != 0 ]]; then
     echo "error: the Stage II coverage check failed (exit $rc); see its message above" >&2

@@ -17,7 +17,13 @@ from gta_verl.agent.runner import make_trainer_config, run_agent_rollouts
 from gta_verl.data import schema
 from gta_verl.data.schema import make_verl_row
 from gta_verl.data.types import QAExample, RetrievalHit, RetrievalResult
-from gta_verl.protocol import INVALID_ACTION_MESSAGE, SYSTEM_INSTRUCTIONS, build_messages, format_observation
+from gta_verl.protocol import (
+    INVALID_ACTION_MESSAGE,
+    SYSTEM_INSTRUCTIONS,
+    build_messages,
+    checked_max_queries,
+    format_observation,
+)
 from gta_verl.rewards.scoring import ScoringRequest, score_trajectory_guided
 
 QUESTION = QAExample("q1", "Were A and B born in the same city?", ("no",), ("d1", "d2"), 2, "toy")
@@ -96,6 +102,33 @@ def test_the_reward_scores_the_recorded_union(qwen_tokenizer):
     assert info["target_doc_cov"] == 1.0 and info["zero_target_turns"] == 1 and info["num_searches"] == 2
 
 
+def test_zero_target_queries_are_reported_not_only_turns(qwen_tokenizer):
+    out = rollout(
+        qwen_tokenizer,
+        MapRetriever(),
+        ["<search> a ## c </search>", "<search> b </search>", "<answer> no </answer>"],
+        2,
+    )
+    # turn 1: a → [d1, x], c → [y]; turn 2: b → [d2, d1]. Each query's shown share is recorded.
+    assert out.extra_fields[schema.EF_TURN_QUERY_DOC_IDS] == [[["d1", "x"], ["y"]], [["d2", "d1"]]]
+    request = ScoringRequest(
+        response_text="", answers=("no",), target_doc_ids=("d1", "d2"), extra_fields=out.extra_fields
+    )
+    _, info = score_trajectory_guided(request)
+    # Turns: turn 1 finds d1, turn 2 finds d2 → 0 zero-target turns. Queries: a finds d1, c finds
+    # nothing (the useless extra query inside a productive turn), b finds d2 → 1 zero-target query.
+    assert info["zero_target_turns"] == 0 and info["zero_target_queries"] == 1
+    # With one query per search (K = 1) the two counts are the same quantity (Table 3's).
+    one = rollout(qwen_tokenizer, MapRetriever(), ["<search> c </search>", "<answer> no </answer>"], 1)
+    assert schema.EF_TURN_QUERY_DOC_IDS not in one.extra_fields
+    _, info = score_trajectory_guided(
+        ScoringRequest(
+            response_text="", answers=("no",), target_doc_ids=("d1",), extra_fields=one.extra_fields
+        )
+    )
+    assert info["zero_target_turns"] == info["zero_target_queries"] == 1
+
+
 def test_too_many_queries_is_an_invalid_action(qwen_tokenizer):
     client = MapRetriever()
     out = rollout(qwen_tokenizer, client, ["<search> a ## b ## c </search>", "<answer> no </answer>"], 2)
@@ -145,11 +178,13 @@ def test_prompt_tells_the_policy_only_when_enabled():
     assert text.endswith(" Question: Who?\n")
 
 
-@pytest.mark.parametrize("bad", [0, -1, True])
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, float("inf"), float("nan"), "2"])
 def test_config_rejects_bad_k(bad):
+    # 2.5 was cut to 2 and inf raised OverflowError: a K that is not a whole number >= 1 is refused.
     with pytest.raises(ValueError, match="max_queries_per_turn must be an integer >= 1"):
         AgentConfig(max_queries_per_turn=bad)
     assert AgentConfig().max_queries_per_turn == 1
+    assert checked_max_queries(2.0) == 2 and checked_max_queries(3) == 3
 
 
 def test_natural_qa_rows_carry_the_k_prompt():

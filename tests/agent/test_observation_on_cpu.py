@@ -66,3 +66,74 @@ def test_error_and_no_room_show_nothing():
     assert len(err.ids) == 20 and decode(err.ids).endswith("</info>\n\n") and err.shown == ()
     none = fit_observation([A, B], None, 30, encode, decode)  # < one passage's overhead (33)
     assert none.shown == () and none.dropped == 2 and len(none.ids) == 30
+
+
+# --- several queries in one search: the budget is per query ----------------------------------------
+A1, A2 = hit("a1", "A", "a" * 30), hit("a2", "B", "b" * 30)  # query 1's ranking
+B1, B2 = hit("b1", "C", "c" * 30), hit("b2", "D", "d" * 30)  # query 2's ranking
+# Overhead of four passages with empty texts: 8 + 4·16 + 3 newlines + 9 = 84; of three: 8 + 48 + 2 + 9 = 67.
+
+
+def test_each_querys_best_passage_is_shown_whole():
+    from gta_verl.agent.observation import fit_observation_per_query
+
+    # cap 144. One budget over the union (as with K = 1): 144 − 84 = 60 for 4 texts → k = 15 < 16, so
+    # B2 is dropped; 144 − 67 = 77 for 3 texts → k = 25: every shown passage cut, both bests included.
+    union = fit_observation([A1, A2, B1, B2], None, 144, encode, decode)
+    assert [h.text for h in union.shown] == ["a" * 25, "b" * 25, "c" * 25]
+    # Per query: 4 texts get 60; the bests first: k_b = 30 (30 + 30 ≤ 60) → A1, B1 whole, 0 left → k = 0 < 16:
+    # drop the lowest-ranked other (rank 2 of query 2: B2). 3 texts get 77: A1 and B1 whole (60), 17 left →
+    # A2 cut to 17 ≥ 16. Block 67 + 30 + 17 + 30 = 144 characters.
+    out = fit_observation_per_query([[A1, A2], [B1, B2]], None, 144, encode, decode)
+    assert [(h.doc_id, h.text) for h in out.shown] == [("a1", "a" * 30), ("a2", "b" * 17), ("b1", "c" * 30)]
+    assert (out.shortened, out.dropped, len(out.ids)) == (1, 1, 144)
+    assert decode(out.ids) == format_observation(out.shown)
+    # Room for all: nothing changes (84 + 120 = 204).
+    assert fit_observation_per_query([[A1, A2], [B1, B2]], None, 204, encode, decode).shown == (
+        A1,
+        A2,
+        B1,
+        B2,
+    )
+    # A short best leaves its share to a long one: bests of 10 and 100 characters with 60 for their
+    # texts (two passages: 8 + 16 + 1 + 16 + 9 = 50 overhead, cap 110): k_b = 50 → 10 + 50 = 60.
+    short, long_ = hit("s", "S", "s" * 10), hit("l", "L", "l" * 100)
+    both = fit_observation_per_query([[short], [long_]], None, 110, encode, decode)
+    assert [h.text for h in both.shown] == ["s" * 10, "l" * 50]
+    # One query (K = 1, or every other query empty): the plain fit, bit for bit.
+    one = fit_observation_per_query([[A1, A2, B1, B2], []], None, 144, encode, decode)
+    assert one == union
+
+
+def test_each_querys_best_real_musique_passage_keeps_its_answer(qwen_tokenizer, musique_qa, musique_passages):
+    from gta_verl.agent.observation import fit_observation_per_query
+
+    def enc(text):
+        return qwen_tokenizer.encode(text, add_special_tokens=False)
+
+    def dec(ids):
+        return qwen_tokenizer.decode(ids)
+
+    by_id = {p.doc_id: p for p in musique_passages}
+    # A 2-hop question: query 1 ranks its first gold passage first, query 2 its second; each then
+    # has four more corpus passages (as topk = 5 would), all real text, at the default cap of 512.
+    q = next(x for x in musique_qa if x.hops == 2)
+    gold = [by_id[d] for d in q.supporting_doc_ids]
+    filler = [p for p in musique_passages if p.doc_id not in q.supporting_doc_ids][:8]
+
+    def h(p):
+        return RetrievalHit(p.doc_id, p.title, p.text, 0.5, "graph")
+
+    groups = [[h(gold[0]), *map(h, filler[:4])], [h(gold[1]), *map(h, filler[4:])]]
+    full = len(enc(format_observation([x for g in groups for x in g])))
+    assert full > 512  # ten passages do not fit: something must give
+    out = fit_observation_per_query(groups, None, 512, enc, dec)
+    shown = {x.doc_id: x.text for x in out.shown}
+    # Both bests are shown with their whole text (so any answer span in them), within the cap.
+    assert shown[gold[0].doc_id] == gold[0].text and shown[gold[1].doc_id] == gold[1].text
+    assert len(out.ids) <= 512
+    # One budget over the same ten passages cuts a best (the behaviour with K > 1 before).
+    union = {
+        x.doc_id: x.text for x in fit_observation([x for g in groups for x in g], None, 512, enc, dec).shown
+    }
+    assert union.get(gold[0].doc_id) != gold[0].text or union.get(gold[1].doc_id) != gold[1].text

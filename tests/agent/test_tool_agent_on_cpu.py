@@ -73,7 +73,7 @@ def retriever(fake_retriever):
     clear_retriever_cache()
 
 
-def _config():
+def _config(response_length: int = 1024):
     overrides = [
         "data.train_files=t.parquet",
         "data.val_files=v.parquet",
@@ -83,7 +83,7 @@ def _config():
         "actor_rollout_ref.rollout.multi_turn.format=hermes",
         "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=2048",
         "actor_rollout_ref.rollout.prompt_length=1024",
-        "actor_rollout_ref.rollout.response_length=1024",
+        f"actor_rollout_ref.rollout.response_length={response_length}",
     ]
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose("gta_grpo", overrides)
@@ -180,3 +180,88 @@ def test_tool_records_only_shown_passages_and_invalid_calls(retriever):
     )
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['topk'\] under GraphSearchTool config"):
         ToolSettings.from_tool_config({"type": "native", "topk": 3})
+
+
+def _blocks(mask) -> list[tuple[int, int]]:
+    """[start, end) of every run of 0s (tool responses) in a response mask."""
+    runs, start = [], None
+    for i, m in enumerate([*mask, 1]):
+        if m == 0 and start is None:
+            start = i
+        elif m == 1 and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs
+
+
+def test_a_tool_response_cut_by_the_budget_is_not_credited(tool_tokenizer, retriever, monkeypatch):
+    # The full rollout (budget 1024) shows the two tool responses at mask-0 blocks b1, b2.
+    row = schema.tool_agent_row(schema.make_verl_row(QUESTION, 0))
+    _, full = _run_tool_agent(_config(), tool_tokenizer, row)
+    (_, _), (second_start, second_end) = _blocks(full.response_mask)
+    # A budget 3 tokens into the second tool response: the second call runs (its doc id is
+    # recorded), but verl ends the rollout without appending the response, so the policy saw
+    # only d:film, and never answered.
+    budget = second_start + 3
+    assert second_end - second_start > 3
+    cfg = _config(budget)
+    _, output = _run_tool_agent(cfg, tool_tokenizer, row)
+    assert retriever.queries[-2:] == ["film", "award"]
+    assert len(output.response_ids) == second_start  # the second response was not appended
+    info = _postprocess(output, row, cfg, tool_tokenizer, monkeypatch)["fields"]["extra_fields"][0][
+        "reward_extra_info"
+    ]
+    # Turn 1 showed d:film: +0.25; turn 2 showed nothing: a miss, −0.10; no answer: −1 (eq 17).
+    # R = 0.25 − 0.10 − 1 = −0.85 (crediting the unseen d:award gave 0.25 + 0.25 − 1 = −0.5).
+    assert output.reward_score == pytest.approx(0.25 - 0.10 - 1)
+    assert json.loads(info["turn_rewards_json"]) == pytest.approx([0.25, -0.10])
+    # Coverage 1 of 2 targets; the chain is incomplete.
+    assert info["target_doc_cov"] == 1 / 2 and info["complete_chain"] == 0.0
+    assert info["num_searches"] == 2 and info["zero_target_turns"] == 1
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["film"],
+        "film",
+        3,
+        None,
+        {"query": ["film"]},
+        {"query": {"q": "film"}},
+        {"query": True},
+        {"q": "film"},
+    ],
+    ids=[
+        "list-args",
+        "string-args",
+        "number-args",
+        "null-args",
+        "list-query",
+        "dict-query",
+        "bool-query",
+        "no-query",
+    ],
+)
+def test_arguments_without_a_string_query_are_a_counted_invalid_action(retriever, arguments):
+    from types import SimpleNamespace
+
+    tool = load_all_tools(str(TOOLS_YAML), None)[0]
+    data = SimpleNamespace(extra_fields={}, response_mask=[1] * 5)
+    resp, _, metrics = asyncio.run(tool.execute("i", arguments, agent_data=data))
+    # One invalid action, nothing searched or recorded; the policy sees the protocol's message.
+    assert data.extra_fields[schema.EF_INVALID_ACTIONS] == 1 and metrics == {"invalid": 1}
+    assert data.extra_fields[schema.EF_NUM_SEARCHES] == 0 and retriever.queries == []
+    assert resp.text == "My action is invalid. Let me rethink."
+
+
+def test_a_huge_query_is_cut_to_the_retrievers_limit(retriever):
+    from types import SimpleNamespace
+
+    tool = load_all_tools(str(TOOLS_YAML), None)[0]
+    data = SimpleNamespace(extra_fields={}, response_mask=[1] * 7)
+    asyncio.run(tool.execute("i", {"query": "x" * 1_000_000}, agent_data=data))
+    # The retriever cuts queries at 2,000 characters; the tool searches and records that cut.
+    assert data.extra_fields[schema.EF_TURN_QUERIES] == ["x" * 2000] and retriever.queries == ["x" * 2000]
+    # The call's response would start after the 7 response tokens so far.
+    assert data.extra_fields[schema.EF_TURN_OBS_START] == [7]

@@ -162,7 +162,10 @@ def test_cli_and_recipe_step(tmp_path):
     )
     qa = pd.read_parquet(tmp_path / "recipe" / "hotpotqa_10k_train.parquet")  # STAGE2_TRAIN of common.sh
     corpus = pd.read_parquet(tmp_path / "recipe" / "hotpotqa_10k_train_corpus.parquet")
-    assert _qids(qa) == _qids(api_qa) and len(corpus) == 200
+    # The recipe writes the gold-only corpus (the paper's size): 20 questions × 2 gold paragraphs = 40
+    # (no two of these questions share a gold paragraph); the whole contexts would be 200.
+    assert _qids(qa) == _qids(api_qa) and len(corpus) == 20 * 2 and len(api_c) == 200
+    assert set(corpus["doc_id"]) == {d for g in _gold(qa) for d in g}
     assert {e["split"] for e in qa["extra_info"]} == {"10k_train"}
     assert "STAGE2_KB_DIR" in proc.stderr  # the next step is named
 
@@ -305,3 +308,27 @@ def test_kb_from_the_corpus_covers_its_questions_and_the_gate_stops_others(tmp_p
     assert "STAGE2_MIN_COVERAGE=0.95" in gate.stderr
     assert "holds 10.0% of the questions' gold paragraphs" in gate.stderr  # check-coverage's own line
     assert "main_ppo" not in gate.stdout + gate.stderr
+
+
+def test_gold_only_corpus_is_the_papers_size_and_all_is_five_times_larger(tmp_path):
+    # Counted here from the raw JSON, independently of the code under test: the 100 bundled
+    # questions carry 994 context paragraphs (9.94 per question, as in the full HotpotQA training
+    # set), all distinct, of which 2 per question are gold: 200 distinct gold paragraphs.
+    raw = _raw()
+    every = {(t.strip(), "".join(s).strip()) for r in raw for t, s in r["context"]}
+    gold = {
+        (t.strip(), "".join(s).strip())
+        for r in raw
+        for t, s in r["context"]
+        if t in {f[0] for f in r["supporting_facts"]}
+    }
+    assert sum(len(r["context"]) for r in raw) == 994 and len(every) == 994 and len(gold) == 2 * 100
+    qa_all, c_all = _prep(tmp_path / "all", n=100)
+    qa_gold, c_gold = _prep(tmp_path / "gold", n=100, paragraphs="gold")
+    assert len(c_all) == 994 and len(c_gold) == 200
+    # 994 / 200 = 4.97 here; at the paper's scale 9.94 · 10,000 ≈ 99,400 vs ~18,300 gold: 5.4×.
+    assert len(c_all) / len(c_gold) == pytest.approx(994 / 200)
+    # Same questions, same gold ids: a gold id is the same content hash in both corpora.
+    assert _gold(qa_gold) == _gold(qa_all)
+    assert set(c_gold["doc_id"]) == {d for g in _gold(qa_gold) for d in g}
+    assert {(t.strip(), x.strip()) for t, x in zip(c_gold["title"], c_gold["text"], strict=True)} == gold

@@ -139,3 +139,30 @@ def test_probe_run_scores_step_s_from_the_checkpoint_before_it(tmp_path, monkeyp
         assert got[step].policy_shift == pytest.approx(want.policy_shift, rel=1e-4)
         assert got[step].obs_shift == pytest.approx(want.obs_shift, rel=1e-4)
         assert (got[step].n_positive, got[step].n_negative) == (1, 1)
+
+
+def test_misplaced_advantages_are_listed_where_the_probe_sees_nothing():
+    from gta_verl.eval.learning_probe import misplaced_advantages
+
+    # Response [p, p, p, <info>, d, </info>, p, p], mask [1 1 1 0 0 0 1 1]; GRPO's A = 0.5 broadcast
+    # over the mask-1 tokens: [.5 .5 .5 0 0 0 .5 .5] is correctly placed.
+    mask = [1, 1, 1, 0, 0, 0, 1, 1]
+    right = [0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0.5, 0.5]
+    # Shifted one token to the right: position 0 gets 0 (so A_i = 0 at the first policy token), the
+    # policy tokens 1, 2 carry 0.5 ≠ 0, the <info> token 3 carries 0.5 ≠ 0 and token 7 carries 0.5 ≠ 0.
+    shifted = [0.0, 0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0.5]
+    # On the observation positions instead (an inverted mask in the estimator): A_i read at token 0 is
+    # 0, and every observation token 3, 4, 5 carries 0.5 ≠ 0.
+    on_obs = [0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.0, 0.0]
+    # Left unmasked (the estimator ignored the mask): the three observation tokens carry 0.5.
+    unmasked = [0.5] * 8
+    got = misplaced_advantages([right, shifted, on_obs, unmasked], [mask] * 4)
+    assert got == [(1, 1), (1, 2), (1, 3), (1, 7), (2, 3), (2, 4), (2, 5), (3, 3), (3, 4), (3, 5)]
+    # A per-token estimator (gta_turn_grpo: reward-to-go) varies over the policy tokens: only the
+    # mask-0 rule applies, so [1, .5, .5, 0, 0, 0, .2, .2] is placed right, on_obs still is not.
+    to_go = [1.0, 0.5, 0.5, 0.0, 0.0, 0.0, 0.2, 0.2]
+    assert misplaced_advantages([to_go, on_obs], [mask] * 2, constant=False) == [(1, 3), (1, 4), (1, 5)]
+    # The probe itself cannot tell: it re-scores the advantages, so the same π₀ → π₁ change gives the
+    # same S_policy whatever verl placed where (here +1 · mean(+0.1, +0.1) = 0.1 > 0).
+    res = probe([1.0], [[-1.0, -1.0, -1.0]], [[-0.9, -0.5, -0.9]], [[1, 0, 1]])
+    assert res.policy_shift == pytest.approx(0.1)

@@ -136,3 +136,32 @@ def test_empty_and_undefined_aggregates():
     only_nq = M.aggregate([M.score_record(D)])
     assert math.isnan(only_nq["uar"]) and math.isnan(only_nq["target_doc_cov"])
     assert not any(k.startswith("route/") for k in only_nq)
+
+
+# E: two queries per search. Turn 1: query "a" shows d1 and x, query "b" shows y; turn 2 shows d2.
+E = _rec(
+    qid="e",
+    data_source="musique",
+    target_doc_ids=("d1", "d2"),
+    turn_queries=("a ## b", "c"),
+    turn_doc_ids=(("d1", "x", "y"), ("d2",)),
+    turn_query_doc_ids=((("d1", "x"), ("y",)), (("d2",),)),
+    answer="Paris",
+)
+
+
+def test_zero_target_queries_count_the_useless_query_inside_a_productive_turn():
+    # Turns: turn 1 finds d1, turn 2 finds d2 → 0 zero-target turns. Queries: "a" finds d1, "b" finds
+    # nothing new (y is no target), "c" finds d2 → 1 zero-target query.
+    m = M.score_record(E)
+    assert (m.zero_target_turns, m.zero_target_queries) == (0.0, 1.0)
+    # One query per search (A: no per-query record): the two counts are the same, Table 3's. A's turns
+    # [d1 x] [d1 d2 d2] [x]: the third finds nothing new → 1.
+    a = M.score_record(A)
+    assert a.zero_target_turns == a.zero_target_queries == 1.0
+    # Pooled totals over E and A: turns 0 + 1 = 1, queries 1 + 1 = 2; per question 0.5 and 1.0.
+    s = M.aggregate([m, a])
+    assert (s["zero_target_turns"], s["zero_target_queries"]) == (1.0, 2.0)
+    assert (s["zero_target_turns_per_q"], s["zero_target_queries_per_q"]) == (0.5, 1.0)
+    # No targets: undefined, as for turns.
+    assert math.isnan(M.score_record(_rec(turn_query_doc_ids=((("x",),),))).zero_target_queries)

@@ -60,3 +60,20 @@ def test_schema_version_mismatch_is_actionable(tmp_path):
         RecordWriter(d)
     with pytest.raises(RecordsError, match="no _meta.json"):
         read_records(tmp_path)
+
+
+def test_per_query_ids_round_trip_and_older_records_read_without_them(tmp_path):
+    from tests.eval.test_metrics_on_cpu import E
+
+    rec = EvalRecord(rollout=E, response_text="r")
+    with RecordWriter(tmp_path / "records") as w:
+        w.add(rec)
+    (back,) = read_records(tmp_path / "records")
+    assert back.rollout.turn_query_doc_ids == ((("d1", "x"), ("y",)), (("d2",),))
+    df = pd.read_parquet(tmp_path / "records")
+    assert df["zero_target_queries"].tolist() == [1.0]  # query "b" found nothing new
+    # A part written before the column existed reads with the default (one query per turn).
+    old = df.drop(columns=["turn_query_doc_ids"])
+    old.to_parquet(tmp_path / "records" / "part-000000.parquet")
+    (back,) = read_records(tmp_path / "records")
+    assert back.rollout.turn_query_doc_ids == () and back.rollout.turn_doc_ids == E.turn_doc_ids

@@ -74,8 +74,8 @@ def test_write_report_tables_json_and_plots(tmp_path):
     )
     assert "| tiny | 0.0 | 66.7 | 50.0 | 50.0 | 0.0 | 0.0 | 16.7 | 38.9 |" in md
     # Table 3 layout, pooled row: 50.0 % target docs, 66.7 % complete chains, 2 zero-target turns,
-    # 1.50 searches
-    assert "| All rollouts (pooled) | 3 | 50.0 | 66.7 | 2 | 0.67 | 1.50 |" in md
+    # 2 zero-target queries (one query per search: the same count), 1.50 searches
+    assert "| All rollouts (pooled) | 3 | 50.0 | 66.7 | 2 | 0.67 | 2 | 1.50 |" in md
     assert "35.0 / 57.5 over 6 timed calls" in md
     assert "Published numbers" in md and "GTA-RAG, Qwen2.5-7B" in md
     assert set(paths.plots) == {"coverage_by_hops", "search_turns", "routes", "route_shares_over_training"}

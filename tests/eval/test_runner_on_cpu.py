@@ -128,7 +128,8 @@ def test_scripted_eval_report_matches_hand_computation(tmp_path, musique, tokeni
     assert hops["2"]["target_doc_cov"] == pytest.approx(2 / 6) and hops["4"]["target_doc_cov"] == 0.25
     md = res.report.markdown.read_text()
     assert "| scripted | 50.0 | 50.0 | 50.0 | 50.0 |" in md
-    assert "| musique | 4 | 30.0 | 25.0 | 2 | 0.50 | 1.25 |" in md
+    # one query per search: 2 zero-target queries = the 2 zero-target turns
+    assert "| musique | 4 | 30.0 | 25.0 | 2 | 0.50 | 2 | 1.25 |" in md
     assert all(p.stat().st_size > 1000 for p in res.report.plots.values())
 
 
@@ -332,3 +333,20 @@ def test_cli_policy_mode_on_bundled_kb(tmp_path, data_parquet, musique_kb_dir, c
     assert "1 rollouts (1 new, 0 already done)" in capsys.readouterr().out
     assert json.loads((out / "run.json").read_text())["settings"]["retriever"] == {"k_dense": 2}
     assert (out / "report.md").is_file() and (out / "plots" / "search_turns.png").is_file()
+
+
+def test_the_turn_budget_is_called_our_default_not_the_papers():
+    # GTA-RAG names the action budget B but gives no value; 5 is ours (configs and docs say so).
+    import argparse
+
+    from gta_verl.eval import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    (eval_parser,) = sub.choices.values()
+    action = next(a for a in eval_parser._actions if "--max-actions" in a.option_strings)
+    assert action.default == 5 and "paper" not in action.help and "ours" in action.help
+    doc = EvalSettings.__doc__ or ""
+    line = next(x for x in doc.splitlines() if "max_actions:" in x)
+    assert "paper" not in line and "ours" in line

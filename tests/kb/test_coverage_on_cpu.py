@@ -38,3 +38,32 @@ def test_cli_reports_and_refuses_below_the_threshold(tmp_path, capsys) -> None:
     out = capsys.readouterr()
     assert "| 2 | 2 | 0.750 | 1 | 0 |" in out.out and "75.0% of the questions' gold paragraphs" in out.err
     assert main(["kb", "check-coverage", "--kb", str(tmp_path / "kb"), "--qa", str(qa), "--min", "0.7"]) == 0
+
+
+def test_questions_without_gold_ids_are_reported_and_fail_the_gate_when_the_majority(
+    tmp_path, capsys
+) -> None:
+    kb = make_toy_kb(HashEmbedder())
+    save_kb(kb, tmp_path / "kb")
+    d = [p.doc_id for p in kb.passages]
+    qa = tmp_path / "qa.parquet"
+    # One question whose gold paragraph is in the KB, 99 without gold ids: the mean over questions
+    # with gold ids is 1/1 = 1.0 ≥ 0.95, but it speaks for 1 question of 100 (99 > 100 / 2).
+    golds = [[d[0]]] + [[] for _ in range(99)]
+    pd.DataFrame(
+        {"reward_model": [{"style": "rule", "ground_truth": make_ground_truth(["a"], g)} for g in golds]}
+    ).to_parquet(qa)
+    args = ["kb", "check-coverage", "--kb", str(tmp_path / "kb"), "--qa", str(qa)]
+    assert main(args) == 2
+    out = capsys.readouterr()
+    assert "| 100 | 1 | 1.000 | 1 | 0 |" in out.out
+    assert "99 of 100 questions have no gold ids (not in the mean)" in out.err
+    assert "--allow-without-gold" in out.err
+    assert main([*args, "--allow-without-gold"]) == 0
+    assert "99 of 100 questions have no gold ids" in capsys.readouterr().err
+
+
+def test_a_minority_without_gold_ids_passes_and_is_reported() -> None:
+    # 2 of 4 without gold ids is not a majority (2·2 = 4, not > 4); 3 of 4 is (6 > 4).
+    assert gold_coverage([["a"], ["a"], [], []], {"a"}).mostly_without_gold is False
+    assert gold_coverage([["a"], [], [], []], {"a"}).mostly_without_gold is True

@@ -6,16 +6,24 @@ questions × 8 rollouts; ``gta_sync`` dumps the step's token layout (ids, respon
 ground truth, turn records). The probe (:mod:`gta_verl.eval.learning_probe`) re-scores each
 rollout with the pure trajectory-guided reward, takes GRPO advantages of those rewards and scores π₀ → π₁:
 
-* S_policy > 0 — the log-probability of above-average rollouts' own tokens rose, of below-average
-  ones fell: only a correct reward sign, advantage and loss placement do that;
-* verl's advantages agree in sign with the re-scored ones on every rollout;
+* reward spread in some group — the premise (a step without spread has nothing to learn), not a check
+  of the code;
+* verl's advantages agree in sign with the re-scored ones on every rollout — the wiring from the reward
+  manager through verl's reward loop to the estimator keeps the sign. It cannot see a sign error inside the
+  pure reward function, which trainer and probe share (the reward's hand-computed unit tests guard that);
+* S_policy > 0 — the update raised the log-probability of above-average rollouts' own tokens and lowered
+  that of below-average ones: the loss and optimizer step follow the advantages' sign. It does not see mask
+  or placement errors (S_policy stayed 0.039 with the observation mask inverted and 0.048 with it dropped);
 * no token inside an ``<info>`` block carries response mask 1 in the step's dump — the mask verl's loss
-  multiplies by (a dropped observation mask trains on them directly). S_obs, the same shift over
-  observation tokens, is printed, not judged: they move through shared weights (0.73 · S_policy on one
-  machine with the mask intact), so no ratio separates a kept mask from a dropped one.
+  multiplies by (a dropped or inverted observation mask trains on them directly);
+* every dumped advantage sits on a mask-1 token and, under GRPO, carries its rollout's one value
+  (``misplaced_advantages``): advantages written to the wrong positions fail here and nowhere else.
 
-The test fails with the reward sign flipped (on the sign check) and with the observation mask dropped (on
-the mask check), both checked by hand (``docs/learning.md``), so it guards both.
+S_obs, the same shift over observation tokens, is printed, not judged: they move through shared weights
+(0.73 · S_policy on one machine with the mask intact), so no ratio separates a kept mask from a dropped one.
+The test fails with the reward sign flipped after the reward function (on the sign check) and with the
+observation mask dropped (on the mask check), both checked by hand (``docs/learning.md``); the placement
+check's failing case is hand-built (``tests/eval/test_learning_probe_on_cpu.py``).
 Marked ``verl_e2e`` (CI runs it).
 """
 
@@ -66,6 +74,7 @@ def test_one_grpo_step_moves_the_policy_toward_above_average_rollouts(one_step):
 
     from gta_verl.eval.learning_probe import (
         grpo_advantages,
+        misplaced_advantages,
         probe_run,
         rescored_rewards,
         sequence_advantage,
@@ -91,4 +100,8 @@ def test_one_grpo_step_moves_the_policy_toward_above_average_rollouts(one_step):
     trained_obs = unmasked_observation_tokens(dump, tok)
     assert not trained_obs, (
         f"{len(trained_obs)} <info> tokens in the loss (rollout, position): {trained_obs[:8]}"
+    )
+    misplaced = misplaced_advantages(dump["advantages"], dump["response_mask"])  # grpo: one value per rollout
+    assert not misplaced, (
+        f"{len(misplaced)} advantages off the policy tokens (rollout, position): {misplaced[:8]}"
     )

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gta_verl.agent.tokenizer import load_qwen_tokenizer
-from gta_verl.data.schema import EF_INVALID_ACTIONS
+from gta_verl.data.schema import EF_INVALID_ACTIONS, EF_TURN_DOC_IDS
 from gta_verl.protocol import build_messages
 from gta_verl.rewards.scoring import scoring_request_from_data
 from gta_verl.testing.reward_cases import CASES
@@ -23,6 +23,7 @@ EXTRA_KEYS = {
     "target_doc_cov",
     "complete_chain",
     "zero_target_turns",
+    "zero_target_queries",
     "search_reward_sum",
     "answer_reward",
     "traj_reward",
@@ -199,3 +200,29 @@ async def test_a_scalar_gold_answer_is_scored_not_raised(tok, prompt_ids) -> Non
     mgr = make_reward_manager("exact_match", tok)
     num = await mgr.run_single(_with_gt(tok, prompt_ids, {"target": 1990}))
     assert num["reward_extra_info"]["reward_error"] == 0.0  # was a TypeError out of run_single
+
+
+@pytest.mark.parametrize("name", ["trajectory_guided", "exact_match", "path_router"])
+@pytest.mark.parametrize(
+    "turns",
+    [
+        "d1d2",  # was 4 one-character turns 'd' '1' 'd' '2': 4 misses −0.4 + correct-incomplete +1 = 0.6
+        ["d1", "d2"],  # a flat list: each id read as a turn of characters
+        {"d1": 1, "d2": 1},  # a dict: its keys
+        [[["d1"]], [["d2"]]],  # three deep: the id "['d1']"
+        [[b"d1"], [b"d2"]],  # bytes ids: "b'd1'"
+    ],
+    ids=["string", "flat-list", "dict", "three-deep", "bytes"],
+)
+async def test_malformed_turn_doc_ids_score_zero_as_a_counted_error(tok, prompt_ids, name, turns) -> None:
+    case = next(c for c in CASES if c.name == "full_chain")
+    good = await make_reward_manager(name, tok).run_single(make_reward_data(tok, prompt_ids, case))
+    data = make_reward_data(tok, prompt_ids, case)
+    data.non_tensor_batch["tool_extra_fields"][0][EF_TURN_DOC_IDS] = turns
+    out = await make_reward_manager(name, tok).run_single(data)
+    assert good["reward_extra_info"]["reward_error"] == 0.0
+    if name == "trajectory_guided":
+        # [["d1", "x"], ["d2", "y"]]: two new targets 0.25 + 0.25, correct and complete +2 = 2.5.
+        assert good["reward_score"] == pytest.approx(0.25 + 0.25 + 2)
+    assert out["reward_score"] == 0.0 and out["reward_extra_info"]["reward_error"] == 1.0
+    assert set(out["reward_extra_info"]) == set(good["reward_extra_info"])

@@ -39,10 +39,10 @@ def test_target_doc_cov_and_zero_target_turns_count_the_union():
     assert r.total == pytest.approx(-0.85)
 
 
-def test_potential_step_reward_counts_the_union():
+def test_coverage_bonus_counts_the_union():
     # S = {d1, d2, d3, d4}; turn 1 union [d1, d2, x], turn 2 union [d3]; γ = 1
     # Φ: 0 → 2/4 → 3/4, F = (0.5, 0.25); wrong answer −1 → R = 0.75 − 1 = −0.25
-    cfg = TrajectoryRewardConfig(step_shaping="potential")
+    cfg = TrajectoryRewardConfig(step_shaping="coverage_bonus")
     r = trajectory_reward([["d1", "d2", "x"], ["d3"]], ["d1", "d2", "d3", "d4"], "Lyon", ["Paris"], cfg)
     assert r.search_rewards == (0.5, 0.25) and r.total == -0.25
 

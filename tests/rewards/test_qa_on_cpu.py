@@ -84,7 +84,12 @@ def test_stray_opener_scored_as_the_loop_recorded():
         "I think <answer> might be Paris, let me check <search> capital </search>"
         "\n\n<info>Doc 1(Title: Lyon) x</info>\n\n<answer> Lyon </answer>"
     )
-    assert compute_score("musique", response, {"target": ["Lyon"]}) == {"score": 1.0, "acc": 1.0, "f1": 1.0}
+    assert compute_score("musique", response, {"target": ["Lyon"]}) == {
+        "score": 1.0,
+        "acc": 1.0,
+        "f1": 1.0,
+        "reward_error": 0.0,
+    }
 
 
 def test_prompt_example_is_not_an_answer():
@@ -98,5 +103,28 @@ def test_prompt_example_is_not_an_answer():
 
 def test_compute_score_shapes():
     out = compute_score("hotpotqa", "<answer> Paris France </answer>", ["Paris"], extra_info={"k": 1}, foo=2)
-    assert out == {"score": 0.0, "acc": 0.0, "f1": pytest.approx(2 / 3)}
+    assert out == {"score": 0.0, "acc": 0.0, "f1": pytest.approx(2 / 3), "reward_error": 0.0}
     assert compute_score("nq", "<answer>Paris</answer>", "Paris")["acc"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("solution", "ground_truth"),
+    [
+        ("<answer> Paris </answer>", {"target": [float("nan")]}),  # NaN gold would be the answer "nan"
+        ("<answer> Paris </answer>", [float("nan")]),
+        ("<answer> Paris </answer>", {"target": ["Paris"], "target_doc_ids": "d1"}),  # string for a list
+        ("<answer> Paris </answer>", {"target": {"nested": "dict"}}),
+        (None, {"target": ["Paris"]}),  # a solution that is not a string
+        (["<answer> Paris </answer>"], {"target": ["Paris"]}),
+    ],
+)
+def test_compute_score_scores_a_malformed_row_zero_as_a_counted_error(solution, ground_truth):
+    # The same keys as a good row, so verl's per-key stacking keeps working; 0 and one error.
+    good = compute_score("x", "<answer> Paris </answer>", {"target": ["Paris"]})
+    assert good == {"score": 1.0, "acc": 1.0, "f1": 1.0, "reward_error": 0.0}
+    assert compute_score("x", solution, ground_truth) == {
+        "score": 0.0,
+        "acc": 0.0,
+        "f1": 0.0,
+        "reward_error": 1.0,
+    }
