@@ -23,6 +23,7 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "gta_verl.rewards.path_router_manager",  # reward loop: path_router
     "gta_verl.agent.loop",  # agent loop: gta_search_agent
     "gta_verl.algos.advantages",  # advantage estimator: gta_turn_grpo
+    "gta_verl.algos.shuffled_control",  # advantage estimator: gta_shuffled_grpo (the shuffled-reward control)
     "gta_verl.algos.distill_loss",  # distillation loss: gta_selective_topk_kl
     "gta_verl.algos.trainer",  # V1 trainers: gta_* and gta_path_router_* in every verl mode
     "gta_verl.cpu.rollout",  # rollout backend: hf_cpu (HF generate on CPU)
@@ -32,7 +33,7 @@ PLUGIN_MODULES: tuple[str, ...] = (
 REGISTERED_NAMES: dict[str, tuple[str, ...]] = {
     "reward_manager": ("trajectory_guided", "exact_match", "path_router"),
     "agent_loop": ("gta_search_agent",),
-    "adv_estimator": ("gta_turn_grpo",),
+    "adv_estimator": ("gta_turn_grpo", "gta_shuffled_grpo"),
     "distillation_loss": ("gta_selective_topk_kl",),
     "trainer": tuple(
         f"{family}_{mode}"

@@ -37,7 +37,7 @@ import torch
 
 from gta_verl.verl_compat import register_adv_est
 
-__all__ = ["TURN_GRPO_NAME", "compute_turn_grpo_advantage", "reward_to_go"]
+__all__ = ["TURN_GRPO_NAME", "compute_turn_grpo_advantage", "group_stats", "reward_to_go"]
 
 TURN_GRPO_NAME = "gta_turn_grpo"
 
@@ -57,7 +57,7 @@ def reward_to_go(token_level_rewards: torch.Tensor) -> torch.Tensor:
     return torch.flip(torch.cumsum(torch.flip(token_level_rewards, dims=[-1]), dim=-1), dims=[-1])
 
 
-def _group_stats(totals: torch.Tensor, index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+def group_stats(totals: torch.Tensor, index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-row group mean and std of ``totals`` (groups of one: mean 0, std 1, as verl)."""
     groups: dict[Any, list[int]] = {}
     for row, key in enumerate(np.asarray(index, dtype=object).tolist()):
@@ -112,7 +112,7 @@ def compute_turn_grpo_advantage(
     mask = response_mask.to(token_level_rewards.dtype)
     with torch.no_grad():
         rtg = reward_to_go(token_level_rewards)
-        mean, std = _group_stats(token_level_rewards.sum(dim=-1), index)
+        mean, std = group_stats(token_level_rewards.sum(dim=-1), index)
         centered = rtg - mean.unsqueeze(-1)
         if norm_adv_by_std_in_grpo:
             centered = centered / (std.unsqueeze(-1) + epsilon)
