@@ -13,8 +13,9 @@ turn a lock-out into a refusal, not fix it.
 * a body deadline: the whole body within ``body_timeout_s`` of its headers, else
   408 and close;
 * a connection cap: past ``max_connections`` the oldest connection that is not
-  inside a request is closed (the newest one if every other is inside a request),
-  so idle sockets cannot lock out a client that sends its request at once.
+  inside a request is closed; if none is idle, the one whose request body arrives
+  slowest gets 408 and is closed (the newest one only if no body is arriving), so
+  neither idle sockets nor trickled bodies lock out a client that sends its request at once.
 
 :class:`~gta_verl.retrieval.serving.http_protocol.LimitedServer` keeps the kernel's listen
 queue long while asyncio accepts few sockets per loop tick, and :func:`fd_capped`

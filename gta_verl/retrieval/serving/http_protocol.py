@@ -7,6 +7,7 @@ defaults without importing uvicorn and h11 (~0.1 s on every command).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import resource
 from typing import Any
@@ -36,11 +37,15 @@ class LimitedH11Protocol(H11Protocol):
     limits: Limits = Limits()
     # Connections not inside a request, oldest first (dict order): eviction candidates of one server.
     waiting: dict[LimitedH11Protocol, None] = {}
+    # Connections whose request body is still arriving: evicted, slowest first, when no idle one is left.
+    receiving: dict[LimitedH11Protocol, None] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._header_timer: Any = None
         self._body_timer: Any = None
+        self._body_since = 0.0
+        self._body_bytes = 0
 
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -52,6 +57,8 @@ class LimitedH11Protocol(H11Protocol):
         if self._header_timer is None and self.conn.their_state is h11.IDLE:
             # The first bytes of a new request on a kept-alive connection: its headers get a deadline too.
             self._header_timer = self.loop.call_later(self.limits.header_timeout_s, self._header_deadline)
+        if self in self.receiving:
+            self._body_bytes += len(data)
         super().data_received(data)
         self._track_state()
 
@@ -61,9 +68,14 @@ class LimitedH11Protocol(H11Protocol):
         if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
             self.waiting.pop(self, None)
             self.waiting[self] = None  # idle again: now the newest eviction candidate
+            if self._header_timer is None and self.conn.trailing_data[0]:
+                # Bytes of a pipelined next request already arrived with the last one: its deadline runs
+                # from now, else only uvicorn's keep-alive timer (75 s) would bound them.
+                self._header_timer = self.loop.call_later(self.limits.header_timeout_s, self._header_deadline)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.waiting.pop(self, None)
+        self.receiving.pop(self, None)
         _cancel(self._header_timer)
         _cancel(self._body_timer)
         self._header_timer = self._body_timer = None
@@ -79,28 +91,49 @@ class LimitedH11Protocol(H11Protocol):
         if their is h11.SEND_BODY:
             if self._body_timer is None:
                 self._body_timer = self.loop.call_later(self.limits.body_timeout_s, self._body_deadline)
+                self._body_since, self._body_bytes = self.loop.time(), 0
+                self.receiving[self] = None
         else:
             _cancel(self._body_timer)
             self._body_timer = None
+            self.receiving.pop(self, None)
+
+    def _body_rate(self, now: float) -> float:
+        """Body bytes per second since the headers (a just-started body counts as fast, not as 0 B/s)."""
+        return self._body_bytes / max(now - self._body_since, 1e-3)
 
     def _enforce_cap(self) -> None:
-        """Past the cap, close the oldest connection awaiting a request (this one if it is the only one)."""
+        """Past the cap, close the oldest connection awaiting a request; failing that, the in-request
+        connection whose body arrives slowest; failing that, this one."""
         if len(self.connections) <= self.limits.max_connections:
             return
-        victim = next(iter(self.waiting))
-        if victim is self:
-            logger.warning(
-                "max_connections=%d reached, all inside a request: closed a new connection",
-                self.limits.max_connections,
-            )
-        else:
+        idle = next((c for c in self.waiting if c is not self), None)
+        if idle is not None:
             # A kept-alive client may see this close as a connection reset on its next request; only
             # under overload, and better than idle sockets starving a client that has a request.
             logger.warning(
                 "max_connections=%d reached: closed the oldest connection without a request",
                 self.limits.max_connections,
             )
-        victim._close()
+            idle._close()
+        elif self.receiving:
+            # Bodies that trickle hold a connection each while costing the sender nothing: the slowest
+            # one gives way (408), so they cannot keep a client with a whole request out.
+            now = self.loop.time()
+            slowest = min(self.receiving, key=lambda c: c._body_rate(now))
+            logger.warning(
+                "max_connections=%d reached, none idle: 408 to the slowest request body (%s, %.0f B/s)",
+                self.limits.max_connections,
+                _peer(slowest.client),
+                slowest._body_rate(now),
+            )
+            slowest._abandon_body("request body too slow while the server is at its connection cap")
+        else:
+            logger.warning(
+                "max_connections=%d reached, all inside a request: closed a new connection",
+                self.limits.max_connections,
+            )
+            self._close()
 
     def _header_deadline(self) -> None:
         self._header_timer = None
@@ -122,17 +155,22 @@ class LimitedH11Protocol(H11Protocol):
             _peer(self.client),
             self.limits.body_timeout_s,
         )
+        self._abandon_body(f"request body incomplete after {self.limits.body_timeout_s:g} s")
+
+    def _abandon_body(self, detail: str) -> None:
+        """Answer 408 to the request whose body is still arriving, then close."""
+        self.receiving.pop(self, None)
         cycle = self.cycle
         if cycle is not None and not cycle.response_started:
             # The app's receive() now returns http.disconnect and its sends are dropped, so the 408
             # below is the only response and uvicorn logs no "returned without a response" error.
             cycle.disconnected = True
             cycle.message_event.set()
-            self._send_408()
+            self._send_408(detail)
         self._close()
 
-    def _send_408(self) -> None:
-        body = b'{"detail": "request body incomplete after %g s"}' % self.limits.body_timeout_s
+    def _send_408(self, detail: str) -> None:
+        body = json.dumps({"detail": detail}).encode()
         headers = [
             *self.server_state.default_headers,
             (b"content-type", b"application/json"),
@@ -169,7 +207,9 @@ def _peer(client: tuple[str, int] | None) -> str:
 
 def limited_protocol(limits: Limits) -> type[LimitedH11Protocol]:
     """A :class:`LimitedH11Protocol` subclass for one server: its limits and its own idle registry."""
-    return type("LimitedH11Protocol", (LimitedH11Protocol,), {"limits": limits, "waiting": {}})
+    return type(
+        "LimitedH11Protocol", (LimitedH11Protocol,), {"limits": limits, "waiting": {}, "receiving": {}}
+    )
 
 
 class LimitedServer(uvicorn.Server):

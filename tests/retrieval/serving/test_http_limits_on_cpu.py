@@ -254,3 +254,98 @@ def test_cli_exposes_the_limits() -> None:
         ]
     )
     assert (args.header_timeout, args.body_timeout, args.max_connections) == (2.0, 5.0, 100)
+
+
+def _in_request(url: str, timeout: float = 5.0) -> socket.socket | None:
+    """A connection that sent complete ``POST /retrieve`` headers promising 100 bytes, then one: ``{``."""
+    try:
+        s = _connect(url, timeout)
+        s.sendall(
+            b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )
+        return s
+    except OSError:
+        return None
+
+
+def test_normal_client_served_while_in_request_connections_exceed_the_cap(retriever: GraphRetriever) -> None:
+    # Long deadlines, so only the cap (408 to the slowest body) can let the client in; before, every
+    # new connection was closed while the cap was full of requests whose body never came.
+    cap, n_slow = 32, 100
+    limits = Limits(header_timeout_s=60, body_timeout_s=60, max_connections=cap)
+    with _serve(retriever, limits) as (base, server):
+        slow = [s for s in (_in_request(base) for _ in range(n_slow)) if s is not None]
+        try:
+            time.sleep(0.5)
+            answered = 0
+            for _ in range(5):
+                resp = httpx.post(base + "/retrieve", json={"queries": ["capital of Japan"]}, timeout=5)
+                answered += resp.status_code == 200 and bool(resp.json()["result"][0])
+            open_now = len(server.server_state.connections)
+            evicted_reply = _read_until_closed(slow[0])[0]
+        finally:
+            for s in slow:
+                s.close()
+    assert answered == 5
+    assert open_now <= cap + 1, f"{open_now} connections open with max_connections={cap}"
+    assert evicted_reply.startswith(b"HTTP/1.1 408"), evicted_reply[:200]
+
+
+def test_pipelined_partial_headers_after_a_request_get_the_header_deadline(url: str) -> None:
+    with _connect(url) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHo")
+        out, closed_after = _read_until_closed(s)
+    assert out.startswith(b"HTTP/1.1 200"), out[:200]
+    assert closed_after is not None and closed_after < 3.0, "pipelined partial headers held the connection"
+
+
+_CHILD_SERVER = """
+import sys
+from gta_verl.retrieval.retriever import GraphRetriever
+from gta_verl.retrieval.serving.http import create_app, serve_app
+from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
+emb = HashEmbedder()
+serve_app(create_app(GraphRetriever(make_toy_kb(emb), emb)), "127.0.0.1", int(sys.argv[1]))
+"""
+
+
+@pytest.mark.slow
+def test_460_in_request_connections_under_ulimit_1024_do_not_lock_out_a_client(tmp_path) -> None:
+    # The measured lock-out: cap 442 under `ulimit -n 1024`, default deadlines (body: 30 s); before,
+    # 0 of 20 queries were answered in 20 s. A child process, so the limit is the server's own.
+    import subprocess
+    import sys
+
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "server.log"
+    cmd = f"ulimit -n 1024 && exec {sys.executable} -c '{_CHILD_SERVER}' {port}"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(["bash", "-c", cmd], stdout=out, stderr=subprocess.STDOUT)
+    slow: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        slow = [s for s in (_in_request(base) for _ in range(460)) if s is not None]
+        time.sleep(1.0)  # let the server accept them all
+        times = []
+        for _ in range(5):
+            t0 = time.monotonic()
+            resp = httpx.post(base + "/retrieve", json={"queries": ["capital of Japan"]}, timeout=5)
+            assert resp.status_code == 200 and resp.json()["result"][0]
+            times.append(time.monotonic() - t0)
+    finally:
+        for s in slow:
+            s.close()
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert len(slow) >= 442, f"only {len(slow)} connections opened"
+    assert max(times) < 1.0, f"answered after {times} s"
