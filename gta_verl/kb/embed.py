@@ -22,11 +22,15 @@ import logging
 import os
 import threading
 import uuid
+import zipfile
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from gta_verl.kb.atomic import fsync_path
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 _POOLINGS = ("mean", "cls")
@@ -364,11 +368,53 @@ def text_key(text: str) -> bytes:
     return hashlib.sha1(text.encode("utf-8")).digest()
 
 
+class BadShard(ValueError):
+    """An embedding-cache shard that cannot be used (cut, not an npz, wrong arrays, non-finite vectors)."""
+
+
+def read_shard(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys S20 [n], vecs float32 [n, dim])`` of one shard, every vector finite.
+
+    Raises:
+        BadShard: naming what is wrong (a truncated file is a ``BadZipFile`` or a short read inside).
+        FileNotFoundError: the shard is gone.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys, vecs = z["keys"], z["vecs"]
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise BadShard(f"unreadable ({type(exc).__name__}: {exc})") from exc
+    if keys.ndim != 1 or keys.dtype.kind != "S" or vecs.ndim != 2 or vecs.dtype != np.float32:
+        raise BadShard(f"wrong arrays (keys {keys.dtype} {keys.shape}, vecs {vecs.dtype} {vecs.shape})")
+    if len(keys) != len(vecs):
+        raise BadShard(f"{len(keys)} keys for {len(vecs)} vectors")
+    if not np.isfinite(vecs).all():
+        raise BadShard("vectors hold NaN or infinity")
+    return keys, vecs
+
+
+def set_aside(shard: Path, reason: str) -> None:
+    """Rename a bad shard to ``NAME.bad`` (kept for inspection, no longer read) and say so once."""
+    try:
+        os.replace(shard, shard.with_name(shard.name + ".bad"))
+    except FileNotFoundError:  # another process set it aside first
+        return
+    logging.getLogger(__name__).warning(
+        "embedding cache shard %s is %s: set aside as %s.bad, its texts are encoded again",
+        shard,
+        reason,
+        shard.name,
+    )
+
+
 class EmbeddingCache:
     """Append-only vector store for one embedder identity: ``DIR/<identity-hash>/*.npz`` shards.
 
-    Each write is one new shard (unique name, temp + rename), so concurrent
-    processes never corrupt each other; readers merge all shards.
+    Each write is one new shard (unique name, temp + fsync + rename), so concurrent
+    processes never corrupt each other; readers merge all shards and set aside a
+    damaged one (:func:`read_shard`), whose texts are then encoded again.
     """
 
     def __init__(self, identity: str, root: Path | None = None) -> None:
@@ -385,18 +431,16 @@ class EmbeddingCache:
             if shard.name in self._seen_shards:
                 continue
             try:
-                with np.load(shard) as z:
-                    keys, vecs = z["keys"], z["vecs"]
-            except (OSError, ValueError, KeyError) as exc:  # unreadable shard: re-encode, never crash
-                logging.getLogger(__name__).warning(
-                    "skipping unreadable embedding cache shard %s: %s", shard, exc
-                )
+                keys, vecs = read_shard(shard)
+            except FileNotFoundError:  # set aside (or replaced) by a concurrent reader meanwhile
+                continue
+            except BadShard as exc:  # never crash every later build: set it aside, re-encode its texts
+                set_aside(shard, str(exc))
                 continue
             self._seen_shards.add(shard.name)
             # numpy's "S20" drops trailing NUL bytes on read: pad back, or the ~1/256 digests ending in
             # 0x00 would never hit and be re-encoded (in other batches, so other last bits) every build.
-            # not strict: a damaged shard's unmatched keys stay uncached (re-encoded), never a crash
-            for k, v in zip(keys.tolist(), vecs, strict=False):
+            for k, v in zip(keys.tolist(), vecs, strict=True):
                 self._mem[k.ljust(20, b"\0")] = v
 
     def get_many(self, keys: Sequence[bytes]) -> list[np.ndarray | None]:
@@ -411,8 +455,12 @@ class EmbeddingCache:
         (self.dir / "IDENTITY").write_text(self.identity)
         name = f"{uuid.uuid4().hex}.npz"
         tmp = self.dir / f".{name}.tmp.npz"
-        np.savez(tmp, keys=np.array(list(keys), dtype="S20"), vecs=vecs.astype(np.float32))
+        with open(tmp, "wb") as f:  # fsynced before the rename: a crash never leaves a cut shard by name
+            np.savez(f, keys=np.array(list(keys), dtype="S20"), vecs=vecs.astype(np.float32))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, self.dir / name)
+        fsync_path(self.dir)
         self._seen_shards.add(name)
         for k, v in zip(keys, vecs, strict=True):
             self._mem[k] = v
