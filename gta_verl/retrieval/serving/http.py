@@ -20,7 +20,8 @@ An empty, whitespace-only or NUL-only query is answered with a per-query error i
 ``meta`` (same with and without ``topk``); the other queries of the request are served.
 It binds 127.0.0.1 unless told otherwise; it has no authentication. ``serve`` closes a
 connection without complete headers after ``header_timeout_s`` (10 s), answers 408 to a body
-still incomplete ``body_timeout_s`` (30 s) after its headers, and keeps at most
+still incomplete ``body_timeout_s`` (30 s) after its headers, aborts a connection whose client
+reads nothing of its response for ``write_timeout_s`` (30 s), and keeps at most
 ``max_connections`` open (:mod:`gta_verl.retrieval.serving.http_limits`).
 """
 
@@ -38,6 +39,7 @@ from gta_verl.retrieval.serving.http_limits import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
     MAX_CONNECTIONS,
+    WRITE_TIMEOUT_S,
     Limits,
 )
 from gta_verl.retrieval.serving.http_protocol import make_server
@@ -51,6 +53,10 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # Longer than any client's keep-alive expiry (httpx: 5 s = uvicorn's default): with equal
 # timeouts the server may close an idle connection just as a client reuses it (ReadError).
 KEEP_ALIVE_S = 75
+# A response goes to the transport in slices of this size, each after the client has read enough
+# of the last: a client that reads nothing keeps at most one slice above the send buffer's
+# high-water mark (64 KiB) in the server's transport, and the write deadline frees the rest.
+RESPONSE_SLICE = 65_536
 
 
 class RetrieveRequest(BaseModel):
@@ -181,6 +187,29 @@ async def _reply(send: Any, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def sliced_json(content: Any) -> Any:
+    """A JSON response whose body is sent in :data:`RESPONSE_SLICE` pieces (``Content-Length`` set)."""
+    from fastapi.responses import JSONResponse
+
+    class SlicedJSONResponse(JSONResponse):
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            await send(
+                {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+            )
+            body = memoryview(self.body)
+            for start in range(0, max(len(body), 1), RESPONSE_SLICE):
+                end = start + RESPONSE_SLICE
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": bytes(body[start:end]),
+                        "more_body": end < len(body),
+                    }
+                )
+
+    return SlicedJSONResponse(content)
+
+
 def _printable(text: str) -> str:
     """``text`` with anything not encodable as UTF-8 written as a backslash escape."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
@@ -256,7 +285,7 @@ def create_app(
         }
 
     @app.post("/retrieve")
-    async def retrieve(req: RetrieveRequest) -> dict[str, Any]:
+    async def retrieve(req: RetrieveRequest) -> Any:
         if len(req.queries) > max_queries:
             raise HTTPException(status_code=413, detail=f"{len(req.queries)} queries > limit {max_queries}")
         try:
@@ -264,7 +293,7 @@ def create_app(
         except RequestTooLarge as exc:
             raise HTTPException(status_code=413, detail=str(exc)) from exc
         results = await batcher.submit(req.queries, req.topk)
-        return _payload(results, req.return_scores)
+        return sliced_json(_payload(results, req.return_scores))
 
     return app
 
@@ -284,12 +313,13 @@ def serve(
     header_timeout_s: float = HEADER_TIMEOUT_S,
     body_timeout_s: float = BODY_TIMEOUT_S,
     max_connections: int = MAX_CONNECTIONS,
+    write_timeout_s: float = WRITE_TIMEOUT_S,
     **app_kwargs: Any,
 ) -> None:
     """Load the KB and serve it with uvicorn (blocking); binds loopback by default.
 
-    ``header_timeout_s``, ``body_timeout_s`` and ``max_connections`` bound what idle or
-    slow connections can hold (:mod:`gta_verl.retrieval.serving.http_limits`).
+    ``header_timeout_s``, ``body_timeout_s``, ``write_timeout_s`` and ``max_connections`` bound
+    what idle, slow or non-reading connections can hold (:mod:`gta_verl.retrieval.serving.http_limits`).
     """
     import sys
 
@@ -301,7 +331,7 @@ def serve(
         create_app(retriever, **app_kwargs),
         host,
         port,
-        Limits(header_timeout_s, body_timeout_s, max_connections),
+        Limits(header_timeout_s, body_timeout_s, max_connections, write_timeout_s),
     )
 
 

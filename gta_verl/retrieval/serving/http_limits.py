@@ -12,6 +12,9 @@ turn a lock-out into a refusal, not fix it.
   else the connection is closed;
 * a body deadline: the whole body within ``body_timeout_s`` of its headers, else
   408 and close;
+* a write deadline: a response whose client reads nothing for ``write_timeout_s``
+  while the send buffer is full is dropped and the connection aborted (the app
+  sends bodies in slices, so at most one slice waits above the buffer's high-water mark);
 * a connection cap: past ``max_connections`` the oldest connection that is not
   inside a request is closed; if none is idle, the one whose request body arrives
   slowest gets 408 and is closed (the newest one only if no body is arriving), so
@@ -38,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 30.0
+WRITE_TIMEOUT_S = 30.0
 MAX_CONNECTIONS = 4096
 # uvicorn passes one number both to listen() and to asyncio as the sockets accepted per loop tick;
 # accepted sockets hold descriptors before the cap can close them, so the batch is kept small
@@ -52,11 +56,13 @@ RATE_LIMITED_LOGGERS = ("asyncio", "uvicorn.error", __name__)
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """Deadlines (seconds) for a request's headers and body, and the cap on open connections."""
+    """Deadlines (seconds) for a request's headers and body and for a stalled response, and the cap
+    on open connections."""
 
     header_timeout_s: float = HEADER_TIMEOUT_S
     body_timeout_s: float = BODY_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
+    write_timeout_s: float = WRITE_TIMEOUT_S
 
 
 def _open_fds() -> int:

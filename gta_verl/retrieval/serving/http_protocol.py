@@ -46,6 +46,7 @@ class LimitedH11Protocol(H11Protocol):
         self._body_timer: Any = None
         self._body_since = 0.0
         self._body_bytes = 0
+        self._write_timer: Any = None
 
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -78,8 +79,34 @@ class LimitedH11Protocol(H11Protocol):
         self.receiving.pop(self, None)
         _cancel(self._header_timer)
         _cancel(self._body_timer)
-        self._header_timer = self._body_timer = None
+        _cancel(self._write_timer)
+        self._header_timer = self._body_timer = self._write_timer = None
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.limits.write_timeout_s, self._write_deadline)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        _cancel(self._write_timer)
+        self._write_timer = None
+
+    def _write_deadline(self) -> None:
+        """The client read nothing for ``write_timeout_s``: drop what is buffered for it and abort."""
+        self._write_timer = None
+        if self.transport.is_closing() and not self.flow.write_paused:
+            return
+        logger.warning(
+            "%s: client read nothing of its response for %g s (%d bytes buffered): connection aborted",
+            _peer(self.client),
+            self.limits.write_timeout_s,
+            self.transport.get_write_buffer_size(),
+        )
+        self.waiting.pop(self, None)
+        self.receiving.pop(self, None)
+        self.transport.abort()  # close() would keep the buffer until it is sent, i.e. forever
 
     def _track_state(self) -> None:
         """Move the deadlines along h11's view of the request: headers parsed, body complete."""

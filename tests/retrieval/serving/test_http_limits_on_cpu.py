@@ -239,6 +239,7 @@ def test_cli_exposes_the_limits() -> None:
 
     args = build_parser().parse_args(["retriever", "serve", "--kb", "x"])
     assert (args.header_timeout, args.body_timeout, args.max_connections) == (10.0, 30.0, 4096)
+    assert args.write_timeout == 30.0
     args = build_parser().parse_args(
         [
             "retriever",
@@ -283,13 +284,20 @@ def test_normal_client_served_while_in_request_connections_exceed_the_cap(retrie
                 resp = httpx.post(base + "/retrieve", json={"queries": ["capital of Japan"]}, timeout=5)
                 answered += resp.status_code == 200 and bool(resp.json()["result"][0])
             open_now = len(server.server_state.connections)
-            evicted_reply = _read_until_closed(slow[0])[0]
+            replies = []
+            for s in slow:
+                s.setblocking(False)
+                try:
+                    replies.append(s.recv(4096))
+                except (BlockingIOError, ConnectionResetError):
+                    pass
         finally:
             for s in slow:
                 s.close()
     assert answered == 5
     assert open_now <= cap + 1, f"{open_now} connections open with max_connections={cap}"
-    assert evicted_reply.startswith(b"HTTP/1.1 408"), evicted_reply[:200]
+    evicted = [r for r in replies if r.startswith(b"HTTP/1.1 408")]
+    assert evicted and b"too slow" in evicted[0], replies[:3]
 
 
 def test_pipelined_partial_headers_after_a_request_get_the_header_deadline(url: str) -> None:
@@ -349,3 +357,54 @@ def test_460_in_request_connections_under_ulimit_1024_do_not_lock_out_a_client(t
         proc.wait(timeout=20)
     assert len(slow) >= 442, f"only {len(slow)} connections opened"
     assert max(times) < 1.0, f"answered after {times} s"
+
+
+class _BigAnswers:
+    """A retriever stand-in whose every hit carries 10 kB of text: a 512-query request gets ~50 MB back."""
+
+    class kb:
+        n_docs = 10
+
+    class config:
+        mode = "stub"
+
+    @staticmethod
+    def prepare_queries(queries):
+        return list(queries), [()] * len(queries)
+
+    def retrieve(self, queries):
+        from gta_verl.data.types import RetrievalHit, RetrievalResult
+
+        hits = tuple(RetrievalHit(f"d{i}", "t", "x" * 10_000, 0.5, "dense") for i in range(10))
+        return [RetrievalResult(query=q, hits=hits) for q in queries]
+
+    def rank(self, queries, k):
+        return self.retrieve(queries)
+
+
+def test_a_client_that_never_reads_its_answer_is_aborted_and_buffers_little() -> None:
+    # Before: the whole answer sat in the server's transport buffer and the connection stayed open.
+    limits = Limits(header_timeout_s=5, body_timeout_s=5, write_timeout_s=1.0)
+    body = b'{"queries": [' + b", ".join([b'"q"'] * 512) + b"]}"
+    with _serve(_BigAnswers(), limits) as (base, server):  # type: ignore[arg-type]
+        host, port = base.removeprefix("http://").split(":")
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect((host, int(port)))
+        try:
+            s.sendall(
+                b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
+            buffered, t0, closed_after = 0, time.monotonic(), None
+            while time.monotonic() - t0 < 10:
+                conns = list(server.server_state.connections)
+                buffered = max([buffered] + [c.transport.get_write_buffer_size() for c in conns])
+                if buffered and not conns:
+                    closed_after = time.monotonic() - t0
+                    break
+                time.sleep(0.05)
+        finally:
+            s.close()
+    assert closed_after is not None, "the connection of a client that reads nothing stayed open for 10 s"
+    assert buffered <= 4 * 65_536, f"{buffered:,} bytes buffered for one client"
