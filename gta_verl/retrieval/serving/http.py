@@ -269,6 +269,7 @@ def create_app(
     batcher = MicroBatcher(
         retriever.retrieve,
         validate=lambda q: retriever.prepare_queries([q]),
+        cost=getattr(retriever, "query_cost", len),  # a stand-in without it is costed as sent
         max_batch=max_batch,
         max_wait_ms=max_wait_ms,
         rank_fn=retriever.rank,
