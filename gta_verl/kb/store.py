@@ -163,6 +163,11 @@ def check_out_dir(out_dir: str | Path, force: bool = False) -> None:
         return
     if not out.is_dir():
         raise KBWriteError(f"{out}: exists and is not a directory; refusing to replace it")
+    if Path.cwd().resolve().is_relative_to(out):  # a KB too: the shell would be left in a deleted directory
+        raise KBWriteError(
+            f"{out}: is (or contains) the working directory; refusing to replace it — "
+            "run from another directory"
+        )
     if not any(out.iterdir()):
         return
     try:
@@ -170,10 +175,6 @@ def check_out_dir(out_dir: str | Path, force: bool = False) -> None:
         return
     except KBLoadError as exc:
         reason = str(exc)
-    if Path.cwd().resolve().is_relative_to(out):
-        raise KBWriteError(
-            f"{out}: is (or contains) the working directory and is not a KB; refusing to replace it"
-        )
     if not force:
         raise KBWriteError(
             f"{out}: not empty and not a KB ({reason.split(': ', 1)[-1]}); refusing to replace "
@@ -212,6 +213,13 @@ def save_kb(
         KBWriteError: ``out_dir`` is not a KB, another writer holds it, or the disk is full (one line).
     """
     out = Path(out_dir).resolve()
+    problems = kb.problems()
+    if problems:  # no load would accept it: refuse before anything is written or replaced
+        field_name, why = problems[0]
+        raise KBWriteError(
+            f"{out}: the built KB is invalid ({_FIELD_FILE.get(field_name, field_name)}: {why}); "
+            "nothing was written"
+        )
     with atomic.write_lock(out):
         atomic.recover(out, _complete)
         check_out_dir(out, force)
@@ -223,6 +231,7 @@ def save_kb(
             manifest = _write_dir(
                 kb, tmp, extractions if extractions is not None else _extractions_from_kb(kb)
             )
+            _check_written(tmp, out)
             atomic.swap_into_place(tmp, out, exchange)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -236,6 +245,17 @@ def save_kb(
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     return replace(kb, manifest=manifest)
+
+
+def _check_written(tmp: Path, out: Path) -> None:
+    """Read the new copy back with the load-time checks (checksums were just taken from these bytes)."""
+    try:
+        _load(tmp, verify=False)
+    except KBLoadError as exc:
+        raise KBWriteError(
+            f"{out}: the written KB does not load ({str(exc).replace(str(tmp), '<new copy>')}); "
+            "nothing was replaced"
+        ) from None
 
 
 def recover_interrupted(kb_dir: str | Path) -> bool:
@@ -472,10 +492,15 @@ def load_kb(kb_dir: str | Path, verify: bool = True) -> KnowledgeBase:
             that differs from the schema's, a name outside the KB directory, a
             checksum mismatch, or tables/arrays that disagree (names the file).
     """
-    from gta_verl.kb.stats import kb_stats
-
     kb_dir = Path(kb_dir)
     recover_interrupted(kb_dir)
+    return _load(kb_dir, verify)
+
+
+def _load(kb_dir: Path, verify: bool) -> KnowledgeBase:
+    """:func:`load_kb` without the clean-up of killed writers (also the check of a copy before its swap)."""
+    from gta_verl.kb.stats import kb_stats
+
     manifest = verify_kb(kb_dir) if verify else read_manifest(kb_dir)
     pdf = _read_table(kb_dir, "passages.parquet", ("doc_id", "title", "text"))
     passages = tuple(
