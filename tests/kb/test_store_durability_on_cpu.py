@@ -280,7 +280,7 @@ def test_a_build_whose_openie_found_nothing_fails_unless_allowed(tmp_path: Path,
     check_not_empty({"n_triples": 3, "n_passages": 2}, corpus)  # any triple is enough
 
 
-def test_cli_build_refuses_the_working_directory_when_it_is_a_kb(toy, tmp_path: Path, monkeypatch, capsys) -> None:
+def test_cli_build_refuses_the_working_directory_when_it_is_a_kb(toy, tmp_path: Path, monkeypatch, capsys):
     # Before: `cd KB && gta-verl kb build ... --out .` exchanged the KB the shell stood in for a new one.
     kb_dir = tmp_path / "kb"
     save_kb(toy, kb_dir)
