@@ -158,7 +158,7 @@ def check_out_dir(out_dir: str | Path, force: bool = False) -> None:
         KBWriteError: ``out_dir`` is a file, the working directory (or above it), or a non-empty non-KB
             directory.
     """
-    out = Path(out_dir).resolve()
+    out = atomic.resolve_out(out_dir)
     if not out.exists():
         return
     if not out.is_dir():
@@ -212,7 +212,7 @@ def save_kb(
     Raises:
         KBWriteError: ``out_dir`` is not a KB, another writer holds it, or the disk is full (one line).
     """
-    out = Path(out_dir).resolve()
+    out = atomic.resolve_out(out_dir)
     problems = kb.problems()
     if problems:  # no load would accept it: refuse before anything is written or replaced
         field_name, why = problems[0]
@@ -226,8 +226,8 @@ def save_kb(
         atomic.remove_stale(out)
         atomic.check_free_space(out.parent, _estimated_bytes(kb))
         tmp = atomic.tmp_dir(out)
-        tmp.mkdir()
         try:
+            tmp.mkdir()
             manifest = _write_dir(
                 kb, tmp, extractions if extractions is not None else _extractions_from_kb(kb)
             )
@@ -240,7 +240,7 @@ def save_kb(
                     f"{out.parent}: no space left while writing the KB "
                     f"({Path(exc.filename or tmp).name}); nothing was replaced"
                 ) from None
-            raise
+            raise atomic.os_error(out, exc, "write the KB (nothing was replaced)") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -266,7 +266,10 @@ def recover_interrupted(kb_dir: str | Path) -> bool:
     Does nothing while another writer holds the directory's lock (its copy is live), or where the lock cannot
     be taken (read-only file system). Returns whether a KB was moved back.
     """
-    out = Path(kb_dir).resolve()
+    try:
+        out = atomic.resolve_out(kb_dir)
+    except KBWriteError:  # a symlink loop: nothing to recover; the caller's own use of the path says why
+        return False
     if not out.parent.is_dir() or (out.exists() and not atomic.leftovers(out)):
         return False
     try:

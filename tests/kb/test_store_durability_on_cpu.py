@@ -328,3 +328,49 @@ def test_the_written_copy_is_read_back_before_the_swap(toy, tmp_path: Path, monk
     with pytest.raises(KBWriteError, match="does not load.*nothing was replaced"):
         save_kb(toy, out)
     assert read_manifest(out)["files"] == digest and _leftovers(out) == []
+
+
+def _build(out: Path, tmp_path: Path) -> list[str]:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"title": "t", "text": "Tokyo is the capital of Japan."}\n')
+    return ["kb", "build", "--corpus", str(corpus), "--openie", "spacy", "--out", str(out)]
+
+
+def _enospc_on_lock(monkeypatch):
+    def pwrite(fd, data, offset):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(atomic.os, "pwrite", pwrite)
+
+
+def _erofs_on_open(monkeypatch):
+    real = os.open
+
+    def fake_open(path, flags, *a):
+        if str(path).endswith(".lock"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real(path, flags, *a)
+
+    monkeypatch.setattr(atomic.os, "open", fake_open)
+
+
+@pytest.mark.parametrize("case", ["lock path is a directory", "symlink loop", "read-only", "0 bytes free"])
+def test_write_side_os_errors_are_one_line_naming_out(tmp_path: Path, monkeypatch, capsys, case) -> None:
+    # Before: a traceback naming the lock file (or a RuntimeError for the loop), not --out.
+    out = tmp_path / "kb"
+    if case == "lock path is a directory":
+        (tmp_path / ".kb.lock").mkdir()
+        cause = "Is a directory"
+    elif case == "symlink loop":
+        out.symlink_to(out)
+        cause = "Symlink loop"
+    elif case == "read-only":
+        _erofs_on_open(monkeypatch)
+        cause = "Read-only file system"
+    else:
+        _enospc_on_lock(monkeypatch)
+        cause = "No space left on device"
+    rc = main(_build(out, tmp_path))
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1 and str(out) in err and cause in err, err
