@@ -15,6 +15,9 @@ turn a lock-out into a refusal, not fix it.
 * a write deadline: a response whose client reads nothing for ``write_timeout_s``
   while the send buffer is full is dropped and the connection aborted (the app
   sends bodies in slices, so at most one slice waits above the buffer's high-water mark);
+* a graceful close: a response that ends the connection while the request body is
+  still arriving is followed by a FIN, and the rest of the body is read and dropped
+  for up to :data:`DRAIN_S` (or :data:`DRAIN_BYTES`), so the client can read the answer;
 * a connection cap: past ``max_connections`` the oldest connection that is not
   inside a request is closed; if none is idle, the one whose request body arrives
   slowest gets 408 and is closed (the newest one only if no body is arriving), so
@@ -42,6 +45,11 @@ logger = logging.getLogger(__name__)
 HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 30.0
 WRITE_TIMEOUT_S = 30.0
+# After answering a request whose body is still arriving (413, 400), the server reads and drops the rest
+# for up to this long / this many bytes before closing: closing with unread bytes makes the kernel send a
+# reset, and a client still writing its body then fails (BrokenPipeError) without reading why.
+DRAIN_S = 2.0
+DRAIN_BYTES = 4 << 20
 MAX_CONNECTIONS = 4096
 # uvicorn passes one number both to listen() and to asyncio as the sockets accepted per loop tick;
 # accepted sockets hold descriptors before the cap can close them, so the batch is kept small

@@ -18,6 +18,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from gta_verl.retrieval.serving.http_limits import (
     ACCEPT_BACKLOG,
+    DRAIN_BYTES,
+    DRAIN_S,
     LISTEN_QUEUE,
     Limits,
     fd_capped,
@@ -47,14 +49,25 @@ class LimitedH11Protocol(H11Protocol):
         self._body_since = 0.0
         self._body_bytes = 0
         self._write_timer: Any = None
+        self._raw: Any = None
+        self._draining = False
+        self._drained = 0
+        self._drain_timer: Any = None
 
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._raw = transport
+        self.transport = _DrainOnClose(transport, self)  # type: ignore[assignment]
         self.waiting[self] = None
         self._header_timer = self.loop.call_later(self.limits.header_timeout_s, self._header_deadline)
         self._enforce_cap()
 
     def data_received(self, data: bytes) -> None:
+        if self._draining:
+            self._drained += len(data)
+            if self._drained > DRAIN_BYTES:
+                self._raw.close()
+            return
         if self._header_timer is None and self.conn.their_state is h11.IDLE:
             # The first bytes of a new request on a kept-alive connection: its headers get a deadline too.
             self._header_timer = self.loop.call_later(self.limits.header_timeout_s, self._header_deadline)
@@ -80,8 +93,29 @@ class LimitedH11Protocol(H11Protocol):
         _cancel(self._header_timer)
         _cancel(self._body_timer)
         _cancel(self._write_timer)
-        self._header_timer = self._body_timer = self._write_timer = None
+        _cancel(self._drain_timer)
+        self._header_timer = self._body_timer = self._write_timer = self._drain_timer = None
         super().connection_lost(exc)
+
+    def eof_received(self) -> bool | None:
+        if self._draining:  # the client sent all it had: nothing left to drain
+            self._raw.close()
+        return None
+
+    def close_gracefully(self) -> None:
+        """Close; if the request body is still arriving, send FIN after the answer and drain first."""
+        raw = self._raw
+        if self._draining or raw.is_closing() or self not in self.receiving:
+            raw.close()
+            return
+        self._draining = True
+        self.receiving.pop(self, None)
+        _cancel(self._body_timer)
+        self._body_timer = None
+        raw.resume_reading()
+        if raw.can_write_eof():
+            raw.write_eof()  # after what is buffered (the answer): the client reads it, then EOF
+        self._drain_timer = self.loop.call_later(DRAIN_S, raw.close)
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -106,10 +140,12 @@ class LimitedH11Protocol(H11Protocol):
         )
         self.waiting.pop(self, None)
         self.receiving.pop(self, None)
-        self.transport.abort()  # close() would keep the buffer until it is sent, i.e. forever
+        self._raw.abort()  # close() would keep the buffer until it is sent, i.e. forever
 
     def _track_state(self) -> None:
         """Move the deadlines along h11's view of the request: headers parsed, body complete."""
+        if self._draining:
+            return
         their = self.conn.their_state
         if their is not h11.IDLE:
             _cancel(self._header_timer)
@@ -215,12 +251,31 @@ class LimitedH11Protocol(H11Protocol):
             pass
 
     def _close(self) -> None:
+        """Close now (deadlines, the cap): the slot is what is wanted back, not a drained request."""
         self.waiting.pop(self, None)
+        self.receiving.pop(self, None)
         try:
             self.conn.send(h11.ConnectionClosed())
         except h11.LocalProtocolError:
             pass
-        self.transport.close()
+        self._raw.close()
+
+
+class _DrainOnClose:
+    """The transport uvicorn's request cycle sees: ``close()`` is :meth:`LimitedH11Protocol.close_gracefully`,
+    and a draining connection already counts as closing (no keep-alive, no next request)."""
+
+    def __init__(self, raw: Any, protocol: LimitedH11Protocol) -> None:
+        self._raw, self._protocol = raw, protocol
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+    def close(self) -> None:
+        self._protocol.close_gracefully()
+
+    def is_closing(self) -> bool:
+        return bool(self._protocol._draining or self._raw.is_closing())
 
 
 def _cancel(timer: Any) -> None:
