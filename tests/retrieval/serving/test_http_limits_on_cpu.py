@@ -452,7 +452,7 @@ def test_http_client_sending_a_chunked_2mb_body_reads_the_413(url: str) -> None:
     for _ in range(3):
         conn = http.client.HTTPConnection(host, int(port), timeout=10)
         try:
-            conn.request("POST", "/retrieve", body=slow_chunks(), headers={"Content-Type": "application/json"})
+            conn.request("POST", "/retrieve", body=slow_chunks(), headers={"Content-Type": "text/plain"})
             resp = conn.getresponse()
             assert resp.status == 413, resp.read()[:200]
         finally:
