@@ -97,10 +97,9 @@ class LimitedH11Protocol(H11Protocol):
         self._header_timer = self._body_timer = self._write_timer = self._drain_timer = None
         super().connection_lost(exc)
 
-    def eof_received(self) -> bool | None:
+    def eof_received(self) -> None:
         if self._draining:  # the client sent all it had: nothing left to drain
             self._raw.close()
-        return None
 
     def close_gracefully(self) -> None:
         """Close; if the request body is still arriving, send FIN after the answer and drain first."""
