@@ -26,6 +26,10 @@ from gta_verl.retrieval.serving.http_limits import (
     install_log_filter,
 )
 
+# A connection this young without a request may be a client whose request is not read yet: it is
+# evicted only after idle ones and slow request bodies.
+IDLE_GRACE_S = 1.0
+
 # The rate-limited logger of http_limits (RATE_LIMITED_LOGGERS), so these warnings are rate-limited too.
 logger = logging.getLogger("gta_verl.retrieval.serving.http_limits")
 
@@ -38,7 +42,7 @@ class LimitedH11Protocol(H11Protocol):
 
     limits: Limits = Limits()
     # Connections not inside a request, oldest first (dict order): eviction candidates of one server.
-    waiting: dict[LimitedH11Protocol, None] = {}
+    waiting: dict[LimitedH11Protocol, float] = {}  # -> loop time it began waiting
     # Connections whose request body is still arriving: evicted, slowest first, when no idle one is left.
     receiving: dict[LimitedH11Protocol, None] = {}
 
@@ -58,7 +62,7 @@ class LimitedH11Protocol(H11Protocol):
         super().connection_made(transport)
         self._raw = transport
         self.transport = _DrainOnClose(transport, self)  # type: ignore[assignment]
-        self.waiting[self] = None
+        self.waiting[self] = self.loop.time()
         self._header_timer = self.loop.call_later(self.limits.header_timeout_s, self._header_deadline)
         self._enforce_cap()
 
@@ -81,7 +85,7 @@ class LimitedH11Protocol(H11Protocol):
         self._track_state()
         if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
             self.waiting.pop(self, None)
-            self.waiting[self] = None  # idle again: now the newest eviction candidate
+            self.waiting[self] = self.loop.time()  # idle again: now the newest eviction candidate
             if self._header_timer is None and self.conn.trailing_data[0]:
                 # Bytes of a pipelined next request already arrived with the last one: its deadline runs
                 # from now, else only uvicorn's keep-alive timer (75 s) would bound them.
@@ -165,37 +169,36 @@ class LimitedH11Protocol(H11Protocol):
         return self._body_bytes / max(now - self._body_since, 1e-3)
 
     def _enforce_cap(self) -> None:
-        """Past the cap, close the oldest connection awaiting a request; failing that, the in-request
-        connection whose body arrives slowest; failing that, this one."""
+        """Past the cap, close one connection: see :meth:`_victim` for which."""
         if len(self.connections) <= self.limits.max_connections:
             return
-        idle = next((c for c in self.waiting if c is not self), None)
-        if idle is not None:
-            # A kept-alive client may see this close as a connection reset on its next request; only
-            # under overload, and better than idle sockets starving a client that has a request.
-            logger.warning(
-                "max_connections=%d reached: closed the oldest connection without a request",
-                self.limits.max_connections,
-            )
-            idle._close()
-        elif self.receiving:
-            # Bodies that trickle hold a connection each while costing the sender nothing: the slowest
-            # one gives way (408), so they cannot keep a client with a whole request out.
-            now = self.loop.time()
-            slowest = min(self.receiving, key=lambda c: c._body_rate(now))
-            logger.warning(
-                "max_connections=%d reached, none idle: 408 to the slowest request body (%s, %.0f B/s)",
-                self.limits.max_connections,
-                _peer(slowest.client),
-                slowest._body_rate(now),
-            )
-            slowest._abandon_body("request body too slow while the server is at its connection cap")
+        victim, why = self._victim()
+        logger.warning("max_connections=%d reached: %s", self.limits.max_connections, why)
+        if victim in self.receiving:
+            victim._abandon_body("request body too slow while the server is at its connection cap")
         else:
-            logger.warning(
-                "max_connections=%d reached, all inside a request: closed a new connection",
-                self.limits.max_connections,
-            )
-            self._close()
+            victim._close()
+
+    def _victim(self) -> tuple[LimitedH11Protocol, str]:
+        """The connection to close past the cap, and why.
+
+        First a connection idle for :data:`IDLE_GRACE_S` (idle sockets hold a slot and cost their
+        sender nothing); then the request whose body arrives slowest (trickled bodies, likewise);
+        then the oldest connection that has not yet sent a request (on a busy loop a client's request
+        may still be unread); then this new one. A kept-alive client whose idle connection is closed
+        may see a reset on its next request; only under overload.
+        """
+        now = self.loop.time()
+        fresh = [c for c in self.waiting if c is not self]  # oldest first
+        if fresh and now - self.waiting[fresh[0]] >= IDLE_GRACE_S:
+            return fresh[0], "closed the oldest connection without a request"
+        if self.receiving:
+            slowest = min(self.receiving, key=lambda c: c._body_rate(now))
+            rate = slowest._body_rate(now)
+            return slowest, f"408 to the slowest request body ({_peer(slowest.client)}, {rate:.0f} B/s)"
+        if fresh:
+            return fresh[0], "closed the oldest connection without a request"
+        return self, "all inside a request: closed a new connection"
 
     def _header_deadline(self) -> None:
         self._header_timer = None
