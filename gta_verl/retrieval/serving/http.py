@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
@@ -187,27 +188,39 @@ async def _reply(send: Any, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def sliced_json(content: Any) -> Any:
-    """A JSON response whose body is sent in :data:`RESPONSE_SLICE` pieces (``Content-Length`` set)."""
-    from fastapi.responses import JSONResponse
+def _json(obj: Any) -> bytes:
+    """``obj`` as starlette's ``JSONResponse`` renders it."""
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
-    class SlicedJSONResponse(JSONResponse):
-        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-            await send(
-                {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-            )
-            body = memoryview(self.body)
-            for start in range(0, max(len(body), 1), RESPONSE_SLICE):
-                end = start + RESPONSE_SLICE
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "body": bytes(body[start:end]),
-                        "more_body": end < len(body),
-                    }
-                )
 
-    return SlicedJSONResponse(content)
+def _payload_parts(results: list[RetrievalResult], return_scores: bool) -> Iterator[bytes]:
+    """The JSON of :func:`_payload`, one query's documents (then one query's meta) at a time."""
+    yield b'{"result":['
+    for i, r in enumerate(results):
+        yield (b"," if i else b"") + _json([_doc(h, return_scores) for h in r.hits])
+    yield b'],"meta":['
+    for i, r in enumerate(results):
+        meta = {"query": r.query, "flags": list(r.flags), "error": r.error, "latency_ms": r.latency_ms}
+        yield (b"," if i else b"") + _json(meta)
+    yield b"]}"
+
+
+def streamed_json(results: list[RetrievalResult], return_scores: bool) -> Any:
+    """The answer as a chunked response rendered :data:`RESPONSE_SLICE` bytes at a time, each slice
+    after the client has read enough of the last (uvicorn waits while the send buffer is full), so
+    a client that reads nothing holds about two slices of rendered JSON, never the whole answer."""
+    from fastapi.responses import StreamingResponse
+
+    async def slices() -> AsyncIterator[bytes]:
+        buf = bytearray()
+        for part in _payload_parts(results, return_scores):
+            buf += part
+            if len(buf) >= RESPONSE_SLICE:
+                yield bytes(buf)
+                buf.clear()
+        yield bytes(buf)
+
+    return StreamingResponse(slices(), media_type="application/json")
 
 
 def _printable(text: str) -> str:
@@ -294,7 +307,7 @@ def create_app(
         except RequestTooLarge as exc:
             raise HTTPException(status_code=413, detail=str(exc)) from exc
         results = await batcher.submit(req.queries, req.topk)
-        return sliced_json(_payload(results, req.return_scores))
+        return streamed_json(results, req.return_scores)
 
     return app
 

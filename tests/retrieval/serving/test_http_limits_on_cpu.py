@@ -459,3 +459,14 @@ def test_http_client_sending_a_chunked_2mb_body_reads_the_413(url: str) -> None:
             assert resp.status == 413, resp.read()[:200]
         finally:
             conn.close()
+
+
+def test_the_streamed_answer_is_the_payload_as_json(retriever: GraphRetriever) -> None:
+    import json
+
+    from gta_verl.retrieval.serving.http import _payload, _payload_parts
+
+    results = retriever.retrieve(["capital of Japan", "Tokyo"])
+    for scores in (True, False):
+        assert json.loads(b"".join(_payload_parts(results, scores))) == _payload(results, scores)
+    assert json.loads(b"".join(_payload_parts([], True))) == {"result": [], "meta": []}
