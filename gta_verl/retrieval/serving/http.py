@@ -54,9 +54,9 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # Longer than any client's keep-alive expiry (httpx: 5 s = uvicorn's default): with equal
 # timeouts the server may close an idle connection just as a client reuses it (ReadError).
 KEEP_ALIVE_S = 75
-# A response goes to the transport in slices of this size, each after the client has read enough
-# of the last: a client that reads nothing keeps at most one slice above the send buffer's
-# high-water mark (64 KiB) in the server's transport, and the write deadline frees the rest.
+# An answer is rendered and sent in slices of this size, each after the client has read enough of
+# the last: a client that reads nothing keeps about one slice above the send buffer's high-water
+# mark (64 KiB) in the server, and the write deadline frees that.
 RESPONSE_SLICE = 65_536
 
 
