@@ -18,10 +18,10 @@ turn a lock-out into a refusal, not fix it.
 * a graceful close: a response that ends the connection while the request body is
   still arriving is followed by a FIN, and the rest of the body is read and dropped
   for up to :data:`DRAIN_S` (or :data:`DRAIN_BYTES`), so the client can read the answer;
-* a connection cap: past ``max_connections`` the oldest connection that is not
-  inside a request is closed; if none is idle, the one whose request body arrives
-  slowest gets 408 and is closed (the newest one only if no body is arriving), so
-  neither idle sockets nor trickled bodies lock out a client that sends its request at once.
+* a connection cap: past ``max_connections`` one connection is closed: one idle for
+  a second or more, else the one whose request body arrives slowest (408), else the
+  oldest without a request, else the new one; so neither idle sockets nor trickled
+  bodies lock out a client that sends its request at once.
 
 :class:`~gta_verl.retrieval.serving.http_protocol.LimitedServer` keeps the kernel's listen
 queue long while asyncio accepts few sockets per loop tick, and :func:`fd_capped`
