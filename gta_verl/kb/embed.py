@@ -18,12 +18,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import os
 import threading
 import uuid
-import zipfile
-import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -31,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from gta_verl.kb.atomic import fsync_path
+from gta_verl.kb.emb_shards import BadShard, read_shard, set_aside
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 _POOLINGS = ("mean", "cls")
@@ -366,47 +364,6 @@ def load_embedder(
 def text_key(text: str) -> bytes:
     """20-byte sha1 digest of a text: the disk-cache key."""
     return hashlib.sha1(text.encode("utf-8")).digest()
-
-
-class BadShard(ValueError):
-    """An embedding-cache shard that cannot be used (cut, not an npz, wrong arrays, non-finite vectors)."""
-
-
-def read_shard(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """``(keys S20 [n], vecs float32 [n, dim])`` of one shard, every vector finite.
-
-    Raises:
-        BadShard: naming what is wrong (a truncated file is a ``BadZipFile`` or a short read inside).
-        FileNotFoundError: the shard is gone.
-    """
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            keys, vecs = z["keys"], z["vecs"]
-    except FileNotFoundError:
-        raise
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
-        raise BadShard(f"unreadable ({type(exc).__name__}: {exc})") from exc
-    if keys.ndim != 1 or keys.dtype.kind != "S" or vecs.ndim != 2 or vecs.dtype != np.float32:
-        raise BadShard(f"wrong arrays (keys {keys.dtype} {keys.shape}, vecs {vecs.dtype} {vecs.shape})")
-    if len(keys) != len(vecs):
-        raise BadShard(f"{len(keys)} keys for {len(vecs)} vectors")
-    if not np.isfinite(vecs).all():
-        raise BadShard("vectors hold NaN or infinity")
-    return keys, vecs
-
-
-def set_aside(shard: Path, reason: str) -> None:
-    """Rename a bad shard to ``NAME.bad`` (kept for inspection, no longer read) and say so once."""
-    try:
-        os.replace(shard, shard.with_name(shard.name + ".bad"))
-    except FileNotFoundError:  # another process set it aside first
-        return
-    logging.getLogger(__name__).warning(
-        "embedding cache shard %s is %s: set aside as %s.bad, its texts are encoded again",
-        shard,
-        reason,
-        shard.name,
-    )
 
 
 class EmbeddingCache:

@@ -52,7 +52,7 @@ def test_a_damaged_shard_is_named_set_aside_and_recomputed(tmp_path, damage, cap
     (shard,) = (tmp_path / EmbeddingCache("enc-x", root=tmp_path).dir.name).glob("*.npz")
     damage(shard)
 
-    with caplog.at_level(logging.WARNING, logger="gta_verl.kb.embed"):
+    with caplog.at_level(logging.WARNING, logger="gta_verl.kb.emb_shards"):
         got = CachedEmbedder(inner, EmbeddingCache("enc-x", root=tmp_path)).encode(texts)  # type: ignore[arg-type]
     np.testing.assert_array_equal(got, want)
     assert shard.with_name(shard.name + ".bad").exists() and not shard.exists()
