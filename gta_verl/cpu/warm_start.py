@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gta_verl.cpu.sft_data import WarmStartModel
-from gta_verl.cpu.warm_start_check import Checked, mismatches, record
+from gta_verl.cpu.warm_start_check import COMPLETE_FILE, Checked, mismatches, record, whole
 
 log = logging.getLogger(__name__)
 
@@ -301,6 +301,10 @@ def build_warm_start(
 
     ws = layout(Path(root) if root else default_root(kb_dir, settings))
     checked = ws.check()
+    if not checked.complete and checked.bad == (COMPLETE_FILE,) and whole(ws.model, [ws.train, ws.heldout]):
+        # built before builds recorded checksums, and intact: record it rather than train again
+        record(ws.root, [ws.model, ws.train, ws.heldout, ws.rl])
+        checked = ws.check()
     if checked.complete:
         return ws
     ws.root.mkdir(parents=True, exist_ok=True)

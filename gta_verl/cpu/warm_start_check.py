@@ -4,6 +4,8 @@ Files that merely exist prove nothing: a killed copy leaves a short ``model.safe
 ``config.json`` that the consumer only fails on later. :func:`record` writes ``complete.json``
 (schema version, sha256 of every file of the model and of the question sets) as the last step of
 a build, atomically; :func:`mismatches` names what no longer matches it, so the build redoes only that.
+A warm start built before the record existed is adopted (recorded) only when :func:`whole` finds every
+safetensors file and JSON file of its model intact.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,3 +107,44 @@ def mismatches(root: Path, required: list[str]) -> Checked:
         except OSError:
             bad.append(rel)
     return Checked(tuple(bad))
+
+
+def _safetensors_whole(path: Path) -> bool:
+    """The header parses and the file is exactly as long as the tensors it declares (a cut file is not)."""
+    try:
+        with open(path, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > 100 << 20:
+                return False
+            header = json.loads(f.read(n))
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+        return path.stat().st_size == 8 + n + max(ends, default=0)
+    except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error):
+        return False
+
+
+def _json_whole(path: Path) -> bool:
+    try:
+        return isinstance(json.loads(path.read_text(encoding="utf-8")), dict)
+    except (OSError, ValueError):
+        return False
+
+
+def whole(model_dir: Path, tables: list[Path]) -> bool:
+    """Whether an unrecorded build looks intact: its model has ``config.json`` and at least one
+    safetensors file, every one of them whole, and each table reads as parquet."""
+    import pyarrow.parquet as pq
+
+    weights = sorted(model_dir.glob("*.safetensors"))
+    if not weights or not (model_dir / "config.json").is_file():
+        return False
+    if not all(_safetensors_whole(w) for w in weights) or not all(
+        _json_whole(j) for j in model_dir.glob("*.json")
+    ):
+        return False
+    try:
+        for t in tables:
+            pq.read_metadata(t)
+    except Exception:  # missing, cut, not parquet: pyarrow raises several types
+        return False
+    return True

@@ -13,7 +13,7 @@ import pytest
 
 import gta_verl.cpu.warm_start as warm_start
 from gta_verl.cpu.warm_start import SFTSettings, build_warm_start, layout
-from gta_verl.cpu.warm_start_check import record
+from gta_verl.cpu.warm_start_check import record, whole
 
 SETTINGS = SFTSettings(steps=3)
 
@@ -23,9 +23,16 @@ def _questions(ws) -> None:
         pq.write_table(pa.table({"question": ["q1", "q2"]}), p)
 
 
-def _model(d: Path, size: int = 4096) -> None:
+def _model(d: Path, size: int = 0) -> None:
+    """A real safetensors file and config (``size`` > 0: that many bytes of junk instead)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
     d.mkdir(parents=True, exist_ok=True)
-    (d / "model.safetensors").write_bytes(b"\1" * size)
+    if size:
+        (d / "model.safetensors").write_bytes(b"\1" * size)
+    else:
+        save_file({"w": np.ones((32, 32), np.float32)}, str(d / "model.safetensors"))
     (d / "config.json").write_text(json.dumps({"model_type": "qwen2", "dtype": "float32"}))
 
 
@@ -91,7 +98,7 @@ def test_a_cut_model_and_report_are_rebuilt_not_returned(tmp_path: Path, fake_st
     (ws.root / "warm_start.json").write_text('{"settings": {"n_pa')  # cut: crashed the build before
     got = build_warm_start(tmp_path / "kb", root=ws.root, settings=SETTINGS)
     assert fake_stages.sft == 1 and fake_stages.questions == 0  # the readable questions were kept
-    assert got.complete and (ws.model / "model.safetensors").stat().st_size == 4096
+    assert got.complete and whole(ws.model, [ws.train, ws.heldout])
     assert json.loads((ws.root / "warm_start.json").read_text())["settings"]["steps"] == SETTINGS.steps
     build_warm_start(tmp_path / "kb", root=ws.root, settings=SETTINGS)  # whole now: nothing redone
     assert fake_stages.sft == 1
@@ -104,3 +111,18 @@ def test_a_question_file_that_no_longer_matches_is_rewritten(tmp_path: Path, fak
     build_warm_start(tmp_path / "kb", root=ws.root, settings=SETTINGS)
     assert (fake_stages.questions, fake_stages.sft) == (2, 2)
     assert ws.complete
+
+
+def test_an_intact_build_from_before_the_record_is_adopted_not_retrained(tmp_path: Path, fake_stages) -> None:
+    ws = layout(tmp_path / "ws")
+    ws.root.mkdir()
+    _questions(ws)
+    _model(ws.model)  # whole, but no complete.json: built before builds recorded checksums
+    assert not ws.complete
+    build_warm_start(tmp_path / "kb", root=ws.root, settings=SETTINGS)
+    assert (fake_stages.questions, fake_stages.sft) == (0, 0) and ws.complete
+    with open(ws.model / "model.safetensors", "r+b") as f:  # a cut copy of such a build is not adopted
+        f.truncate(200)
+    (ws.root / "complete.json").unlink()
+    build_warm_start(tmp_path / "kb", root=ws.root, settings=SETTINGS)
+    assert fake_stages.sft == 1 and ws.complete
