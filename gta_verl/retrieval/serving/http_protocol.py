@@ -165,7 +165,8 @@ class LimitedH11Protocol(H11Protocol):
             self.receiving.pop(self, None)
 
     def _body_rate(self, now: float) -> float:
-        """Body bytes per second since the headers (a just-started body counts as fast, not as 0 B/s)."""
+        """Body bytes per second since the headers, not counting those that came with them; ties (a
+        body that has sent nothing more) go to the oldest, as ``min`` keeps dict order."""
         return self._body_bytes / max(now - self._body_since, 1e-3)
 
     def _enforce_cap(self) -> None:
