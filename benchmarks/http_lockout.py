@@ -8,6 +8,7 @@ the server logs. ``old`` is the reference without connection limits (plain ``uvi
 Prints a markdown table (recorded in docs/benchmarks/http_lockout.md). Loopback only; about 40 s per mode.
 
     .venv/bin/python -m benchmarks.http_lockout [--modes old,limited] [--idle 1100] [--nofile 1024]
+        [--attack idle|in-request]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -25,6 +27,10 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 QUERY = {"queries": ["capital of Japan"]}
+# Complete headers of a request whose body never comes (1 of the 100 promised bytes): inside a request.
+IN_REQUEST = (
+    b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+)
 
 
 def _free_port() -> int:
@@ -63,6 +69,26 @@ def _fds(pid: int) -> int:
         return -1
 
 
+def _refill(port: int, socks: list[socket.socket], stop: threading.Event) -> None:
+    """Replace every socket the server answered or closed by a new in-request one, every 20 ms."""
+    while not stop.wait(0.02):
+        for i, s in enumerate(socks):
+            s.setblocking(False)
+            try:
+                if s.recv(4096) == b"":
+                    raise ConnectionResetError
+            except BlockingIOError:
+                continue
+            except OSError:
+                pass
+            s.close()
+            try:
+                socks[i] = socket.create_connection(("127.0.0.1", port), timeout=2)
+                socks[i].sendall(IN_REQUEST)
+            except OSError:
+                pass
+
+
 def _closed_by_server(socks: list[socket.socket]) -> int:
     n = 0
     for s in socks:
@@ -87,6 +113,7 @@ def measure(mode: str, args: argparse.Namespace, log_path: Path) -> dict:
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(["bash", "-c", child], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
     idle: list[socket.socket] = []
+    stop = threading.Event()
     try:
         deadline = time.monotonic() + 120
         while not _served(url, 1.0):
@@ -97,14 +124,22 @@ def measure(mode: str, args: argparse.Namespace, log_path: Path) -> dict:
         failed = 0
         for _ in range(args.idle):
             try:
-                idle.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+                s = socket.create_connection(("127.0.0.1", port), timeout=2)
+                idle.append(s)
+                if args.attack == "in-request":
+                    s.sendall(IN_REQUEST)
             except OSError:
                 failed += 1
+        if args.attack == "in-request":  # an attacker reconnects at once whatever the server closes
+            threading.Thread(target=_refill, args=(port, idle, stop), daemon=True).start()
         t0 = time.monotonic()  # every idle socket is open (or failed): the lock-out clock starts
-        peak_fds, served_at = _fds(proc.pid), None
+        peak_fds, served_at, probes, answered = _fds(proc.pid), None, 0, 0
+        time.sleep(0.5)  # the attacker has refilled what the burst lost
         while time.monotonic() - t0 < args.window:
-            if served_at is None and _served(url, 2.0):
-                served_at = time.monotonic() - t0
+            probes += 1
+            if _served(url, 2.0):
+                answered += 1
+                served_at = time.monotonic() - t0 if served_at is None else served_at
             peak_fds = max(peak_fds, _fds(proc.pid))
             time.sleep(0.2)
         log_bytes = log_path.stat().st_size - log0
@@ -123,6 +158,8 @@ def measure(mode: str, args: argparse.Namespace, log_path: Path) -> dict:
             "connect_failed": failed,
             "open_s": t0 - t_open,
             "locked_out_s": served_at,
+            "probes": probes,
+            "answered": answered,
             "window_s": args.window,
             "log_bytes": log_bytes,
             "log_bytes_per_s": log_bytes / (time.monotonic() - t_open),
@@ -131,6 +168,8 @@ def measure(mode: str, args: argparse.Namespace, log_path: Path) -> dict:
             "peak_fds": peak_fds,
         }
     finally:
+        stop.set()
+        time.sleep(0.1)
         for s in idle:
             s.close()
         proc.terminate()
@@ -143,9 +182,9 @@ def measure(mode: str, args: argparse.Namespace, log_path: Path) -> dict:
 def table(rows: list[dict]) -> str:
     """Markdown table of :func:`measure` rows."""
     out = [
-        "| server | idle sockets (connect failed) | normal client locked out | log bytes (per s) "
-        "| EMFILE log lines | idle closed by server | server fds peak |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| server | sockets (connect failed) | normal client locked out | probes answered "
+        "| log bytes (per s) | EMFILE log lines | closed by server | server fds peak |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         locked = (
@@ -155,6 +194,7 @@ def table(rows: list[dict]) -> str:
         )
         out.append(
             f"| {r['mode']} | {r['idle']:,} ({r['connect_failed']:,}) | {locked} | "
+            f"{r['answered']} of {r['probes']} | "
             f"{r['log_bytes']:,} ({r['log_bytes_per_s']:,.0f}) | {r['emfile_lines']:,} | "
             f"{r['closed_by_server']:,} | {r['peak_fds']:,} |"
         )
@@ -165,6 +205,12 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--modes", default="old,limited", help="comma list of old,limited")
     p.add_argument("--idle", type=int, default=1100, help="idle sockets opened by one client")
+    p.add_argument(
+        "--attack",
+        choices=("idle", "in-request"),
+        default="idle",
+        help="idle: send nothing; in-request: complete POST headers, then 1 of 100 body bytes",
+    )
     p.add_argument("--nofile", type=int, default=1024, help="the server's ulimit -n")
     p.add_argument("--header-timeout", type=float, default=10.0, help="limited server's header deadline")
     p.add_argument("--window", type=float, default=15.0, help="seconds to keep the idle sockets and probe")
@@ -180,7 +226,7 @@ def main() -> int:
             rows.append(measure(mode, args, Path(tmp) / f"{mode}.log"))
             print(f"{mode}: {rows[-1]}", file=sys.stderr, flush=True)
     print(
-        f"\n{args.idle:,} idle sockets, server under `ulimit -n {args.nofile}`, probe every 0.2 s "
+        f"\n{args.idle:,} {args.attack} sockets, server under `ulimit -n {args.nofile}`, probe every 0.2 s "
         f"(2 s timeout) for {args.window:g} s after they are open\n"
     )
     print(table(rows))

@@ -75,19 +75,18 @@ def long_queries(n: int, chars: int) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ HTTP
 class Server:
-    """uvicorn in a thread on 127.0.0.1 (stopped by :meth:`stop`)."""
+    """uvicorn in a thread on 127.0.0.1, built as ``serve()`` builds it (deadlines, cap); stop() ends it."""
 
     def __init__(self, app: Any) -> None:
         import httpx
-        import uvicorn
 
         from gta_verl.retrieval.serving.http import KEEP_ALIVE_S
+        from gta_verl.retrieval.serving.http_protocol import make_server
 
         self.port = _free_port()
-        cfg = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S
+        self.server = make_server(
+            app, "127.0.0.1", self.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S
         )
-        self.server = uvicorn.Server(cfg)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         self.url = f"http://127.0.0.1:{self.port}"

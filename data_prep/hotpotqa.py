@@ -30,6 +30,7 @@ import argparse
 from pathlib import Path
 
 from gta_verl.data.hotpot_context import head_report, sample_report
+from gta_verl.data.loaders import DataFormatError
 from gta_verl.data.prep import (
     QA_READERS,
     prepare_hotpot_context,
@@ -81,6 +82,18 @@ def main() -> None:
         "or of the gold paragraphs alone (gold: the paper's Stage-II corpus size)",
     )
     a = ap.parse_args()
+    for flag, value in (("--sample", a.sample), ("--limit", a.limit)):
+        if value is not None and value < 1:
+            ap.error(f"{flag} must be >= 1, got {value}")
+    if Path(a.out).exists() and not Path(a.out).is_dir():
+        ap.error(f"--out {a.out}: exists and is not a directory")
+    try:
+        _run(a, ap)
+    except (DataFormatError, OSError) as exc:  # bad input or an unwritable --out: one line, no traceback
+        ap.exit(2, f"{ap.prog}: error: {exc}\n")
+
+
+def _run(a: argparse.Namespace, ap: argparse.ArgumentParser) -> None:
     if a.context:
         prepare_hotpot_context(
             a.input or REPO_ASSETS / "hotpotqa_train" / "hotpotqa_train.json",

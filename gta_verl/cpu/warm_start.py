@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gta_verl.cpu.sft_data import WarmStartModel
+from gta_verl.cpu.warm_start_check import COMPLETE_FILE, Checked, mismatches, record, whole
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +86,11 @@ class WarmStart:
 
     @property
     def complete(self) -> bool:
-        return (
-            (self.model / "model.safetensors").is_file() and self.train.is_file() and self.heldout.is_file()
-        )
+        """Every file the build recorded matches its checksum (:mod:`gta_verl.cpu.warm_start_check`)."""
+        return self.check().complete
+
+    def check(self) -> Checked:
+        return mismatches(self.root, [self.model.name, self.train.name, self.heldout.name])
 
     @property
     def rl_questions(self) -> Path:
@@ -297,14 +300,20 @@ def build_warm_start(
     from gta_verl.cpu.sft_data import PROMPT_LENGTH, RESPONSE_LENGTH
 
     ws = layout(Path(root) if root else default_root(kb_dir, settings))
-    if ws.complete:
+    checked = ws.check()
+    if not checked.complete and checked.bad == (COMPLETE_FILE,) and whole(ws.model, [ws.train, ws.heldout]):
+        # built before builds recorded checksums, and intact: record it rather than train again
+        record(ws.root, [ws.model, ws.train, ws.heldout, ws.rl])
+        checked = ws.check()
+    if checked.complete:
         return ws
     ws.root.mkdir(parents=True, exist_ok=True)
     report_path = ws.root / "warm_start.json"
-    report: dict[str, Any] = json.loads(report_path.read_text()) if report_path.is_file() else {}
+    report = _read_report(report_path)
     report["settings"] = asdict(settings)
     t0 = time.perf_counter()
-    if not (ws.train.is_file() and ws.heldout.is_file()):
+    if not all(_reusable(p, checked) for p in (ws.train, ws.heldout)):
+        shutil.rmtree(ws.root / "sft", ignore_errors=True)  # SFT rows come from the questions: redo them too
         report["questions"] = _write_questions(Path(kb_dir), ws, settings)
     if not (ws.root / "sft" / "val.parquet").is_file():
         report["sft_data"] = _prepare_sft(Path(kb_dir), ws, settings)
@@ -330,7 +339,31 @@ def build_warm_start(
         raise RuntimeError(f"verl SFT exited 0 but wrote no {ckpt}; see {log_path}")
     _export(ckpt, ws.model)
     report_path.write_text(json.dumps(report, indent=2))
+    record(ws.root, [ws.model, ws.train, ws.heldout, ws.rl])  # last: the build is whole from here on
     return ws
+
+
+def _read_report(path: Path) -> dict[str, Any]:
+    """The build's statistics so far; a cut or foreign file starts them afresh (they are rewritten)."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        log.warning("%s is unreadable (%s): starting its statistics afresh", path, exc)
+        return {}
+    return report if isinstance(report, dict) else {}
+
+
+def _reusable(path: Path, checked: Checked) -> bool:
+    """A question file of an unfinished build is kept if the record does not disown it and it reads."""
+    import pyarrow.parquet as pq
+
+    if path.name in checked.bad:
+        return False
+    try:
+        pq.read_metadata(path)
+    except Exception:  # missing, cut, not parquet: pyarrow raises several types
+        return False
+    return True
 
 
 def grpo_overrides(

@@ -27,6 +27,7 @@ Python-literal lists; the official ``hotpot_train_v1.1.json`` holds real lists. 
 from __future__ import annotations
 
 import ast
+import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -164,7 +165,11 @@ def parse_context_record(rec: Mapping[str, Any], index: int) -> ContextRecord | 
     question = rec.get("question")
     if not isinstance(question, str) or not question.strip():
         return "missing field: question"
-    answers = _answers(rec["answer"]) if isinstance(rec.get("answer"), (str, int, float)) else ()
+    answer = rec.get("answer")
+    if isinstance(answer, bool) or (isinstance(answer, float) and not math.isfinite(answer)):
+        # JSON true / NaN / Infinity would become the gold strings "True", "nan", "inf"
+        return f"bad field: answer must be a string or a finite number, got {answer!r}"
+    answers = _answers(answer) if isinstance(answer, (str, int, float)) else ()
     if not answers:
         return "no gold answer"
     for key in ("context", "supporting_facts"):
@@ -201,11 +206,15 @@ def read_hotpot_context(path: str | Path, strict: bool = False) -> LoadReport[Co
         The records, with ``n_in == n_ok + len(rejected)``.
     """
     col: _Collector[ContextRecord] = _Collector(Path(path), strict)
+    first: dict[str, int] = {}  # question id -> index of the record that holds it
     for i, rec in _json_records(Path(path), "HotpotQA questions", col):
         parsed = parse_context_record(rec, i)
         if isinstance(parsed, str):
             col.reject(i, parsed)
+        elif parsed.qid in first:
+            col.reject(i, f"duplicate _id {parsed.qid!r}: first at record {first[parsed.qid]}")
         else:
+            first[parsed.qid] = i
             col.add(parsed)
     return col.report
 
@@ -235,7 +244,9 @@ def sample_report(report: LoadReport[T], n: int, seed: int) -> LoadReport[T]:
 
 
 def head_report(report: LoadReport[T], n: int) -> LoadReport[T]:
-    """Keep the first ``n`` records; the rest are rejected ("over limit"). In place; returned."""
+    """Keep the first ``n`` (≥ 1) records; the rest are rejected ("over limit"). In place; returned."""
+    if n < 1:
+        raise ValueError(f"--limit must be >= 1, got {n}")
     if report.n_ok > n:
         over = report.n_ok - n
         report.records = report.records[:n]

@@ -280,11 +280,9 @@ def read_verl_dump(
 def question_index(parquet_paths: Iterable[Path | str]) -> dict[str, QuestionInfo]:
     """Map question text (as :func:`question_from_prompt` reads it back) → (data_source, hops, qid)
     from verl-format parquet files."""
-    import pandas as pd
-
     out: dict[str, QuestionInfo] = {}
     for path in parquet_paths:
-        for i, row in enumerate(pd.read_parquet(path).to_dict("records")):
+        for i, row in enumerate(_question_rows(path)):
             info = row.get("extra_info") or {}
             if info.get("question"):
                 key = question_from_prompt(build_user_prompt(str(info["question"])))
@@ -298,6 +296,29 @@ def question_index(parquet_paths: Iterable[Path | str]) -> dict[str, QuestionInf
                     qid=str(info.get("qid") or f"{Path(path).stem}:{i}"),
                 )
     return out
+
+
+def _question_rows(path: Path | str) -> list[dict[str, Any]]:
+    """The rows of one ``--data`` file, refused in one line when it cannot name a question.
+
+    Raises:
+        DataFormatError: unreadable, or neither a ``prompt`` nor an ``extra_info`` column
+            (the dump's rollouts would silently keep ``data_source`` "unknown" and no qid).
+    """
+    import pandas as pd
+
+    from gta_verl.data.loaders import DataFormatError
+
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:  # not parquet, missing, cut: pyarrow raises several types
+        raise DataFormatError(f"{path}: --data is not a readable parquet ({exc})".splitlines()[0]) from None
+    if "prompt" not in df.columns and "extra_info" not in df.columns:
+        raise DataFormatError(
+            f"{path}: --data needs a verl QA parquet (a prompt or extra_info column), "
+            f"got columns {sorted(map(str, df.columns))}"
+        )
+    return list(df.to_dict("records"))
 
 
 def kb_doc_index(kb_dir: Path | str) -> dict[str, list[tuple[str, str]]]:

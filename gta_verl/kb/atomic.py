@@ -30,6 +30,20 @@ class KBWriteError(RuntimeError):
     """A KB cannot be written at the requested place (not a KB, locked by another writer, no space)."""
 
 
+def resolve_out(out: str | Path) -> Path:
+    """``out`` made absolute with symlinks resolved; a symlink loop is one :class:`KBWriteError` line."""
+    try:
+        return Path(out).resolve()
+    except (RuntimeError, OSError) as exc:  # Python < 3.13 raises RuntimeError("Symlink loop ...")
+        raise KBWriteError(f"{out}: cannot resolve the path ({exc}); pick another --out") from None
+
+
+def os_error(out: Path, exc: OSError, doing: str) -> KBWriteError:
+    """One line naming ``out`` and the cause of an OS error met while ``doing`` (read-only, full, ...)."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    return KBWriteError(f"{out}: cannot {doing}: {exc.strerror or exc}{where}")
+
+
 def tmp_dir(out: Path) -> Path:
     return out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
 
@@ -134,7 +148,7 @@ def _holder_pid(fd: int, wait_s: float = 1.0) -> str:
 @contextlib.contextmanager
 def write_lock(out: Path) -> Iterator[None]:
     """Hold the one-writer lock of KB directory ``out``; a second writer fails at once with one line."""
-    out = out.resolve()
+    out = resolve_out(out)
     lock = out.parent / f".{out.name}.lock"
     if lock in _held:
         _held[lock] += 1
@@ -143,8 +157,11 @@ def write_lock(out: Path) -> Iterator[None]:
         finally:
             _held[lock] -= 1
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:  # read-only file system, the lock path a directory, no permission, ...
+        raise os_error(out, exc, "take the write lock") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -154,8 +171,12 @@ def write_lock(out: Path) -> Iterator[None]:
                 f"{out}: another `gta-verl kb build`/`kb add` (pid {holder}) is writing this KB; "
                 "wait for it to finish or pick another --out"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        except OSError as exc:  # a disk with 0 bytes free
+            exc.filename = exc.filename or str(lock)
+            raise os_error(out, exc, "take the write lock") from None
         _held[lock] = 1
         try:
             yield
@@ -168,7 +189,10 @@ def write_lock(out: Path) -> Iterator[None]:
 
 def check_free_space(parent: Path, need_bytes: int) -> None:
     """Fail before writing when the file system clearly cannot hold ``need_bytes``."""
-    free = shutil.disk_usage(parent).free
+    try:
+        free = shutil.disk_usage(parent).free
+    except OSError as exc:
+        raise os_error(parent, exc, "measure free space") from None
     if free < need_bytes:
         raise KBWriteError(
             f"{parent}: {free / 2**20:.1f} MiB free, the KB needs about {need_bytes / 2**20:.1f} MiB; "

@@ -7,6 +7,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from gta_verl.kb.build import KBConfig
 
@@ -217,7 +218,7 @@ def cmd_check_coverage(args: argparse.Namespace) -> int:
             raise DataFormatError(
                 f"{path}: not a verl QA parquet with reward_model ({exc})".splitlines()[0]
             ) from None
-        gold += [parse_ground_truth((rm or {}).get("ground_truth", {}))[1] for rm in df["reward_model"]]
+        gold += _gold_ids(path, df["reward_model"], parse_ground_truth)
     rep = gold_coverage(gold, kb_ids)
     print(rep.markdown(",".join(args.qa)))
     if rep.n_without_gold:
@@ -240,6 +241,32 @@ def cmd_check_coverage(args: argparse.Namespace) -> int:
         )
         return 2
     return 0
+
+
+def _gold_ids(path: str, rows: Any, parse: Any) -> list[list[str]]:
+    """Each row's gold doc ids; a malformed row is one :class:`DataFormatError` naming file and row."""
+    from gta_verl.data.loaders import DataFormatError
+
+    out = []
+    for i, rm in enumerate(rows):
+        try:
+            if rm is not None and not isinstance(rm, dict):
+                raise ValueError(f"reward_model must be an object, got {type(rm).__name__}")
+            out.append(list(parse((rm or {}).get("ground_truth", {}))[1]))
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            raise DataFormatError(f"{path}: row {i}: malformed reward_model: {exc}") from None
+    return out
+
+
+def _fraction(text: str) -> float:
+    """``--min``: a number in [0, 1] (``nan`` compares false with everything, so it passed any KB)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # also false for nan
+        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1], got {text!r}")
+    return value
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -304,7 +331,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--kb", required=True, help="KB directory")
     c.add_argument("--qa", required=True, nargs="+", help="verl QA parquet file(s)")
     c.add_argument(
-        "--min", type=float, default=0.95, help="fail (exit 2) below this mean coverage (default 0.95)"
+        "--min", type=_fraction, default=0.95, help="fail (exit 2) below this mean coverage (default 0.95)"
     )
     c.add_argument(
         "--allow-without-gold",

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import os
 import threading
 import uuid
@@ -27,6 +26,9 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from gta_verl.kb.atomic import fsync_path
+from gta_verl.kb.emb_shards import BadShard, read_shard, set_aside
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 _POOLINGS = ("mean", "cls")
@@ -367,8 +369,9 @@ def text_key(text: str) -> bytes:
 class EmbeddingCache:
     """Append-only vector store for one embedder identity: ``DIR/<identity-hash>/*.npz`` shards.
 
-    Each write is one new shard (unique name, temp + rename), so concurrent
-    processes never corrupt each other; readers merge all shards.
+    Each write is one new shard (unique name, temp + fsync + rename), so concurrent
+    processes never corrupt each other; readers merge all shards and set aside a
+    damaged one (:func:`read_shard`), whose texts are then encoded again.
     """
 
     def __init__(self, identity: str, root: Path | None = None) -> None:
@@ -385,18 +388,16 @@ class EmbeddingCache:
             if shard.name in self._seen_shards:
                 continue
             try:
-                with np.load(shard) as z:
-                    keys, vecs = z["keys"], z["vecs"]
-            except (OSError, ValueError, KeyError) as exc:  # unreadable shard: re-encode, never crash
-                logging.getLogger(__name__).warning(
-                    "skipping unreadable embedding cache shard %s: %s", shard, exc
-                )
+                keys, vecs = read_shard(shard)
+            except FileNotFoundError:  # set aside (or replaced) by a concurrent reader meanwhile
+                continue
+            except BadShard as exc:  # never crash every later build: set it aside, re-encode its texts
+                set_aside(shard, str(exc))
                 continue
             self._seen_shards.add(shard.name)
             # numpy's "S20" drops trailing NUL bytes on read: pad back, or the ~1/256 digests ending in
             # 0x00 would never hit and be re-encoded (in other batches, so other last bits) every build.
-            # not strict: a damaged shard's unmatched keys stay uncached (re-encoded), never a crash
-            for k, v in zip(keys.tolist(), vecs, strict=False):
+            for k, v in zip(keys.tolist(), vecs, strict=True):
                 self._mem[k.ljust(20, b"\0")] = v
 
     def get_many(self, keys: Sequence[bytes]) -> list[np.ndarray | None]:
@@ -411,8 +412,12 @@ class EmbeddingCache:
         (self.dir / "IDENTITY").write_text(self.identity)
         name = f"{uuid.uuid4().hex}.npz"
         tmp = self.dir / f".{name}.tmp.npz"
-        np.savez(tmp, keys=np.array(list(keys), dtype="S20"), vecs=vecs.astype(np.float32))
+        with open(tmp, "wb") as f:  # fsynced before the rename: a crash never leaves a cut shard by name
+            np.savez(f, keys=np.array(list(keys), dtype="S20"), vecs=vecs.astype(np.float32))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, self.dir / name)
+        fsync_path(self.dir)
         self._seen_shards.add(name)
         for k, v in zip(keys, vecs, strict=True):
             self._mem[k] = v

@@ -42,6 +42,7 @@ from gta_verl.kb.atomic import KBWriteError
 from gta_verl.kb.graph import graph_from_edge_table
 from gta_verl.kb.knowledge_base import KnowledgeBase
 from gta_verl.kb.openie.base import Extraction
+from gta_verl.kb.store_tables import _estimated_bytes, _extractions_from_kb, _write_tables
 
 MANIFEST = "manifest.json"
 KB_FILES = (
@@ -79,78 +80,6 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _extractions_from_kb(kb: KnowledgeBase) -> dict[str, Extraction]:
-    """Fallback when no raw extractions are given: the KB's own (normalized) triples.
-
-    Normalization is idempotent, so rebuilding from these gives the same graph.
-    """
-    by_doc: dict[str, list[tuple[str, str, str]]] = {p.doc_id: [] for p in kb.passages}
-    for t in kb.triples:
-        by_doc[t.doc_id].append((t.subject, t.relation, t.object))
-    return {d: Extraction(d, (), tuple(ts), "ok" if ts else "empty") for d, ts in by_doc.items()}
-
-
-def _write_tables(kb: KnowledgeBase, d: Path, extractions: Mapping[str, Extraction]) -> None:
-    import pandas as pd
-
-    pd.DataFrame(
-        {
-            "doc_id": [p.doc_id for p in kb.passages],
-            "title": [p.title for p in kb.passages],
-            "text": [p.text for p in kb.passages],
-        }
-    ).to_parquet(d / "passages.parquet", index=False)
-    pd.DataFrame({"entity": list(kb.entities)}).to_parquet(d / "entities.parquet", index=False)
-    tei = np.asarray(kb.triple_entity_ids, dtype=np.int64).reshape(-1, 2)
-    pd.DataFrame(
-        {
-            "subject": [t.subject for t in kb.triples],
-            "relation": [t.relation for t in kb.triples],
-            "object": [t.object for t in kb.triples],
-            "doc_id": [t.doc_id for t in kb.triples],
-            "subject_idx": tei[:, 0],
-            "object_idx": tei[:, 1],
-        }
-    ).to_parquet(d / "triples.parquet", index=False)
-    g = kb.graph
-    el = np.asarray(g.get_edgelist(), dtype=np.int64).reshape(-1, 2)
-    pd.DataFrame(
-        {
-            "source": el[:, 0],
-            "target": el[:, 1],
-            "kind": g.es["kind"] if g.ecount() else [],
-            "weight": np.asarray(g.es["weight"] if g.ecount() else [], dtype=np.float64),
-        }
-    ).to_parquet(d / "edges.parquet", index=False)
-    exs = [
-        extractions.get(p.doc_id) or Extraction(p.doc_id, status="error", error="no extraction")
-        for p in kb.passages
-    ]
-    pd.DataFrame(
-        {
-            "doc_id": [e.doc_id for e in exs],
-            "status": [e.status for e in exs],
-            "n_malformed": [e.n_malformed for e in exs],
-            "error": [e.error for e in exs],
-            "entities": [list(e.entities) for e in exs],
-            "triples": [[list(t) for t in e.triples] for e in exs],
-        }
-    ).to_parquet(d / "extractions.parquet", index=False)
-    for name, arr in (
-        ("passage_emb", kb.passage_emb),
-        ("entity_emb", kb.entity_emb),
-        ("triple_emb", kb.triple_emb),
-    ):
-        np.save(d / f"{name}.npy", np.ascontiguousarray(arr, dtype=np.float32))
-
-
-def _estimated_bytes(kb: KnowledgeBase) -> int:
-    """Rough size of the KB on disk: vectors plus text (parquet compresses, so this errs high)."""
-    vec = sum(int(np.asarray(a).size) * 4 for a in (kb.passage_emb, kb.entity_emb, kb.triple_emb))
-    text = sum(len(p.text) + len(p.title) for p in kb.passages) * 2
-    return vec + text + 64 * (len(kb.triples) + kb.graph.ecount()) + (1 << 20)
-
-
 def check_out_dir(out_dir: str | Path, force: bool = False) -> None:
     """Refuse to replace anything at ``out_dir`` but a KB (or an empty directory), unless ``force``.
 
@@ -158,11 +87,16 @@ def check_out_dir(out_dir: str | Path, force: bool = False) -> None:
         KBWriteError: ``out_dir`` is a file, the working directory (or above it), or a non-empty non-KB
             directory.
     """
-    out = Path(out_dir).resolve()
+    out = atomic.resolve_out(out_dir)
     if not out.exists():
         return
     if not out.is_dir():
         raise KBWriteError(f"{out}: exists and is not a directory; refusing to replace it")
+    if Path.cwd().resolve().is_relative_to(out):  # a KB too: the shell would be left in a deleted directory
+        raise KBWriteError(
+            f"{out}: is (or contains) the working directory; refusing to replace it — "
+            "run from another directory"
+        )
     if not any(out.iterdir()):
         return
     try:
@@ -170,10 +104,6 @@ def check_out_dir(out_dir: str | Path, force: bool = False) -> None:
         return
     except KBLoadError as exc:
         reason = str(exc)
-    if Path.cwd().resolve().is_relative_to(out):
-        raise KBWriteError(
-            f"{out}: is (or contains) the working directory and is not a KB; refusing to replace it"
-        )
     if not force:
         raise KBWriteError(
             f"{out}: not empty and not a KB ({reason.split(': ', 1)[-1]}); refusing to replace "
@@ -211,18 +141,26 @@ def save_kb(
     Raises:
         KBWriteError: ``out_dir`` is not a KB, another writer holds it, or the disk is full (one line).
     """
-    out = Path(out_dir).resolve()
+    out = atomic.resolve_out(out_dir)
+    problems = kb.problems()
+    if problems:  # no load would accept it: refuse before anything is written or replaced
+        field_name, why = problems[0]
+        raise KBWriteError(
+            f"{out}: the built KB is invalid ({_FIELD_FILE.get(field_name, field_name)}: {why}); "
+            "nothing was written"
+        )
     with atomic.write_lock(out):
         atomic.recover(out, _complete)
         check_out_dir(out, force)
         atomic.remove_stale(out)
         atomic.check_free_space(out.parent, _estimated_bytes(kb))
         tmp = atomic.tmp_dir(out)
-        tmp.mkdir()
         try:
+            tmp.mkdir()
             manifest = _write_dir(
                 kb, tmp, extractions if extractions is not None else _extractions_from_kb(kb)
             )
+            _check_written(tmp, out)
             atomic.swap_into_place(tmp, out, exchange)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -231,11 +169,22 @@ def save_kb(
                     f"{out.parent}: no space left while writing the KB "
                     f"({Path(exc.filename or tmp).name}); nothing was replaced"
                 ) from None
-            raise
+            raise atomic.os_error(out, exc, "write the KB (nothing was replaced)") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     return replace(kb, manifest=manifest)
+
+
+def _check_written(tmp: Path, out: Path) -> None:
+    """Read the new copy back with the load-time checks (checksums were just taken from these bytes)."""
+    try:
+        _load(tmp, verify=False)
+    except KBLoadError as exc:
+        raise KBWriteError(
+            f"{out}: the written KB does not load ({str(exc).replace(str(tmp), '<new copy>')}); "
+            "nothing was replaced"
+        ) from None
 
 
 def recover_interrupted(kb_dir: str | Path) -> bool:
@@ -246,7 +195,10 @@ def recover_interrupted(kb_dir: str | Path) -> bool:
     Does nothing while another writer holds the directory's lock (its copy is live), or where the lock cannot
     be taken (read-only file system). Returns whether a KB was moved back.
     """
-    out = Path(kb_dir).resolve()
+    try:
+        out = atomic.resolve_out(kb_dir)
+    except KBWriteError:  # a symlink loop: nothing to recover; the caller's own use of the path says why
+        return False
     if not out.parent.is_dir() or (out.exists() and not atomic.leftovers(out)):
         return False
     try:
@@ -472,10 +424,15 @@ def load_kb(kb_dir: str | Path, verify: bool = True) -> KnowledgeBase:
             that differs from the schema's, a name outside the KB directory, a
             checksum mismatch, or tables/arrays that disagree (names the file).
     """
-    from gta_verl.kb.stats import kb_stats
-
     kb_dir = Path(kb_dir)
     recover_interrupted(kb_dir)
+    return _load(kb_dir, verify)
+
+
+def _load(kb_dir: Path, verify: bool) -> KnowledgeBase:
+    """:func:`load_kb` without the clean-up of killed writers (also the check of a copy before its swap)."""
+    from gta_verl.kb.stats import kb_stats
+
     manifest = verify_kb(kb_dir) if verify else read_manifest(kb_dir)
     pdf = _read_table(kb_dir, "passages.parquet", ("doc_id", "title", "text"))
     passages = tuple(

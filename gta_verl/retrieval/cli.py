@@ -9,7 +9,12 @@ import sys
 from typing import Any
 
 from gta_verl.retrieval.config import FUSIONS, MODES, RetrieverConfig
-from gta_verl.retrieval.serving.http_limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
+from gta_verl.retrieval.serving.http_limits import (
+    BODY_TIMEOUT_S,
+    HEADER_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    WRITE_TIMEOUT_S,
+)
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -82,6 +87,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         header_timeout_s=args.header_timeout,
         body_timeout_s=args.body_timeout,
         max_connections=args.max_connections,
+        write_timeout_s=args.write_timeout,
     )
     return 0
 
@@ -141,6 +147,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=BODY_TIMEOUT_S,
         help=f"408 and close when the body is incomplete this many s after its headers "
         f"(default {BODY_TIMEOUT_S:g})",
+    )
+    s.add_argument(
+        "--write-timeout",
+        type=float,
+        default=WRITE_TIMEOUT_S,
+        help=f"abort a connection whose client reads nothing of its response for this many s "
+        f"(default {WRITE_TIMEOUT_S:g})",
     )
     s.add_argument(
         "--max-connections",

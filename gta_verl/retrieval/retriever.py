@@ -266,6 +266,11 @@ class GraphRetriever:
             flags.append((FLAG_TRUNCATED,) if truncated else ())
         return texts, flags
 
+    def query_cost(self, query: str) -> int:
+        """The characters of ``query`` that retrieval works on (at most ``max_query_chars``): the
+        batcher's measure of its cost, cheap enough to take on the event loop before the cut."""
+        return min(len(query), self.config.max_query_chars)
+
     # ------------------------------------------------------------------ scoring
     def entity_seeds(
         self, triple_scores: np.ndarray, triple_ids: np.ndarray, min_scores: np.ndarray

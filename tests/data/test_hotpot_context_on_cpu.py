@@ -332,3 +332,62 @@ def test_gold_only_corpus_is_the_papers_size_and_all_is_five_times_larger(tmp_pa
     assert _gold(qa_gold) == _gold(qa_all)
     assert set(c_gold["doc_id"]) == {d for g in _gold(qa_gold) for d in g}
     assert {(t.strip(), x.strip()) for t, x in zip(c_gold["title"], c_gold["text"], strict=True)} == gold
+
+
+# --------------------------------------------------------------------------- issue 37 item 12
+def test_non_finite_and_boolean_answers_are_rejected_not_stringified(tmp_path):
+    # Before: JSON NaN, Infinity and true became the gold strings "nan", "inf", "True" (rc 0).
+    titles = ["A0", "A1"]
+    recs = [
+        {**_record("nan", titles), "answer": float("nan")},
+        {**_record("inf", titles), "answer": float("inf")},
+        {**_record("true", titles), "answer": True},
+        {**_record("year", titles), "answer": 1990},
+    ]
+    path = tmp_path / "answers.json"
+    path.write_text(json.dumps(recs))  # json writes NaN / Infinity / true literally
+    rep = read_hotpot_context(path)
+    assert [(r.qid, r.answers) for r in rep.records] == [("year", ("1990",))]
+    why = {r.index: str(r) for r in rep.rejected}
+    assert sorted(why) == [0, 1, 2] and rep.reconciles()
+    assert all("answer must be a string or a finite number" in w for w in why.values())
+
+
+def test_a_duplicate_id_is_rejected_naming_the_first(tmp_path):
+    # Before: both records were written, the question twice.
+    recs = [_record("q1", ["A0", "A1"]), _record("q2", ["B0", "B1"]), _record("q1", ["C0", "C1"])]
+    rep = read_hotpot_context(_write(tmp_path / "dup.json", recs))
+    assert [r.qid for r in rep.records] == ["q1", "q2"] and rep.n_in == 3 and rep.reconciles()
+    (rej,) = rep.rejected
+    assert rej.index == 2 and "duplicate _id 'q1': first at record 0" in str(rej)
+
+
+@pytest.mark.parametrize(
+    ("case", "args", "says"),
+    [
+        ("top-level object", [], "expected a JSON list"),
+        ("truncated JSON", [], "not valid JSON"),
+        ("--sample 0", ["--sample", "0"], "--sample must be >= 1"),
+        ("--limit -1", ["--limit", "-1"], "--limit must be >= 1"),
+        ("--out is a file", [], "exists and is not a directory"),
+    ],
+)
+def test_cli_bad_input_is_one_line_not_a_traceback(tmp_path, case, args, says):
+    inp = _write(tmp_path / "in.json", [_record("q1", ["A0", "A1"])])
+    out = tmp_path / "out"
+    if case == "top-level object":
+        inp.write_text(json.dumps({"q1": _record("q1", ["A0", "A1"])}))
+    elif case == "truncated JSON":
+        inp.write_text(inp.read_text()[:40])
+    elif case == "--out is a file":
+        out.write_text("not a directory")
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--context", "--input", str(inp), "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if "error:" in x]  # after argparse's usage, if any
+    assert says in line and (case.startswith("--") or str(inp) in line or str(out) in line), line

@@ -156,3 +156,21 @@ def test_cli_dump_with_every_line_rejected_is_one_line_and_writes_nothing(tmp_pa
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "none of its 1 lines could be scored" in err[0] and "5.jsonl" in err[0]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind", ["wrong columns", "not parquet"])
+def test_cli_data_without_question_columns_is_one_line(tmp_path, capsys, kind):
+    # Before: a --data file without prompt/extra_info was ignored (rc 0, rollouts left "unknown").
+    from gta_verl.cli import main
+
+    _write_dump(tmp_path / "val")
+    wrong = tmp_path / "wrong.parquet"
+    if kind == "wrong columns":
+        pd.DataFrame({"id": [1, 2], "text": ["a", "b"]}).to_parquet(wrong)
+    else:
+        wrong.write_text("id,text\n1,a\n")
+    args = ["eval", "--from-verl-dump", str(tmp_path / "val"), "--data", str(wrong)]
+    assert main([*args, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(wrong) in err[0] and "--data" in err[0], err
+    assert not (tmp_path / "out").exists()

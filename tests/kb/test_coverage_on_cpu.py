@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 
 import pandas as pd
+import pytest
 
 from gta_verl.cli import main
 from gta_verl.data.schema import make_ground_truth
@@ -67,3 +68,31 @@ def test_a_minority_without_gold_ids_passes_and_is_reported() -> None:
     # 2 of 4 without gold ids is not a majority (2·2 = 4, not > 4); 3 of 4 is (6 > 4).
     assert gold_coverage([["a"], ["a"], [], []], {"a"}).mostly_without_gold is False
     assert gold_coverage([["a"], [], [], []], {"a"}).mostly_without_gold is True
+
+
+def _qa(tmp_path, rows) -> str:
+    path = tmp_path / "qa.parquet"
+    pd.DataFrame({"reward_model": rows}).to_parquet(path)
+    return str(path)
+
+
+def test_cli_names_the_file_and_row_of_a_malformed_row(tmp_path, capsys) -> None:
+    # Before: a traceback from parse_ground_truth naming neither the file nor the row.
+    kb = make_toy_kb(HashEmbedder())
+    save_kb(kb, tmp_path / "kb")
+    # One parquet column type for all rows: the good ones have no ids (null), the bad one a string.
+    good = {"style": "rule", "ground_truth": {"target": "a", "target_doc_ids": None}}
+    bad = {"style": "rule", "ground_truth": {"target": "a", "target_doc_ids": kb.passages[0].doc_id}}
+    qa = _qa(tmp_path, [good, good, bad])
+    assert main(["kb", "check-coverage", "--kb", str(tmp_path / "kb"), "--qa", qa]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"{qa}: row 2: malformed reward_model" in err, err
+
+
+def test_cli_min_must_be_a_fraction(tmp_path, capsys) -> None:
+    # Before: --min nan passed any KB (every comparison with NaN is false), --min 95 failed every one.
+    for value in ("nan", "95", "-0.1", "x"):
+        with pytest.raises(SystemExit) as exc:
+            main(["kb", "check-coverage", "--kb", "k", "--qa", "q", "--min", value])
+        assert exc.value.code == 2
+        assert "--min" in capsys.readouterr().err

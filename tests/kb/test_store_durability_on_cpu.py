@@ -278,3 +278,99 @@ def test_a_build_whose_openie_found_nothing_fails_unless_allowed(tmp_path: Path,
     assert rc == 2 and "found no triple in any of" in err[-1] and "--allow-empty" in err[-1]
     assert not out.exists()
     check_not_empty({"n_triples": 3, "n_passages": 2}, corpus)  # any triple is enough
+
+
+def test_cli_build_refuses_the_working_directory_when_it_is_a_kb(toy, tmp_path: Path, monkeypatch, capsys):
+    # Before: `cd KB && gta-verl kb build ... --out .` exchanged the KB the shell stood in for a new one.
+    kb_dir = tmp_path / "kb"
+    save_kb(toy, kb_dir)
+    before = read_manifest(kb_dir)["created_at"], os.stat(kb_dir).st_ino
+    monkeypatch.chdir(kb_dir)
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"title": "t", "text": "Tokyo is the capital of Japan."}\n')
+    rc = main(["kb", "build", "--corpus", str(corpus), "--openie", "spacy", "--out", "."])
+    err = capsys.readouterr().err
+    assert rc == 2 and "working directory" in err and len(err.strip().splitlines()) == 1, err
+    assert (read_manifest(kb_dir)["created_at"], os.stat(kb_dir).st_ino) == before
+
+
+def test_a_kb_no_load_accepts_is_refused_and_the_old_one_kept(toy, tmp_path: Path) -> None:
+    # Before: NaN vectors (a poisoned embedding cache) were written with rc 0 over a good KB.
+    import dataclasses
+
+    out = tmp_path / "kb"
+    save_kb(toy, out)
+    digest = read_manifest(out)["files"]
+    emb = toy.passage_emb.copy()
+    emb[0, 0] = np.nan
+    with pytest.raises(KBWriteError, match="passage_emb.npy.*NaN.*nothing was"):
+        save_kb(dataclasses.replace(toy, passage_emb=emb), out)
+    assert read_manifest(out)["files"] == digest and _leftovers(out) == []
+    load_kb(out)
+
+
+def test_the_written_copy_is_read_back_before_the_swap(toy, tmp_path: Path, monkeypatch) -> None:
+    # A copy that passes the in-memory checks but does not read back (here: a table cut after writing).
+    import gta_verl.kb.store as store
+
+    out = tmp_path / "kb"
+    save_kb(toy, out)
+    digest = read_manifest(out)["files"]
+    real = store._write_dir
+
+    def write_then_cut(kb, tmp, extractions):
+        manifest = real(kb, tmp, extractions)
+        with open(tmp / "extractions.parquet", "r+b") as f:
+            f.truncate(10)
+        return manifest
+
+    monkeypatch.setattr(store, "_write_dir", write_then_cut)
+    with pytest.raises(KBWriteError, match="does not load.*nothing was replaced"):
+        save_kb(toy, out)
+    assert read_manifest(out)["files"] == digest and _leftovers(out) == []
+
+
+def _build(out: Path, tmp_path: Path) -> list[str]:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"title": "t", "text": "Tokyo is the capital of Japan."}\n')
+    return ["kb", "build", "--corpus", str(corpus), "--openie", "spacy", "--out", str(out)]
+
+
+def _enospc_on_lock(monkeypatch):
+    def pwrite(fd, data, offset):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(atomic.os, "pwrite", pwrite)
+
+
+def _erofs_on_open(monkeypatch):
+    real = os.open
+
+    def fake_open(path, flags, *a):
+        if str(path).endswith(".lock"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real(path, flags, *a)
+
+    monkeypatch.setattr(atomic.os, "open", fake_open)
+
+
+@pytest.mark.parametrize("case", ["lock path is a directory", "symlink loop", "read-only", "0 bytes free"])
+def test_write_side_os_errors_are_one_line_naming_out(tmp_path: Path, monkeypatch, capsys, case) -> None:
+    # Before: a traceback naming the lock file (or a RuntimeError for the loop), not --out.
+    out = tmp_path / "kb"
+    if case == "lock path is a directory":
+        (tmp_path / ".kb.lock").mkdir()
+        cause = "Is a directory"
+    elif case == "symlink loop":
+        out.symlink_to(out)
+        cause = "Symlink loop"
+    elif case == "read-only":
+        _erofs_on_open(monkeypatch)
+        cause = "Read-only file system"
+    else:
+        _enospc_on_lock(monkeypatch)
+        cause = "No space left on device"
+    rc = main(_build(out, tmp_path))
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1 and str(out) in err and cause in err, err

@@ -64,12 +64,16 @@ class _Request:
     queries: list[str]
     topk: int | None
     fut: asyncio.Future
+    costs: list[int] = field(default_factory=list)
+    """Each query's characters as the retriever will use them (default: as sent)."""
     results: list[RetrievalResult | None] = field(default_factory=list)
     next: int = 0
     done: int = 0
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.queries)
+        if not self.costs:
+            self.costs = [len(q) for q in self.queries]
 
     @property
     def unscheduled(self) -> int:
@@ -110,7 +114,7 @@ def plan_batch(active: deque[_Request], max_batch: int, max_chars: int | None = 
         for r in same:
             took = took_chars = 0
             while took < share and r.unscheduled > 0 and size < max_batch:
-                c = len(r.queries[r.next])
+                c = r.costs[r.next]
                 if size and chars + c > budget:
                     full = True  # the batch's work budget is spent
                     break
@@ -145,6 +149,10 @@ class MicroBatcher:
         max_request_chars: Most query characters in one request (``None``: no cap).
         max_batch_chars: Most query characters in one batch (``None``: no cap); a
             longer single query still runs, alone.
+        cost: The characters of a query as ``fn`` will use them (the retriever cuts at
+            ``max_query_chars``), which the batch budget counts; default ``len``. Without it a
+            query of 131,072 characters, costing what one of 2,000 does, filled a batch alone, so
+            8 callers sending such queries made everyone wait 8 batches instead of one.
     """
 
     def __init__(
@@ -157,12 +165,14 @@ class MicroBatcher:
         rank_fn: Callable[[list[str], int], list[RetrievalResult]] | None = None,
         max_request_chars: int | None = MAX_REQUEST_CHARS,
         max_batch_chars: int | None = MAX_BATCH_CHARS,
+        cost: Callable[[str], int] = len,
     ) -> None:
         if max_batch < 1 or max_wait_ms < 0:
             raise ValueError(f"need max_batch >= 1 and max_wait_ms >= 0, got {max_batch}, {max_wait_ms}")
         self.fn, self.rank_fn, self.validate = fn, rank_fn, validate
         self.max_batch, self.max_wait_s = max_batch, max_wait_ms / 1000.0
         self.max_request_chars, self.max_batch_chars = max_request_chars, max_batch_chars
+        self.cost = cost
         self._active: deque[_Request] = deque()
         self._arrived: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
@@ -231,7 +241,9 @@ class MicroBatcher:
         out: list[RetrievalResult | None] = [None] * len(queries)
         good = self._split_valid(queries, out)
         if good:
-            req = _Request([queries[i] for i in good], topk, asyncio.get_running_loop().create_future())
+            kept = [queries[i] for i in good]
+            costs = [self.cost(q) for q in kept]
+            req = _Request(kept, topk, asyncio.get_running_loop().create_future(), costs)
             arrived = self._ensure_worker()
             self._active.append(req)
             arrived.set()

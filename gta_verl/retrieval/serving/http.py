@@ -20,7 +20,8 @@ An empty, whitespace-only or NUL-only query is answered with a per-query error i
 ``meta`` (same with and without ``topk``); the other queries of the request are served.
 It binds 127.0.0.1 unless told otherwise; it has no authentication. ``serve`` closes a
 connection without complete headers after ``header_timeout_s`` (10 s), answers 408 to a body
-still incomplete ``body_timeout_s`` (30 s) after its headers, and keeps at most
+still incomplete ``body_timeout_s`` (30 s) after its headers, aborts a connection whose client
+reads nothing of its response for ``write_timeout_s`` (30 s), and keeps at most
 ``max_connections`` open (:mod:`gta_verl.retrieval.serving.http_limits`).
 """
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator
@@ -38,6 +40,7 @@ from gta_verl.retrieval.serving.http_limits import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
     MAX_CONNECTIONS,
+    WRITE_TIMEOUT_S,
     Limits,
 )
 from gta_verl.retrieval.serving.http_protocol import make_server
@@ -51,6 +54,10 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # Longer than any client's keep-alive expiry (httpx: 5 s = uvicorn's default): with equal
 # timeouts the server may close an idle connection just as a client reuses it (ReadError).
 KEEP_ALIVE_S = 75
+# An answer is rendered and sent in slices of this size, each after the client has read enough of
+# the last: a client that reads nothing keeps about one slice above the send buffer's high-water
+# mark (64 KiB) in the server, and the write deadline frees that.
+RESPONSE_SLICE = 65_536
 
 
 class RetrieveRequest(BaseModel):
@@ -181,6 +188,41 @@ async def _reply(send: Any, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _json(obj: Any) -> bytes:
+    """``obj`` as starlette's ``JSONResponse`` renders it."""
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+def _payload_parts(results: list[RetrievalResult], return_scores: bool) -> Iterator[bytes]:
+    """The JSON of :func:`_payload`, one query's documents (then one query's meta) at a time."""
+    yield b'{"result":['
+    for i, r in enumerate(results):
+        yield (b"," if i else b"") + _json([_doc(h, return_scores) for h in r.hits])
+    yield b'],"meta":['
+    for i, r in enumerate(results):
+        meta = {"query": r.query, "flags": list(r.flags), "error": r.error, "latency_ms": r.latency_ms}
+        yield (b"," if i else b"") + _json(meta)
+    yield b"]}"
+
+
+def streamed_json(results: list[RetrievalResult], return_scores: bool) -> Any:
+    """The answer as a chunked response rendered :data:`RESPONSE_SLICE` bytes at a time, each slice
+    after the client has read enough of the last (uvicorn waits while the send buffer is full), so
+    a client that reads nothing holds about two slices of rendered JSON, never the whole answer."""
+    from fastapi.responses import StreamingResponse
+
+    async def slices() -> AsyncIterator[bytes]:
+        buf = bytearray()
+        for part in _payload_parts(results, return_scores):
+            buf += part
+            if len(buf) >= RESPONSE_SLICE:
+                yield bytes(buf)
+                buf.clear()
+        yield bytes(buf)
+
+    return StreamingResponse(slices(), media_type="application/json")
+
+
 def _printable(text: str) -> str:
     """``text`` with anything not encodable as UTF-8 written as a backslash escape."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
@@ -240,6 +282,7 @@ def create_app(
     batcher = MicroBatcher(
         retriever.retrieve,
         validate=lambda q: retriever.prepare_queries([q]),
+        cost=getattr(retriever, "query_cost", len),  # a stand-in without it is costed as sent
         max_batch=max_batch,
         max_wait_ms=max_wait_ms,
         rank_fn=retriever.rank,
@@ -256,7 +299,7 @@ def create_app(
         }
 
     @app.post("/retrieve")
-    async def retrieve(req: RetrieveRequest) -> dict[str, Any]:
+    async def retrieve(req: RetrieveRequest) -> Any:
         if len(req.queries) > max_queries:
             raise HTTPException(status_code=413, detail=f"{len(req.queries)} queries > limit {max_queries}")
         try:
@@ -264,7 +307,7 @@ def create_app(
         except RequestTooLarge as exc:
             raise HTTPException(status_code=413, detail=str(exc)) from exc
         results = await batcher.submit(req.queries, req.topk)
-        return _payload(results, req.return_scores)
+        return streamed_json(results, req.return_scores)
 
     return app
 
@@ -284,12 +327,13 @@ def serve(
     header_timeout_s: float = HEADER_TIMEOUT_S,
     body_timeout_s: float = BODY_TIMEOUT_S,
     max_connections: int = MAX_CONNECTIONS,
+    write_timeout_s: float = WRITE_TIMEOUT_S,
     **app_kwargs: Any,
 ) -> None:
     """Load the KB and serve it with uvicorn (blocking); binds loopback by default.
 
-    ``header_timeout_s``, ``body_timeout_s`` and ``max_connections`` bound what idle or
-    slow connections can hold (:mod:`gta_verl.retrieval.serving.http_limits`).
+    ``header_timeout_s``, ``body_timeout_s``, ``write_timeout_s`` and ``max_connections`` bound
+    what idle, slow or non-reading connections can hold (:mod:`gta_verl.retrieval.serving.http_limits`).
     """
     import sys
 
@@ -301,7 +345,7 @@ def serve(
         create_app(retriever, **app_kwargs),
         host,
         port,
-        Limits(header_timeout_s, body_timeout_s, max_connections),
+        Limits(header_timeout_s, body_timeout_s, max_connections, write_timeout_s),
     )
 
 

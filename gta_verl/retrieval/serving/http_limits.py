@@ -12,9 +12,16 @@ turn a lock-out into a refusal, not fix it.
   else the connection is closed;
 * a body deadline: the whole body within ``body_timeout_s`` of its headers, else
   408 and close;
-* a connection cap: past ``max_connections`` the oldest connection that is not
-  inside a request is closed (the newest one if every other is inside a request),
-  so idle sockets cannot lock out a client that sends its request at once.
+* a write deadline: a response whose client reads nothing for ``write_timeout_s``
+  while the send buffer is full is dropped and the connection aborted (the app
+  sends bodies in slices, so at most one slice waits above the buffer's high-water mark);
+* a graceful close: a response that ends the connection while the request body is
+  still arriving is followed by a FIN, and the rest of the body is read and dropped
+  for up to :data:`DRAIN_S` (or :data:`DRAIN_BYTES`), so the client can read the answer;
+* a connection cap: past ``max_connections`` one connection is closed: one idle for
+  a second or more, else the one whose request body arrives slowest (408), else the
+  oldest without a request, else the new one; so neither idle sockets nor trickled
+  bodies lock out a client that sends its request at once.
 
 :class:`~gta_verl.retrieval.serving.http_protocol.LimitedServer` keeps the kernel's listen
 queue long while asyncio accepts few sockets per loop tick, and :func:`fd_capped`
@@ -37,6 +44,12 @@ logger = logging.getLogger(__name__)
 
 HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 30.0
+WRITE_TIMEOUT_S = 30.0
+# After answering a request whose body is still arriving (413, 400), the server reads and drops the rest
+# for up to this long / this many bytes before closing: closing with unread bytes makes the kernel send a
+# reset, and a client still writing its body then fails (BrokenPipeError) without reading why.
+DRAIN_S = 2.0
+DRAIN_BYTES = 4 << 20
 MAX_CONNECTIONS = 4096
 # uvicorn passes one number both to listen() and to asyncio as the sockets accepted per loop tick;
 # accepted sockets hold descriptors before the cap can close them, so the batch is kept small
@@ -51,11 +64,13 @@ RATE_LIMITED_LOGGERS = ("asyncio", "uvicorn.error", __name__)
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """Deadlines (seconds) for a request's headers and body, and the cap on open connections."""
+    """Deadlines (seconds) for a request's headers and body and for a stalled response, and the cap
+    on open connections."""
 
     header_timeout_s: float = HEADER_TIMEOUT_S
     body_timeout_s: float = BODY_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
+    write_timeout_s: float = WRITE_TIMEOUT_S
 
 
 def _open_fds() -> int:

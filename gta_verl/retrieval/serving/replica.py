@@ -120,6 +120,7 @@ class RetrieverReplica:
         self.batcher = MicroBatcher(
             self.retriever.retrieve,
             validate=lambda q: self.retriever.prepare_queries([q]),
+            cost=self.retriever.query_cost,
             max_batch=max_batch,
             max_wait_ms=max_wait_ms,
         )

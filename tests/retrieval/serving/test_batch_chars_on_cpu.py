@@ -90,3 +90,38 @@ def test_query_longer_than_the_budget_runs_alone() -> None:
     # "x"*500 alone exceeds 100 but is a batch's first query: it runs alone; then "y" + "z" (2 characters).
     assert rec.batches == [["x" * 500], ["y", "z"]]
     assert [r.query for r in out] == ["x" * 500, "y", "z"]
+
+
+def test_queries_over_the_retrievers_cut_are_scheduled_at_the_cut_length() -> None:
+    # 8 callers each send one 131,072-character query the retriever cuts to 2,000: costed at 2,000, all
+    # 8 and a 1-query caller share one 16,384-character batch. Costed as sent, each filled a batch alone
+    # and the 1-query caller waited behind all 8.
+    rec = Recorder()
+    gate = threading.Event()
+
+    def fn(queries: list[str]) -> list[RetrievalResult]:
+        gate.wait(10)  # the first batch holds the worker until every caller is queued
+        return rec(queries)
+
+    batcher = MicroBatcher(fn, max_batch=256, max_wait_ms=0, cost=lambda q: min(len(q), 2000))
+    longs = [[f"L{i} " + "x" * 131_000] for i in range(8)]
+
+    async def together() -> list:
+        first = asyncio.ensure_future(batcher.submit(["warm-up"]))
+        await asyncio.sleep(0.05)
+        rest = [asyncio.ensure_future(batcher.submit(qs)) for qs in [*longs, ["short"]]]
+        await asyncio.sleep(0.05)
+        gate.set()
+        return await asyncio.gather(first, *rest)
+
+    asyncio.run(together())
+    assert rec.batches[0] == ["warm-up"]
+    assert rec.batches[1] == [q[0] for q in longs] + ["short"], [len(b) for b in rec.batches]
+
+
+def test_the_retrievers_query_cost_is_its_cut(toy_kb, hash_embedder) -> None:
+    from gta_verl.retrieval.retriever import GraphRetriever
+
+    r = GraphRetriever(toy_kb, hash_embedder)
+    assert r.query_cost("x" * 131_072) == r.config.max_query_chars == 2000
+    assert r.query_cost("capital of Japan") == 16

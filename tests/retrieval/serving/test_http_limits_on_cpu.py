@@ -239,6 +239,7 @@ def test_cli_exposes_the_limits() -> None:
 
     args = build_parser().parse_args(["retriever", "serve", "--kb", "x"])
     assert (args.header_timeout, args.body_timeout, args.max_connections) == (10.0, 30.0, 4096)
+    assert args.write_timeout == 30.0
     args = build_parser().parse_args(
         [
             "retriever",
@@ -254,3 +255,218 @@ def test_cli_exposes_the_limits() -> None:
         ]
     )
     assert (args.header_timeout, args.body_timeout, args.max_connections) == (2.0, 5.0, 100)
+
+
+def _in_request(url: str, timeout: float = 5.0) -> socket.socket | None:
+    """A connection that sent complete ``POST /retrieve`` headers promising 100 bytes, then one: ``{``."""
+    try:
+        s = _connect(url, timeout)
+        s.sendall(
+            b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )
+        return s
+    except OSError:
+        return None
+
+
+def test_normal_client_served_while_in_request_connections_exceed_the_cap(retriever: GraphRetriever) -> None:
+    # Long deadlines, so only the cap (408 to the slowest body) can let the client in; before, every
+    # new connection was closed while the cap was full of requests whose body never came.
+    cap, n_slow = 32, 100
+    limits = Limits(header_timeout_s=60, body_timeout_s=60, max_connections=cap)
+    with _serve(retriever, limits) as (base, server):
+        slow = [s for s in (_in_request(base) for _ in range(n_slow)) if s is not None]
+        try:
+            time.sleep(0.5)
+            answered = 0
+            for _ in range(5):
+                resp = httpx.post(base + "/retrieve", json={"queries": ["capital of Japan"]}, timeout=5)
+                answered += resp.status_code == 200 and bool(resp.json()["result"][0])
+            open_now = len(server.server_state.connections)
+            replies = []
+            for s in slow:
+                s.setblocking(False)
+                try:
+                    replies.append(s.recv(4096))
+                except (BlockingIOError, ConnectionResetError):
+                    pass
+        finally:
+            for s in slow:
+                s.close()
+    assert answered == 5
+    assert open_now <= cap + 1, f"{open_now} connections open with max_connections={cap}"
+    evicted = [r for r in replies if r.startswith(b"HTTP/1.1 408")]
+    assert evicted and b"too slow" in evicted[0], replies[:3]
+
+
+def test_pipelined_partial_headers_after_a_request_get_the_header_deadline(url: str) -> None:
+    with _connect(url) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHo")
+        out, closed_after = _read_until_closed(s)
+    assert out.startswith(b"HTTP/1.1 200"), out[:200]
+    assert closed_after is not None and closed_after < 3.0, "pipelined partial headers held the connection"
+
+
+_CHILD_SERVER = """
+import sys
+from gta_verl.retrieval.retriever import GraphRetriever
+from gta_verl.retrieval.serving.http import create_app, serve_app
+from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
+emb = HashEmbedder()
+serve_app(create_app(GraphRetriever(make_toy_kb(emb), emb)), "127.0.0.1", int(sys.argv[1]))
+"""
+
+
+@pytest.mark.slow
+def test_460_in_request_connections_under_ulimit_1024_do_not_lock_out_a_client(tmp_path) -> None:
+    # The measured lock-out: cap 442 under `ulimit -n 1024`, default deadlines (body: 30 s); before,
+    # 0 of 20 queries were answered in 20 s. A child process, so the limit is the server's own.
+    import subprocess
+    import sys
+
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "server.log"
+    cmd = f"ulimit -n 1024 && exec {sys.executable} -c '{_CHILD_SERVER}' {port}"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(["bash", "-c", cmd], stdout=out, stderr=subprocess.STDOUT)
+    slow: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        # The first query of a fresh server builds the retriever's lazy state (seconds on a loaded machine).
+        assert httpx.post(base + "/retrieve", json={"queries": ["warm up"]}, timeout=60).status_code == 200
+        slow = [s for s in (_in_request(base) for _ in range(460)) if s is not None]
+        time.sleep(1.0)  # let the server accept them all
+        times = []
+        for _ in range(5):
+            t0 = time.monotonic()
+            resp = httpx.post(base + "/retrieve", json={"queries": ["capital of Japan"]}, timeout=5)
+            assert resp.status_code == 200 and resp.json()["result"][0]
+            times.append(time.monotonic() - t0)
+    finally:
+        for s in slow:
+            s.close()
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert len(slow) >= 442, f"only {len(slow)} connections opened"
+    assert max(times) < 1.0, f"answered after {times} s"
+
+
+class _BigAnswers:
+    """A retriever stand-in whose every hit carries 10 kB of text: a 512-query request gets ~50 MB back."""
+
+    class kb:
+        n_docs = 10
+
+    class config:
+        mode = "stub"
+
+    @staticmethod
+    def prepare_queries(queries):
+        return list(queries), [()] * len(queries)
+
+    def retrieve(self, queries):
+        from gta_verl.data.types import RetrievalHit, RetrievalResult
+
+        hits = tuple(RetrievalHit(f"d{i}", "t", "x" * 10_000, 0.5, "dense") for i in range(10))
+        return [RetrievalResult(query=q, hits=hits) for q in queries]
+
+    def rank(self, queries, k):
+        return self.retrieve(queries)
+
+
+def test_a_client_that_never_reads_its_answer_is_aborted_and_buffers_little() -> None:
+    # Before: the whole answer sat in the server's transport buffer and the connection stayed open.
+    limits = Limits(header_timeout_s=5, body_timeout_s=5, write_timeout_s=1.0)
+    body = b'{"queries": [' + b", ".join([b'"q"'] * 512) + b"]}"
+    with _serve(_BigAnswers(), limits) as (base, server):  # type: ignore[arg-type]
+        host, port = base.removeprefix("http://").split(":")
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect((host, int(port)))
+        try:
+            s.sendall(
+                b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
+            buffered, t0, closed_after = 0, time.monotonic(), None
+            while time.monotonic() - t0 < 10:
+                conns = list(server.server_state.connections)
+                buffered = max([buffered] + [c.transport.get_write_buffer_size() for c in conns])
+                if buffered and not conns:
+                    closed_after = time.monotonic() - t0
+                    break
+                time.sleep(0.05)
+        finally:
+            s.close()
+    assert closed_after is not None, "the connection of a client that reads nothing stayed open for 10 s"
+    assert buffered <= 4 * 65_536, f"{buffered:,} bytes buffered for one client"
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_client_still_sending_an_over_limit_body_reads_the_413(url: str, framing: str) -> None:
+    # Before: the server closed with the body unread, the kernel answered the rest with a reset, and a
+    # client still writing got BrokenPipeError / ConnectionResetError instead of the 413.
+    total = 2_000_000
+    if framing == "content-length":
+        head = f"Content-Length: {total}"
+        piece = b"x" * 65_536
+    else:
+        head = "Transfer-Encoding: chunked"
+        piece = b"10000\r\n" + b"x" * 65_536 + b"\r\n"
+    with _connect(url, timeout=5) as s:
+        s.sendall(
+            f"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}\r\n\r\n".encode()
+        )
+        sent, send_error = 0, None
+        try:
+            while sent < total:
+                s.sendall(piece)
+                sent += len(piece)
+                time.sleep(0.005)  # a client on a slower link: still sending after the server has answered
+        except OSError as exc:
+            send_error = exc
+        out, _closed = _read_until_closed(s)
+    assert send_error is None, f"{send_error!r} after {sent:,} bytes (http.client stops there, unread 413)"
+    assert out.startswith(b"HTTP/1.1 413"), out[:200]
+
+
+def test_http_client_sending_a_chunked_2mb_body_reads_the_413(url: str) -> None:
+    # The round-2 request as Python's http.client sends it: 1 of 3 tries ended in BrokenPipeError under load;
+    # a pause between chunks (a slower link) makes the client still be sending when the 413 is sent.
+    import http.client
+
+    def slow_chunks():
+        for _ in range(32):
+            yield b"x" * 65_536
+            time.sleep(0.005)
+
+    host, port = url.removeprefix("http://").split(":")
+    for _ in range(3):
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        try:
+            conn.request("POST", "/retrieve", body=slow_chunks(), headers={"Content-Type": "text/plain"})
+            resp = conn.getresponse()
+            assert resp.status == 413, resp.read()[:200]
+        finally:
+            conn.close()
+
+
+def test_the_streamed_answer_is_the_payload_as_json(retriever: GraphRetriever) -> None:
+    import json
+
+    from gta_verl.retrieval.serving.http import _payload, _payload_parts
+
+    results = retriever.retrieve(["capital of Japan", "Tokyo"])
+    for scores in (True, False):
+        assert json.loads(b"".join(_payload_parts(results, scores))) == _payload(results, scores)
+    assert json.loads(b"".join(_payload_parts([], True))) == {"result": [], "meta": []}
