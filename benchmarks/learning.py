@@ -46,6 +46,12 @@ CONDITIONS = {
         "gta_stage1",
         ("gta.reward.step_shaping=coverage_bonus",),
     ),
+    # The control: (b)'s rewards shuffled within each group before GRPO (gta_verl.algos.shuffled_control).
+    "r": (
+        "trajectory-guided, rewards shuffled within each group (control)",
+        "gta_stage1",
+        ("algorithm.adv_estimator=gta_shuffled_grpo",),
+    ),
 }
 METRICS = (
     ("em", "EM"),

@@ -177,6 +177,12 @@ def _write_questions(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, A
     }
 
 
+def write_split_questions(kb_dir: str | Path, root: Path, settings: SFTSettings) -> dict[str, Any]:
+    """Synthesize ``settings.n_paths`` Stage-I questions over ``kb_dir``; write the split parquet files
+    (train, held-out and, with ``rl_fraction``, RL) under ``root`` as :func:`layout` names them."""
+    return _write_questions(Path(kb_dir), layout(Path(root)), settings)
+
+
 def _rows(path: Path) -> list[dict[str, Any]]:
     import pandas as pd
 

@@ -1,0 +1,230 @@
+"""Learning that transfers: GRPO from a pretrained policy (Gemma-3-270M) through ``main_ppo`` on CPU.
+
+Usage:
+    python -m benchmarks.learning_pretrained [--out docs/learning/pretrained] [--steps 20] [--batch 4] [--n 8]
+        [--conditions a,b,e,r] [--seeds-ab 0,1,2] [--seeds-cd 0] [--lr 1e-6] [--eval-questions N]
+
+1. KB: the bundled MuSiQue KB (cached like the CPU recipes'); the HotpotQA set's KB over its own context
+   paragraphs (``assets/hotpotqa_train``, 100 questions, 994 paragraphs, spaCy OpenIE; built once under
+   ``--out``).
+2. Questions: ``--n-paths`` Stage-I questions synthesized over MuSiQue and split so that no held-out question
+   shares a target document with a training one (:mod:`gta_verl.data.split`); GRPO's prompts are the training
+   side.
+3. Policy: Gemma-3-270M with its vocabulary cut to both KBs and every question set
+   (:mod:`gta_verl.policies.vocab_cut`); every prompt in the ``fewshot`` style. The warm start is the few-shot
+   prompt alone (no SFT).
+4. GRPO through ``recipes/cpu/run.sh`` (stock ``main_ppo``, ``hf_cpu``, our Ray retriever): (a) answer-only,
+   (b) trajectory-guided (GTA Stage I), (e) (b) with the coverage bonus over turns, (r) (b) with its rewards
+   shuffled within each group (``gta_shuffled_grpo``: the control), (c) PathRouter; the same data order per
+   seed (``data.seed``) across conditions.
+5. The warm start and every final checkpoint on three held-out sets — the synthetic held-out split, the
+   bundled 100 real MuSiQue questions, the 100 HotpotQA questions over their own paragraphs — in GTA-RAG's
+   Table-3 layout (mean ± std over seeds), the learning curves (PNG), verl's step cost, settings and wall time
+   per run in ``<out>/table.md`` and ``<out>/results.json``.
+
+Resumable: a finished run (``done.json``) is not redone; a killed run restarts from its last checkpoint
+(verl's ``trainer.resume_mode=auto``, a checkpoint every ``--save-freq`` steps); an evaluation with its
+records is not redone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.learning import CONDITIONS, plot_curves, run_order, step_cost, table
+
+REPO = Path(__file__).resolve().parents[1]
+#: Token budgets of the few-shot policy: the prompt is ≈ 340 tokens, a rollout's turns and observations
+#: fit in 512.
+PROMPT_LENGTH, RESPONSE_LENGTH, MAX_OBS_TOKENS = 768, 512, 128
+SETS = ("synthetic", "musique", "hotpotqa")
+
+
+def step_overrides(args: argparse.Namespace, seed: int) -> tuple[str, ...]:
+    """Hydra overrides of one GRPO run: ``batch`` × ``n`` rollouts, one optimizer step per GRPO step."""
+    return (
+        f"data.train_batch_size={args.batch}",
+        f"actor_rollout_ref.rollout.n={args.n}",
+        f"data.max_prompt_length={PROMPT_LENGTH}",
+        f"data.max_response_length={RESPONSE_LENGTH}",
+        f"gta.agent.max_obs_tokens={MAX_OBS_TOKENS}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={args.batch}",
+        # 8 rollouts of ≈ 600 tokens per backward pass took 18 GB (docs/policies.md): 2 fit in 24 GB.
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+        f"actor_rollout_ref.actor.optim.lr={args.lr}",
+        "actor_rollout_ref.rollout.temperature=1.0",
+        "algorithm.norm_adv_by_std_in_grpo=false",
+        "algorithm.rollout_correction.bypass_mode=true",
+        '+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="2"',
+        "+actor_rollout_ref.rollout.engine_kwargs.hf_cpu.chunk=128",
+        f"data.seed={seed}",
+        f"actor_rollout_ref.rollout.seed={seed}",
+        f"trainer.total_training_steps={args.steps}",
+        f"trainer.save_freq={args.save_freq}",
+        "trainer.resume_mode=auto",
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+    )
+
+
+def evaluate(policy: str, data: Path, kb: Path, out: Path, n: int | None, name: str) -> dict[str, float]:
+    """Greedy ``policy`` on ``data`` (prompts already in the few-shot style) with the run's budgets."""
+    from gta_verl.eval.runner import EvalSettings, evaluate_policy
+
+    settings = EvalSettings(
+        policy=policy,
+        max_obs_tokens=MAX_OBS_TOKENS,
+        prompt_length=PROMPT_LENGTH,
+        response_length=RESPONSE_LENGTH,
+    )
+    res = evaluate_policy(
+        name, [data], kb, out_dir=out, max_questions=n, settings=settings, batch_size=16, concurrency=16
+    )
+    return dict(res.summary.overall)
+
+
+def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """KBs, question sets (few-shot prompts) and the cut policy; each step cached under ``out``."""
+    from gta_verl.cpu.prepare import _ensure_kb, default_root, prompt_style_parquet
+    from gta_verl.cpu.warm_start import SFTSettings, layout, write_split_questions
+    from gta_verl.data.prep import prepare_hotpot_context, prepare_musique
+    from gta_verl.kb.build import build_kb_from_files
+    from gta_verl.kb.store import verify_kb
+    from gta_verl.policies import resolve_model
+    from gta_verl.policies.vocab_cut import cut_model, policy_texts
+
+    kb = Path(args.kb).resolve() if args.kb else _ensure_kb(default_root() / "kb_musique")
+    ws = layout(out / "questions")
+    if not (ws.train.is_file() and ws.heldout.is_file()):
+        ws.root.mkdir(parents=True, exist_ok=True)
+        write_split_questions(kb, ws.root, SFTSettings(n_paths=args.n_paths, seed=0))
+    musique = Path(prepare_musique(out / "data", verbose=False)["qa"])
+    hot = prepare_hotpot_context(
+        REPO / "assets" / "hotpotqa_train" / "hotpotqa_train.json", out / "data", split="ctx", verbose=False
+    )
+    hot_kb = out / "hotpot_kb"
+    try:
+        verify_kb(hot_kb)
+    except Exception:  # absent or not a complete KB: build it
+        build_kb_from_files(hot["corpus"], "parquet", "spacy", hot_kb)
+    sets = {"synthetic": (ws.heldout, kb), "musique": (musique, kb), "hotpotqa": (Path(hot["qa"]), hot_kb)}
+    qa = [ws.train, *(p for p, _ in sets.values())]
+    texts = policy_texts(kb, [p for p in qa if p != sets["hotpotqa"][0]]) + policy_texts(
+        hot_kb, [sets["hotpotqa"][0]]
+    )
+    model = cut_model(resolve_model(args.policy), texts)
+    styled = {k: (prompt_style_parquet(p, "fewshot"), b) for k, (p, b) in sets.items()}
+    return {"kb": kb, "model": model, "train": prompt_style_parquet(ws.train, "fewshot"), "sets": styled}
+
+
+def run_one(cond: str, seed: int, inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> dict:
+    """Train (cond, seed) unless ``done.json`` records it (a killed run resumes), then evaluate it."""
+    from gta_verl.cpu.recipe_run import run_cpu_recipe
+    from gta_verl.cpu.warm_start import checkpoint_dir
+
+    run_dir = out / "runs" / f"{cond}_s{seed}"
+    done = run_dir / "done.json"
+    if done.is_file():
+        result = json.loads(done.read_text())
+    else:
+        metrics = run_dir / "metrics.jsonl"
+        if metrics.is_file():  # a killed run: keep the steps it logged before verl resumes
+            metrics.rename(run_dir / f"metrics.before-{int(time.time())}.jsonl")
+        _, recipe, extra = CONDITIONS[cond]
+        env = {
+            "MODEL_PATH": str(inputs["model"]),
+            "KB_DIR": str(inputs["kb"]),
+            "STAGE1_TRAIN": str(inputs["train"]),
+            "QA_FILES": str(inputs["train"]),
+            "STEPS": str(args.steps),
+        }
+        run = run_cpu_recipe(recipe, run_dir, env, step_overrides(args, seed) + extra, timeout_s=args.timeout)
+        if run.returncode != 0:
+            raise RuntimeError(
+                f"({cond}) seed {seed}: run.sh {recipe} exited {run.returncode}; see {run.log}"
+            )
+        merged = run_dir / "metrics.all.jsonl"
+        merged.write_text(
+            "".join(p.read_text() for p in sorted(run_dir.glob("metrics*.jsonl")) if p != merged)
+        )
+        result = {"condition": cond, "seed": seed, "seconds": run.seconds, "metrics": str(merged)}
+    todo = [s for s in SETS if s not in result]
+    if todo:
+        ckpt = str(checkpoint_dir(run_dir, args.steps))
+        for key in todo:
+            data, kb = inputs["sets"][key]
+            result[key] = evaluate(
+                ckpt, data, kb, run_dir / f"eval_{key}", args.eval_questions, f"{cond}_s{seed}"
+            )
+        done.with_suffix(".tmp").write_text(json.dumps(result, indent=2))
+        done.with_suffix(".tmp").replace(done)
+    return result
+
+
+def report(out: Path, inputs: dict[str, Any], warm: dict[str, dict], results: list[dict], args: Any) -> str:
+    conds = args.conditions.split(",")
+    label = {c: f"({c}) {CONDITIONS[c][0]}" for c in conds}
+    md = ""
+    for key in SETS:
+        rows = [("warm start (few-shot prompt, no training)", [warm[key]])]
+        rows += [(label[c], [r[key] for r in results if r["condition"] == c and key in r]) for c in conds]
+        md += f"\n\n**{key}** held-out questions:\n\n" + table(rows)
+    if results:
+        plot_curves(results, out / "learning_curves.png")
+        md += "\n\nStep cost (verl timing_s, median):\n\n" + step_cost(results)
+        md += "\n\nWall time per run (s): " + ", ".join(
+            f"({r['condition']}) s{r['seed']} {r['seconds']:.0f}" for r in results
+        )
+    (out / "results.json").write_text(
+        json.dumps({"settings": vars(args), "warm_start": warm, "runs": results}, indent=2, default=str)
+    )
+    (out / "table.md").write_text(md.strip() + "\n")
+    return md
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=str(REPO / "docs" / "learning" / "pretrained"))
+    p.add_argument("--policy", default="gemma-3-270m", help="a policy name or model directory")
+    p.add_argument("--kb", default=None, help="MuSiQue KB directory (default: the bundled one, built once)")
+    p.add_argument("--n-paths", type=int, default=600, help="Stage-I questions synthesized, then split")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--batch", type=int, default=4, help="prompts per step")
+    p.add_argument("--n", type=int, default=8, help="rollouts per prompt")
+    p.add_argument("--lr", type=float, default=1e-6)
+    p.add_argument("--save-freq", type=int, default=5, help="checkpoint every N steps (resume point)")
+    p.add_argument("--conditions", default="a,b,e,r")
+    p.add_argument("--seeds-ab", default="0,1,2")
+    p.add_argument("--seeds-cd", default="0", help="seeds of (c), (e) and (r)")
+    p.add_argument("--eval-questions", type=int, default=None, help="first N questions of each set")
+    p.add_argument("--timeout", type=float, default=6 * 3600)
+    args = p.parse_args(argv)
+    unknown = set(args.conditions.split(",")) - set(CONDITIONS)
+    if unknown:
+        p.error(f"unknown conditions {sorted(unknown)}; known: {sorted(CONDITIONS)}")
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    inputs = prepare(out, args)
+    print(f"inputs ready ({time.perf_counter() - t0:.0f} s): policy {inputs['model']}", flush=True)
+    warm = {
+        key: evaluate(
+            str(inputs["model"]), data, kb, out / "eval" / f"warm_{key}", args.eval_questions, "warm"
+        )
+        for key, (data, kb) in inputs["sets"].items()
+    }
+    results = []
+    for cond, seed in run_order(args.conditions.split(","), args.seeds_ab, args.seeds_cd):
+        print(f"run ({cond}) seed {seed}", flush=True)
+        results.append(run_one(cond, seed, inputs, out, args))
+    print(report(out, inputs, warm, results, args))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
