@@ -30,10 +30,18 @@ from gta_verl.retrieval import gemm
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.fusion import fuse
 from gta_verl.retrieval.index import VectorIndex
-from gta_verl.retrieval.ppr.choice import Solver, choose_solver
-from gta_verl.retrieval.ppr.linear import PassageBasis, build_passage_basis
-from gta_verl.retrieval.ppr.solve import minmax_rows, passage_part, ppr_top_docs, topk_stable
-from gta_verl.retrieval.ppr.transition import Transition, build_transition
+from gta_verl.retrieval.ppr import (
+    PassageBasis,
+    Solver,
+    Transition,
+    build_passage_basis,
+    build_transition,
+    choose_solver,
+    minmax_rows,
+    passage_part,
+    ppr_top_docs,
+    topk_stable,
+)
 
 __all__ = [
     "FLAG_NO_ENTITIES",
