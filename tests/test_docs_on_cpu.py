@@ -128,12 +128,39 @@ def cli_tree() -> dict[str, dict[str, argparse.ArgumentParser]]:
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_cited_cli_commands_exist(page, cli_tree):
+    wrong = _wrong_commands(_code(page), cli_tree)
+    assert sorted(wrong) == [], f"{page.name} cites commands the CLI does not have"
+
+
+def _wrong_commands(spans: list[str], cli_tree: dict[str, dict[str, argparse.ArgumentParser]]) -> set[str]:
     wrong = set()
-    for code in _code(page):
+    for code in spans:
         for first, second in _COMMAND.findall(code):
             if first not in cli_tree or (cli_tree[first] and second and second not in cli_tree[first]):
                 wrong.add(f"gta-verl {first} {second}".strip())
-    assert sorted(wrong) == [], f"{page.name} cites commands the CLI does not have"
+    return wrong
+
+
+#: Comments and docstrings outside the pages cite commands too (the configs' ``kb_dir`` comment).
+SOURCES = sorted(
+    p
+    for d in ("gta_verl", "recipes", "benchmarks", "data_prep", "scripts")
+    for p in (ROOT / d).rglob("*")
+    if p.suffix in (".py", ".yaml", ".sh")
+)
+
+
+def test_commands_cited_in_sources_exist(cli_tree):
+    wrong = {}
+    for path in SOURCES:
+        text = path.read_text(encoding="utf-8")
+        # Only spans that open with the command: a comment's backticks may pair across lines.
+        spans = [s for s in re.findall(r"`([^`\n]+)`", text) if re.match(r"(?:\S*/)?gta-verl\s", s)]
+        bad = _wrong_commands(spans, cli_tree)
+        bad |= {m for m in _MODULE.findall(text) if m.split(".")[0] in REPO_DIRS and not _module_exists(m)}
+        if bad:
+            wrong[str(path.relative_to(ROOT))] = sorted(bad)
+    assert wrong == {}, "sources cite commands or modules that do not exist"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
