@@ -5,7 +5,7 @@ loop, every reward manager, synthesis and evaluation read actions and answers th
 same code and a prompt or tag change cannot split them:
 
 * tags ``<search>``/``<answer>``/``<info>``, the stop strings and the invalid-action message
-  (GTA-RAG Algorithm 1, methods.md §1 "Rollout");
+  (GTA-RAG Algorithm 1, the rollout; docs/agent.md);
 * the one rollout prompt (:func:`build_user_prompt`, :func:`build_messages`) and the
   observation rendering (:func:`format_observation`);
 * :func:`parse_action` — one generated turn → one action (what the loop calls per turn);

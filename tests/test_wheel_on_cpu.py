@@ -7,7 +7,8 @@ directory, such as an editable install's import hook, are not executed from ther
 outside the checkout, ``gta-verl quickstart`` then runs every stage that needs no verl training
 (``prep,kb,retrieval,synth``; ``verl`` and ``eval`` need the warm start, which verl's SFT trainer
 builds). ``gta_verl.__file__`` proves which copy ran; the README's numbers are checked against the
-run's ``summary.json``.
+run's ``summary.json``. The source tree itself installs both ways too, ``pip install .`` and
+``pip install -e .`` (the ``setup.py`` shim beside ``pyproject.toml``), each into its own venv.
 
 No network: ``pip wheel --no-build-isolation --no-index`` uses this interpreter's setuptools.
 """
@@ -27,8 +28,8 @@ import pytest
 from tests.support import readme_numbers
 
 REPO = Path(__file__).resolve().parents[1]
-#: What the build reads: pyproject.toml names the readme and the license file.
-BUILD_INPUTS = ("pyproject.toml", "README.md", "LICENSE", "gta_verl")
+#: What the build reads: pyproject.toml names the readme and the license file; setup.py is the shim.
+BUILD_INPUTS = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "gta_verl")
 FAST_STAGES = "prep,kb,retrieval,synth"
 
 pytestmark = pytest.mark.slow
@@ -41,7 +42,8 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: 
     return proc.stdout
 
 
-def _build_wheel(tmp: Path) -> Path:
+def _copy_sources(tmp: Path) -> Path:
+    """What the build reads, copied, so that no install writes into the checkout."""
     from importlib.metadata import version
 
     setuptools = version("setuptools")
@@ -54,6 +56,11 @@ def _build_wheel(tmp: Path) -> Path:
             shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(path, src / name)
+    return src
+
+
+def _build_wheel(tmp: Path) -> Path:
+    src = _copy_sources(tmp)
     dist = tmp / "dist"
     _run(
         [
@@ -75,8 +82,9 @@ def _build_wheel(tmp: Path) -> Path:
     return wheel
 
 
-def _venv_with_wheel(tmp: Path, wheel: Path) -> tuple[Path, Path]:
-    """``(venv, its site-packages)`` with the wheel installed and this interpreter's packages on the path."""
+def _venv_with(tmp: Path, *install: str) -> tuple[Path, Path]:
+    """``(venv, its site-packages)`` after ``pip install <install>``, with this interpreter's
+    packages on the path."""
     venv = tmp / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp)
     python = venv / "bin" / "python"
@@ -84,21 +92,8 @@ def _venv_with_wheel(tmp: Path, wheel: Path) -> tuple[Path, Path]:
     site = Path(_run([str(python), "-c", purelib], tmp).strip())
     deps = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
     (site / "_gta_verl_test_deps.pth").write_text("".join(f"{p}\n" for p in deps))
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--no-deps",
-            "--no-index",
-            "-q",
-            str(wheel),
-        ],
-        cwd=tmp,
-    )
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q"]
+    _run([*pip, "--no-build-isolation", *install], cwd=tmp)
     return venv, site
 
 
@@ -115,7 +110,7 @@ print(json.dumps({"init": gta_verl.__file__, "dist": str(distribution("gta-verl"
 
 
 def test_wheel_runs_the_main_jobs_fast_stages_outside_the_checkout(tmp_path: Path) -> None:
-    venv, site = _venv_with_wheel(tmp_path, _build_wheel(tmp_path))
+    venv, site = _venv_with(tmp_path, str(_build_wheel(tmp_path)))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
@@ -138,3 +133,20 @@ def test_wheel_runs_the_main_jobs_fast_stages_outside_the_checkout(tmp_path: Pat
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert len(summary) == 4, list(summary)
     assert readme_numbers.mismatches(summary) == []
+
+
+@pytest.mark.parametrize("editable", [False, True], ids=["pip install .", "pip install -e ."])
+def test_source_tree_installs_plain_and_editable(tmp_path: Path, editable: bool) -> None:
+    """``pip install .`` and ``pip install -e .`` from a source tree (pyproject.toml beside the
+    setup.py shim) give an importable package, its console script and its verl plugin."""
+    src = _copy_sources(tmp_path)
+    venv, site = _venv_with(tmp_path, *(["-e"] if editable else []), str(src))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    seen = json.loads(_run([str(venv / "bin" / "python"), "-c", PROBE], elsewhere, env))
+    home = src if editable else site
+    assert Path(seen["init"]) == home / "gta_verl" / "__init__.py", f"imported {seen['init']}, not {home}"
+    assert seen["plugin"] == "gta_verl.verl_plugins"
+    assert all(Path(f).is_file() and Path(f).is_relative_to(home) for f in seen["files"]), seen["files"]
+    assert "quickstart" in _run([str(venv / "bin" / "gta-verl"), "--help"], elsewhere, env)

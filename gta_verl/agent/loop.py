@@ -1,6 +1,6 @@
 """``gta_search_agent``: the GTA-RAG multi-turn search agent loop on stock verl 0.9.1.
 
-Algorithm 1 of GTA-RAG (methods.md §1 "Rollout"): the context starts as the
+Algorithm 1 of GTA-RAG (the rollout; docs/agent.md): the context starts as the
 chat-templated question; each turn the policy writes reasoning and one action.
 
 * ``<search> q </search>`` → R(q) from the retriever; ``<info> … </info>``
@@ -160,7 +160,7 @@ class GTAAgentLoopOutput(AgentLoopOutput):
         out = super().as_dict()
         length = int(out["responses"].size(0))
         fields = out.get("extra_fields") or self.extra_fields
-        info = fields.get("reward_extra_info") or {}
+        info = fields.get(schema.EF_REWARD_EXTRA_INFO) or {}
         if fields.get(EF_PLACE_TURN_REWARDS) and self.reward_score is not None and length > 0:
             from gta_verl.rewards.placement import place_from_extra_fields
 

@@ -22,6 +22,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from gta_verl.agent.loop import GTAAgentLoopOutput, GTASearchAgentLoop
+from gta_verl.data.schema import EF_REWARD_EXTRA_INFO, plain_value
 from gta_verl.retrieval.base import AsyncRetriever
 from gta_verl.verl_compat import DataProto, DictConfigWrap, RLHFDataset
 
@@ -101,15 +102,11 @@ def row_to_kwargs(row: Mapping[str, Any]) -> dict[str, Any]:
     if "prompt" not in row:
         raise ValueError(f"verl row has no 'prompt' column (keys: {sorted(row)})")
     kwargs = dict(row)
-    kwargs["raw_prompt"] = [dict(m) for m in _plain(row["prompt"])]
+    kwargs["raw_prompt"] = [dict(m) for m in plain_value(row["prompt"])]
     extra = dict(row.get("extra_info") or {})
     kwargs["extra_info"] = extra
     kwargs["index"] = extra.get("index", 0)
     return kwargs
-
-
-def _plain(value: Any) -> Any:
-    return value.tolist() if hasattr(value, "tolist") else value
 
 
 def build_agent_loop(
@@ -258,5 +255,5 @@ async def ascore_rollout(reward_manager: Any, rollout: AgentRollout) -> float:
     result = await reward_manager.run_single(rollout_data_proto(rollout))
     rollout.reward = float(result["reward_score"])
     rollout.output.reward_score = rollout.reward
-    rollout.extra_fields["reward_extra_info"] = dict(result.get("reward_extra_info") or {})
+    rollout.extra_fields[EF_REWARD_EXTRA_INFO] = dict(result.get("reward_extra_info") or {})
     return rollout.reward

@@ -15,7 +15,7 @@ observation    ``<info> … </info>`` appended by the loop     0              0
 invalid        "My action is invalid…" appended by the loop  0              0
 =============  ===========================================  =============  ============
 
-PathRouter's selective teacher KL (methods.md §2, "Selective teacher KL") distils only reasoning and
+PathRouter's selective teacher KL (PathRouter §3.3; docs/path_router.md) distils only reasoning and
 query tokens: the teacher sees the gold evidence, so distilling the answer
 would leak it, and observation/invalid tokens are not policy tokens at all.
 """

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gta_verl.data import schema
+from gta_verl.data.schema import plain_value
 from gta_verl.rewards.path_router import ROUTE_NAMES
 
 __all__ = ["evidence_step_metrics", "kl_token_frac"]
@@ -40,12 +41,8 @@ __all__ = ["evidence_step_metrics", "kl_token_frac"]
 PREFIX = "gta/"
 
 
-def _plain(value: Any) -> Any:
-    return value.tolist() if value is not None and hasattr(value, "tolist") else value
-
-
 def _num(value: Any) -> float | None:
-    value = _plain(value)
+    value = plain_value(value)
     if value is None or isinstance(value, (str, list, dict)):
         return None
     return float(value)
@@ -83,22 +80,24 @@ def _answered(ef: Mapping[str, Any]) -> bool:
     """``gta/answer`` when the loop records it; verl's ``tool_agent`` does not, so there the
     reward manager's ``has_answer`` (parsed from the response text) decides."""
     if schema.EF_ANSWER in ef:
-        return _plain(ef.get(schema.EF_ANSWER)) is not None
-    info = _plain(ef.get("reward_extra_info")) or {}
-    return (_num(info.get("has_answer")) or 0.0) > 0
+        return plain_value(ef.get(schema.EF_ANSWER)) is not None
+    info = plain_value(ef.get(schema.EF_REWARD_EXTRA_INFO)) or {}
+    return (_num(info.get(schema.RI_HAS_ANSWER)) or 0.0) > 0
 
 
 def _reward_metrics(infos: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
-    has_targets = [(_num(i.get("has_targets")) or 0.0) > 0 if "has_targets" in i else True for i in infos]
-    gold = [(_num(i.get("has_gold_evidence")) or 0.0) > 0 for i in infos]
+    has_targets = [
+        (_num(i.get(schema.RI_HAS_TARGETS)) or 0.0) > 0 if schema.RI_HAS_TARGETS in i else True for i in infos
+    ]
+    gold = [(_num(i.get(schema.RI_HAS_GOLD_EVIDENCE)) or 0.0) > 0 for i in infos]
     out: dict[str, float | None] = {
-        "acc": _mean(_column(infos, "acc")),
-        "target_doc_cov": _mean(_column(infos, "target_doc_cov", has_targets)),
-        "complete_chain_rate": _mean(_column(infos, "complete_chain", has_targets)),
-        "P": _mean(_column(infos, "P", gold)),
-        "kl_select_frac": _mean(_column(infos, "distill_select")),
+        "acc": _mean(_column(infos, schema.RI_ACC)),
+        "target_doc_cov": _mean(_column(infos, schema.RI_TARGET_DOC_COV, has_targets)),
+        "complete_chain_rate": _mean(_column(infos, schema.RI_COMPLETE_CHAIN, has_targets)),
+        "P": _mean(_column(infos, schema.RI_P, gold)),
+        "kl_select_frac": _mean(_column(infos, schema.RI_DISTILL_SELECT)),
     }
-    routes = [int(r) for r in _column(infos, "route") if r >= 0]
+    routes = [int(r) for r in _column(infos, schema.RI_ROUTE) if r >= 0]
     if routes:
         for rid, name in enumerate(ROUTE_NAMES):
             out[f"route_share/{name}"] = sum(r == rid for r in routes) / len(routes)
@@ -123,7 +122,7 @@ def evidence_step_metrics(
         rows = [ef for ef, k in zip(rows, keep, strict=True) if k]
     if not rows:
         return {}
-    infos = [dict(_plain(ef.get("reward_extra_info")) or {}) for ef in rows]
+    infos = [dict(plain_value(ef.get(schema.EF_REWARD_EXTRA_INFO)) or {}) for ef in rows]
     values: dict[str, float | None] = {**_loop_metrics(rows), **_reward_metrics(infos)}
     return {PREFIX + k: float(v) for k, v in values.items() if v is not None}
 

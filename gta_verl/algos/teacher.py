@@ -31,7 +31,13 @@ from typing import Any
 import ray
 import torch
 
-from gta_verl.data.schema import RI_DISTILL_SELECT, distill_select, parse_ground_truth
+from gta_verl.data.schema import (
+    EF_REWARD_EXTRA_INFO,
+    RI_DISTILL_SELECT,
+    distill_select,
+    parse_ground_truth,
+    plain_value,
+)
 from gta_verl.recipe_guard import classic_trainer_refusal
 from gta_verl.verl_compat import (
     AgentLoopManagerTQ,
@@ -150,9 +156,7 @@ def realign_teacher_topk(
 
 
 def _as_messages(raw_prompt: Any) -> list[dict[str, Any]]:
-    if hasattr(raw_prompt, "tolist"):
-        raw_prompt = raw_prompt.tolist()
-    return [dict(m) for m in raw_prompt]
+    return [dict(m) for m in plain_value(raw_prompt)]
 
 
 class GTAAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
@@ -187,7 +191,7 @@ class GTAAgentLoopWorkerTQ(AgentLoopWorkerTQ.__ray_actor_class__):
         kwargs = sample_kwargs or {}
         k = int(self.teacher_server_manager.distillation_loss_config.topk)
         total = len(prompt_ids) + len(response_ids)
-        reward_info = output.extra_fields.setdefault("reward_extra_info", {})
+        reward_info = output.extra_fields.setdefault(EF_REWARD_EXTRA_INFO, {})
         _, _, support = parse_ground_truth(dict(kwargs.get("reward_model") or {}).get("ground_truth", []))
         # One default (schema.DISTILL_SELECT_DEFAULT = 0): a manager that does not select is
         # not distilled; a row without gold evidence never is (nothing to condition on).

@@ -55,7 +55,8 @@ from gta_verl.algos.distill_loss import COEF_KEY, LOSS_NAME, SELECT_FRAC_KEY
 from gta_verl.algos.route_weights import apply_route_weights, route_metrics, unsupported_answer_rate
 from gta_verl.algos.schedule import warmup_lambda
 from gta_verl.algos.step_metrics import evidence_step_metrics, kl_token_frac
-from gta_verl.data.schema import DISTILL_SELECT_DEFAULT, RI_DISTILL_SELECT
+from gta_verl.data import schema
+from gta_verl.data.schema import DISTILL_SELECT_DEFAULT, plain_value
 from gta_verl.preflight import trainer_name
 from gta_verl.rewards.path_router import path_router_config_from_trainer
 from gta_verl.verl_compat import (
@@ -95,16 +96,16 @@ def route_fields_from_extra(extra_fields: Sequence[Mapping[str, Any]]) -> dict[s
     if missing) and ``has_gold_evidence``.
     """
     keys = {
-        "route_weight": 1.0,
-        "route": -1,
-        "C": 0.0,
-        "P": 0.0,
-        RI_DISTILL_SELECT: DISTILL_SELECT_DEFAULT,
-        "has_gold_evidence": 0.0,
+        schema.RI_ROUTE_WEIGHT: 1.0,
+        schema.RI_ROUTE: -1,
+        schema.RI_C: 0.0,
+        schema.RI_P: 0.0,
+        schema.RI_DISTILL_SELECT: DISTILL_SELECT_DEFAULT,
+        schema.RI_HAS_GOLD_EVIDENCE: 0.0,
     }
     cols: dict[str, list[float]] = {k: [] for k in keys}
     for ef in extra_fields:
-        info = (ef or {}).get("reward_extra_info", {}) or {}
+        info = (ef or {}).get(schema.EF_REWARD_EXTRA_INFO, {}) or {}
         for k, default in keys.items():
             value = info.get(k, default)
             cols[k].append(float(value if value is not None else default))
@@ -112,16 +113,17 @@ def route_fields_from_extra(extra_fields: Sequence[Mapping[str, Any]]) -> dict[s
 
 
 def _step_metrics(fields: Mapping[str, torch.Tensor], keep: torch.Tensor, theta_p: float) -> dict[str, float]:
-    routes, weights = fields["route"][keep], fields["route_weight"][keep]
+    routes, weights = fields[schema.RI_ROUTE][keep], fields[schema.RI_ROUTE_WEIGHT][keep]
     known = routes >= 0
     out = route_metrics(routes[known].long(), weights[known])
     out["path_router/mean_route_weight"] = float(weights.mean().item()) if weights.numel() else 0.0
     out["path_router/missing_route_frac"] = float((~known).double().mean().item()) if routes.numel() else 0.0
-    c, p, gold = fields["C"][keep], fields["P"][keep], fields["has_gold_evidence"][keep] > 0
+    c, p = fields[schema.RI_C][keep], fields[schema.RI_P][keep]
+    gold = fields[schema.RI_HAS_GOLD_EVIDENCE][keep] > 0
     out["path_router/C_mean"] = float(c.mean().item()) if c.numel() else 0.0
     out["path_router/P_mean"] = float(p[gold].mean().item()) if gold.any() else 0.0
     out["path_router/kl_select_frac"] = (
-        float(fields["distill_select"][keep].mean().item()) if c.numel() else 0.0
+        float(fields[schema.RI_DISTILL_SELECT][keep].mean().item()) if c.numel() else 0.0
     )
     # UAR (paper §4.1) from C and P, not the route: answer_only routing never yields C+P-.
     out["path_router/unsupported_answer_rate"] = unsupported_answer_rate(c, p, gold, theta_p)
@@ -180,7 +182,7 @@ class GTATrainerMixin:
         fields = ["extra_fields", "response_mask"] + (["distill_mask"] if with_kl else [])
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
         extra = data["extra_fields"]
-        extra = extra.tolist() if hasattr(extra, "tolist") else list(extra)
+        extra = list(plain_value(extra))
         keep = _padding_keep(batch, len(extra))
         metrics.update(evidence_step_metrics(extra, keep))
         if with_kl:
@@ -208,7 +210,7 @@ class GTATrainerMixin:
         keep = _padding_keep(batch, len(batch.keys))
         rows = {k: [t.tolist() for t, ok in zip(data[k].unbind(0), keep, strict=True) if ok] for k in tensors}
         for k in plain:
-            values = data[k].tolist() if hasattr(data[k], "tolist") else list(data[k])
+            values = list(plain_value(data[k]))
             rows[k] = [v for v, ok in zip(values, keep, strict=True) if ok]
         os.makedirs(rollout_data_dir, exist_ok=True)
         path = os.path.join(rollout_data_dir, f"{self.global_steps}.tokens.pt")
@@ -280,18 +282,18 @@ class PathRouterMixin:
             select_fields=["advantages", "response_mask", "extra_fields"],
         )
         extra = data["extra_fields"]
-        extra = extra.tolist() if hasattr(extra, "tolist") else list(extra)
+        extra = list(plain_value(extra))
         fields = route_fields_from_extra(extra)
         tags = list(getattr(batch, "tags", None) or [{}] * len(extra))
         keep = torch.tensor([not (t or {}).get("is_padding", False) for t in tags], dtype=torch.bool)
         metrics.update(_step_metrics(fields, keep, self.path_router_cfg.theta_p))
-        selected = fields["distill_select"][keep]
+        selected = fields[schema.RI_DISTILL_SELECT][keep]
         self._distill_select_frac = float(selected.mean().item()) if selected.numel() else 0.0
 
         weights = (
-            fields["route_weight"]
+            fields[schema.RI_ROUTE_WEIGHT]
             if self.path_router_cfg.route_scaling
-            else torch.ones_like(fields["route_weight"])
+            else torch.ones_like(fields[schema.RI_ROUTE_WEIGHT])
         )
         if bool((weights == 1.0).all()):
             return batch  # plain GRPO: leave Â bit-for-bit as the parent wrote it

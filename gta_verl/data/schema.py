@@ -54,11 +54,41 @@ EF_TURN_OBS_START = "gta/turn_obs_start"  # list[int]: response index each tool 
 
 SPAN_KINDS = ("reasoning", "query", "observation", "answer", "invalid")
 
-# reward_extra_info keys read outside the reward manager that wrote them
+#: The ``extra_fields`` key under which a trajectory's ``reward_extra_info`` rides to the trainer
+#: (verl's name: written by verl's reward loop and :func:`gta_verl.agent.runner.ascore_rollout`).
+EF_REWARD_EXTRA_INFO = "reward_extra_info"
+
+# reward_extra_info keys read outside the reward manager that wrote them (the trainer's route
+# weights, its step metrics, the teacher). Writers and readers both name these constants: a key
+# renamed on one side only would read as absent, and the reader's default (route weight 1.0,
+# route -1) would hide it.
+RI_ACC = "acc"  # float: exact match of the answer (verl's val-core metric)
+RI_TARGET_DOC_COV = "target_doc_cov"  # float: TargetDocCov
+RI_COMPLETE_CHAIN = "complete_chain"  # float: 1 = every target document retrieved
+RI_HAS_TARGETS = "has_targets"  # float: 1 = the row names target documents
+RI_HAS_ANSWER = "has_answer"  # float: 1 = the response gave an <answer>
+RI_C = "C"  # int: PathRouter correctness C
+RI_P = "P"  # float: PathRouter evidence overlap P (0 without gold evidence)
+RI_ROUTE = "route"  # int: PathRouter route id (index into ROUTE_NAMES)
+RI_ROUTE_WEIGHT = "route_weight"  # float: PathRouter's advantage weight of the route
+RI_HAS_GOLD_EVIDENCE = "has_gold_evidence"  # int: 1 = the row carries gold evidence passages
 RI_DISTILL_SELECT = "distill_select"  # float: 1 = the gold-evidence teacher distils this trajectory
 #: The one default of ``distill_select``: a trajectory no reward manager selected is never
 #: distilled (only the ``path_router`` manager selects, and only rows with gold evidence).
 DISTILL_SELECT_DEFAULT = 0.0
+
+
+def plain_value(value: Any) -> Any:
+    """``value.tolist()`` for numpy arrays, scalars and tensors, else ``value`` unchanged.
+
+    Parquet rows and verl's ``np.array(..., dtype=object)`` batches hand back numpy where the
+    writer put lists and numbers.
+
+    >>> import numpy as np
+    >>> plain_value(np.array([[1, 2], [3]], dtype=object)), plain_value(np.float32(0.5)), plain_value(None)
+    ([[1, 2], [3]], 0.5, None)
+    """
+    return value.tolist() if hasattr(value, "tolist") else value
 
 
 def distill_select(reward_extra_info: Mapping[str, Any] | None) -> float:
@@ -159,14 +189,14 @@ def parse_turn_doc_ids(value: Any, name: str = EF_TURN_DOC_IDS) -> list[list[str
     >>> parse_turn_doc_ids([["d1"], []])
     [['d1'], []]
     """
-    turns = _plain_value(value)
+    turns = plain_value(value)
     if turns is None:
         return []
     if not isinstance(turns, (list, tuple)):
         raise ValueError(f"{name} must be a list of lists of ids, got {type(turns).__name__} {turns!r:.80}")
     out: list[list[str]] = []
     for i, turn in enumerate(turns):
-        ids = _plain_value(turn)
+        ids = plain_value(turn)
         if not isinstance(ids, (list, tuple)):
             raise ValueError(f"{name}[{i}] must be a list of ids, got {type(ids).__name__} {ids!r:.80}")
         bad = next((d for d in ids if not isinstance(d, str)), None)
@@ -189,7 +219,7 @@ def drop_unshown_searches(fields: Mapping[str, Any], response_tokens: int) -> di
     >>> drop_unshown_searches({EF_TURN_OBS_START: [10, 40], EF_TURN_DOC_IDS: [["a"], ["b"]]}, 40)
     {'gta/turn_obs_start': [10, 40], 'gta/turn_doc_ids': [['a'], []]}
     """
-    starts = _plain_value(fields.get(EF_TURN_OBS_START))
+    starts = plain_value(fields.get(EF_TURN_OBS_START))
     if starts is None:
         return dict(fields)
     out = dict(fields)
@@ -201,10 +231,6 @@ def drop_unshown_searches(fields: Mapping[str, Any], response_tokens: int) -> di
                 for t, turn in enumerate(turns)
             ]
     return out
-
-
-def _plain_value(value: Any) -> Any:
-    return value.tolist() if value is not None and hasattr(value, "tolist") else value
 
 
 def make_verl_row(

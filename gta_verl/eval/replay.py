@@ -13,14 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gta_verl.data.schema import plain_value
 from gta_verl.protocol import ANSWER_CLOSE, ANSWER_OPEN, QUERY_SEPARATOR, SEARCH_CLOSE, SEARCH_OPEN
-
-
-def _plain(value: Any) -> Any:
-    """Parquet gives numpy arrays for lists; turn them back into lists."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return value
 
 
 def reference_script(row: Mapping[str, Any]) -> list[str]:
@@ -38,12 +32,12 @@ def reference_script(row: Mapping[str, Any]) -> list[str]:
     Raises:
         ValueError: If the row has no reference trajectory (natural QA rows have none).
     """
-    ref = _plain((row.get("extra_info") or {}).get("reference_trajectory"))
+    ref = plain_value((row.get("extra_info") or {}).get("reference_trajectory"))
     if not isinstance(ref, Mapping) or not ref:
         raise ValueError("row has no extra_info.reference_trajectory (only Stage-I synthetic rows do)")
     actions: list[tuple[list[str], list[str]]] = []  # (reasonings, queries) per search action
     turns = ref.get("turns")
-    for turn in [] if turns is None else _plain(turns):
+    for turn in [] if turns is None else plain_value(turns):
         reasoning = str(turn.get("reasoning") or "").strip()
         if turn.get("with_previous") and actions:
             actions[-1][0].append(reasoning)

@@ -32,7 +32,15 @@ from dataclasses import asdict, dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from gta_verl.data.schema import RI_DISTILL_SELECT
+from gta_verl.data.schema import (
+    RI_ACC,
+    RI_C,
+    RI_DISTILL_SELECT,
+    RI_HAS_GOLD_EVIDENCE,
+    RI_P,
+    RI_ROUTE,
+    RI_ROUTE_WEIGHT,
+)
 from gta_verl.rewards.qa import exact_match, f1, normalize_answer
 from gta_verl.strict_config import StrictConfig, node_at
 
@@ -384,15 +392,15 @@ class PathRouterReward:
         """Scalar ``reward_extra_info`` (verl stacks and averages these; keep them numeric)."""
         d = asdict(self)
         return {
-            "acc": float(self.em),
+            RI_ACC: float(self.em),
             "f1": float(self.f1),
-            "C": int(self.c),
-            "P": float(self.p),
-            "route": int(self.route),
-            "route_weight": float(self.route_weight),
+            RI_C: int(self.c),
+            RI_P: float(self.p),
+            RI_ROUTE: int(self.route),
+            RI_ROUTE_WEIGHT: float(self.route_weight),
             RI_DISTILL_SELECT: float(self.distill_select),
             "num_searches": int(self.num_searches),
-            "has_gold_evidence": int(self.has_gold),
+            RI_HAS_GOLD_EVIDENCE: int(self.has_gold),
             "r_a": float(d["r_a"]),
             "r_p": float(d["r_p"]),
             "r_s": float(d["r_s"]),

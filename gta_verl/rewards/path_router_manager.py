@@ -22,7 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gta_verl.data.schema import EF_BUDGET_EXHAUSTED, EF_TRUNCATED, EF_TURN_QUERIES, EF_TURN_TEXTS
+from gta_verl.data.schema import (
+    EF_BUDGET_EXHAUSTED,
+    EF_TRUNCATED,
+    EF_TURN_QUERIES,
+    EF_TURN_TEXTS,
+    plain_value,
+)
 from gta_verl.protocol import checked_max_queries, split_queries
 from gta_verl.rewards.managers import GTARewardManager
 from gta_verl.rewards.path_router import (
@@ -38,25 +44,22 @@ from gta_verl.verl_compat import register_reward_manager
 __all__ = ["PathRouterRewardManager", "retrieved_texts", "score_path_router"]
 
 
-def _plain(value: Any) -> Any:
-    return value.tolist() if value is not None and hasattr(value, "tolist") else value
-
-
 def retrieved_texts(request: ScoringRequest) -> list[str]:
     """Every passage text the rollout retrieved (``gta/turn_texts``, all turns, in order)."""
-    turns = _plain(request.extra_fields.get(EF_TURN_TEXTS)) or []
-    return [str(t) for turn in turns for t in (_plain(turn) or [])]
+    turns = plain_value(request.extra_fields.get(EF_TURN_TEXTS)) or []
+    return [str(t) for turn in turns for t in (plain_value(turn) or [])]
 
 
 def _queries(request: ScoringRequest, max_queries: int = 1) -> list[str]:
     """Every query issued: a turn with several (``gta.agent.max_queries_per_turn`` > 1) gives each."""
-    turns = [str(q) for q in (_plain(request.extra_fields.get(EF_TURN_QUERIES)) or [])]
+    turns = [str(q) for q in (plain_value(request.extra_fields.get(EF_TURN_QUERIES)) or [])]
     return [q for turn in turns for q in split_queries(turn, max_queries)]
 
 
 def _budget_exhausted(request: ScoringRequest) -> bool:
     ef = request.extra_fields
-    return bool(_plain(ef.get(EF_BUDGET_EXHAUSTED, False))) or bool(_plain(ef.get(EF_TRUNCATED, False)))
+    exhausted = plain_value(ef.get(EF_BUDGET_EXHAUSTED, False))
+    return bool(exhausted) or bool(plain_value(ef.get(EF_TRUNCATED, False)))
 
 
 def score_path_router(

@@ -101,9 +101,9 @@ def place_from_extra_fields(
     Query spans and turn rewards are paired in order; any surplus on either side (e.g. a
     truncated final query) is left to the remainder at the last token.
     """
-    from gta_verl.data.schema import EF_TURN_SPANS
+    from gta_verl.data.schema import EF_REWARD_EXTRA_INFO, EF_TURN_SPANS
 
-    rewards = turn_rewards_from_info(extra_fields.get("reward_extra_info"))
+    rewards = turn_rewards_from_info(extra_fields.get(EF_REWARD_EXTRA_INFO))
     positions = query_end_positions(extra_fields.get(EF_TURN_SPANS, []) or [])
     n = min(len(rewards), len(positions))
     return place_turn_rewards(response_length, total_reward, positions[:n], rewards[:n])

@@ -27,9 +27,15 @@ from gta_verl.data.schema import (
     EF_RETRIEVAL_ERRORS,
     EF_TURN_DOC_IDS,
     EF_TURN_QUERY_DOC_IDS,
+    RI_ACC,
+    RI_COMPLETE_CHAIN,
+    RI_HAS_ANSWER,
+    RI_HAS_TARGETS,
+    RI_TARGET_DOC_COV,
     drop_unshown_searches,
     parse_ground_truth,
     parse_turn_doc_ids,
+    plain_value,
 )
 from gta_verl.protocol import final_answer
 from gta_verl.rewards.placement import TURN_REWARDS_KEY
@@ -83,7 +89,7 @@ class ScoringRequest:
         answer of the first ``<answer>`` *action*, never of a stray opener in reasoning.
         """
         if EF_ANSWER in self.extra_fields:
-            value = _plain(self.extra_fields[EF_ANSWER])
+            value = plain_value(self.extra_fields[EF_ANSWER])
             return None if value is None else str(value)
         return final_answer(self.response_text)
 
@@ -101,7 +107,7 @@ class ScoringRequest:
     def query_doc_ids(self) -> list[list[list[str]]]:
         """The ids shown per query, per search turn (``gta/turn_query_doc_ids``, K > 1); without
         that record every turn is one query showing its ``turn_doc_ids``."""
-        turns = _plain(self.extra_fields.get(EF_TURN_QUERY_DOC_IDS))
+        turns = plain_value(self.extra_fields.get(EF_TURN_QUERY_DOC_IDS))
         if turns is None:
             return [[ids] for ids in self.turn_doc_ids]
         if not isinstance(turns, (list, tuple)):
@@ -115,15 +121,8 @@ class ScoringRequest:
         return int(value) if value is not None else len(self.turn_doc_ids)
 
 
-def _plain(value: Any) -> Any:
-    # numpy arrays / 0-d object arrays come back from parquet and np.array(..., dtype=object).
-    if value is not None and hasattr(value, "tolist"):
-        return value.tolist()
-    return value
-
-
 def _as_mapping(value: Any) -> Mapping[str, Any]:
-    value = _plain(value)
+    value = plain_value(value)
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -173,7 +172,7 @@ def scoring_request_from_data(data: Any, tokenizer: Any) -> ScoringRequest:
             "reward_model.ground_truth missing from the sample; build parquet rows with "
             "gta_verl.data.schema.make_verl_row"
         )
-    answers, doc_ids, texts = parse_ground_truth(_plain(reward_model["ground_truth"]))
+    answers, doc_ids, texts = parse_ground_truth(plain_value(reward_model["ground_truth"]))
     response_ids = _response_ids(item)
     extra_fields = drop_unshown_searches(_as_mapping(ntb.get("tool_extra_fields")), len(response_ids))
     parse_turn_doc_ids(extra_fields.get(EF_TURN_DOC_IDS))  # refused here, whichever manager scores
@@ -183,7 +182,7 @@ def scoring_request_from_data(data: Any, tokenizer: Any) -> ScoringRequest:
         target_doc_ids=tuple(doc_ids),
         support_texts=tuple(texts),
         extra_fields=extra_fields,
-        data_source=str(_plain(ntb.get("data_source", "")) or ""),
+        data_source=str(plain_value(ntb.get("data_source", "")) or ""),
         extra_info=_as_mapping(ntb.get("extra_info")),
     )
 
@@ -217,20 +216,20 @@ def extra_info_from(
     """
     turn_rewards = [float(r) for r in turn_rewards]
     return {
-        "acc": float(result.em),
+        RI_ACC: float(result.em),
         "f1": float(result.f1),
         "num_searches": int(result.num_searches),
-        "target_doc_cov": float(result.target_doc_cov),
-        "complete_chain": float(result.complete_chain),
+        RI_TARGET_DOC_COV: float(result.target_doc_cov),
+        RI_COMPLETE_CHAIN: float(result.complete_chain),
         "zero_target_turns": int(result.zero_target_turns),
         "zero_target_queries": zero_target_queries(request.query_doc_ids, request.target_doc_ids),
         "search_reward_sum": float(sum(turn_rewards)),
         "answer_reward": float(answer_reward),
         "traj_reward": float(result.total),
-        "has_targets": float(result.has_targets),
-        "has_answer": float(request.prediction is not None),
-        "invalid_actions": int(_plain(request.extra_fields.get(EF_INVALID_ACTIONS, 0)) or 0),
-        "retrieval_errors": int(_plain(request.extra_fields.get(EF_RETRIEVAL_ERRORS, 0)) or 0),
+        RI_HAS_TARGETS: float(result.has_targets),
+        RI_HAS_ANSWER: float(request.prediction is not None),
+        "invalid_actions": int(plain_value(request.extra_fields.get(EF_INVALID_ACTIONS, 0)) or 0),
+        "retrieval_errors": int(plain_value(request.extra_fields.get(EF_RETRIEVAL_ERRORS, 0)) or 0),
         TURN_REWARDS_KEY: json.dumps(turn_rewards),
     }
 

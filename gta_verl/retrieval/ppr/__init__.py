@@ -12,14 +12,57 @@ Names load on first use, so that reading :data:`PPR_METHODS` (the config does) i
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the checker sees the real names; at run time __getattr__ loads them
+    from gta_verl.retrieval.ppr.choice import (
+        PPR_METHODS as PPR_METHODS,
+    )
+    from gta_verl.retrieval.ppr.choice import (
+        Solver as Solver,
+    )
+    from gta_verl.retrieval.ppr.choice import (
+        choose_solver as choose_solver,
+    )
+    from gta_verl.retrieval.ppr.choice import (
+        pick_solver as pick_solver,
+    )
+    from gta_verl.retrieval.ppr.linear import (
+        PassageBasis as PassageBasis,
+    )
+    from gta_verl.retrieval.ppr.linear import (
+        build_passage_basis as build_passage_basis,
+    )
+    from gta_verl.retrieval.ppr.solve import (
+        minmax_rows as minmax_rows,
+    )
+    from gta_verl.retrieval.ppr.solve import (
+        passage_part as passage_part,
+    )
+    from gta_verl.retrieval.ppr.solve import (
+        ppr_top_docs as ppr_top_docs,
+    )
+    from gta_verl.retrieval.ppr.solve import (
+        topk_stable as topk_stable,
+    )
+    from gta_verl.retrieval.ppr.transition import (
+        Transition as Transition,
+    )
+    from gta_verl.retrieval.ppr.transition import (
+        build_transition as build_transition,
+    )
 
 _EXPORTS = {
     "PPR_METHODS": "choice",
     "Solver": "choice",
     "choose_solver": "choice",
     "pick_solver": "choice",
+    "PassageBasis": "linear",
+    "build_passage_basis": "linear",
+    "minmax_rows": "solve",
+    "passage_part": "solve",
     "ppr_top_docs": "solve",
+    "topk_stable": "solve",
     "Transition": "transition",
     "build_transition": "transition",
 }
