@@ -1,10 +1,12 @@
-"""``recipes/gta_rag/gpu_smoke.sh``: the one-GPU Stage-I smoke without vLLM, checked on CPU.
+"""The GPU checks without vLLM, run on CPU: ``gta_rag/gpu_smoke.sh`` and ``path_router/gpu_check.sh``.
 
 The dry run (``DRY_RUN=1``) prints the ``main_ppo`` command; its overrides are composed against the
 packaged ``gta_grpo.yaml`` and passed through verl's own ``main_ppo`` checks (the helpers of
 ``test_validate_config_on_cpu``), and they must select what the smoke promises: the ``hf`` rollout,
 FSDP2 on cuda, the trajectory-guided reward, the retriever's encoder on cuda, 2 steps, no vLLM knob.
 The verdict line is checked by running the script with a stand-in ``python`` that plays the trainer.
+The PathRouter check's dry runs (``GPUS=1``: routing only, no teacher pool; ``GPUS=2``: actor +
+teacher, both served by ``hf``) pass the same ``main_ppo`` checks.
 """
 
 from __future__ import annotations
@@ -103,3 +105,36 @@ def test_verdict_fails_loudly(tmp_path, log, rc, why):
     assert proc.returncode == 1
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("gpu_smoke: FAILED")]
     assert why in line
+
+
+GPU_CHECK = REPO / "recipes" / "path_router" / "gpu_check.sh"
+
+
+@pytest.mark.parametrize("config_name", ["path_router", "gta_path_router"])
+@pytest.mark.parametrize("gpus", ["1", "2"])
+def test_path_router_gpu_check_uses_hf_and_fits_its_gpus(config_name, gpus, monkeypatch):
+    (argv,) = dry_run(GPU_CHECK, GPUS=gpus, CONFIG_NAME=config_name)
+    cfg = compose_argv(argv)
+    assert cfg.actor_rollout_ref.rollout.name == "hf" and cfg.actor_rollout_ref.actor.strategy == "fsdp2"
+    assert cfg.trainer.n_gpus_per_node == 1
+    # One GPU: no teacher pool (it would need a GPU of its own); two: the teacher served by hf too.
+    assert bool(cfg.distillation.enabled) == (gpus == "2")
+    if gpus == "2":
+        assert cfg.distillation.n_gpus_per_node == 1
+        assert cfg.distillation.teacher_models.teacher_model.inference.name == "hf"
+    assert "TaskRunner" in run_main_ppo_until_ray(cfg, monkeypatch)
+    resolve_job_names(cfg)
+
+
+def test_path_router_gpu_check_keeps_vllm_on_request():
+    (argv,) = dry_run(GPU_CHECK, ROLLOUT="vllm")
+    assert "actor_rollout_ref.rollout.name=vllm" in argv
+    assert "actor_rollout_ref.rollout.calculate_log_probs=true" not in argv
+
+
+def test_path_router_gpu_check_refuses_other_gpu_counts():
+    env = {**os.environ, "DRY_RUN": "1", "GPUS": "3"}
+    proc = subprocess.run(
+        ["bash", str(GPU_CHECK)], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert proc.returncode == 2 and "GPUS=3" in proc.stderr
