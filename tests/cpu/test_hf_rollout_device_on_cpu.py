@@ -212,3 +212,11 @@ def test_server_generates_on_cuda_in_the_actor_dtype(model_path):
     state = {n: t for n, t in policy.state_dict().items() if n != "lm_head.weight"}
     assert asyncio.run(server.load_weights(state)) == len(state)
     assert next(server.model.parameters()).dtype == torch.bfloat16
+
+
+def test_hf_cannot_run_separate_async():
+    from gta_verl.preflight import PreflightError, resolve_trainer_mode
+
+    with pytest.raises(PreflightError, match="hf backend"):
+        resolve_trainer_mode("gta", "separate_async", "hf")
+    assert resolve_trainer_mode("gta", "colocate_async", "hf").mode == "colocate_async"
