@@ -184,6 +184,11 @@ def test_hf_replica_pins_its_server_to_the_workers_gpu(ray_one_logical_gpu, mode
 
 
 def test_hf_replica_without_workers_asks_for_no_gpu(ray_one_logical_gpu, model_path):
+    import time
+
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("GPU") != 1.0 and time.monotonic() < deadline:
+        time.sleep(0.2)  # the previous test's killed worker gives its GPU back asynchronously
     rep = _replica(model_path, [])
     asyncio.run(rep.launch_servers())
     try:
