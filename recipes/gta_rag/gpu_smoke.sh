@@ -28,7 +28,7 @@ STAGE_TIMEOUT=${STAGE_TIMEOUT:-480}
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 [[ "$DRY_RUN" == 1 ]] || mkdir -p "$WORK"
 
-# Each stage under its own timeout, its wall time printed ("gpu_smoke: stage NAME N s"): the
+# Each stage under its own timeout, its wall time printed ("gpu_smoke: stage NAME N s (exit RC)"): the
 # numbers docs/gpu.md asks a first run to record.
 stage() {
   local name=$1 start=$SECONDS rc=0
