@@ -66,6 +66,11 @@ _NO_STANDALONE_WEIGHT_SYNC = {
         "checkpoint engine other than naive (verl/trainer/ppo/v1/trainer_separate_async.py:64-70) "
         "and the hf_cpu backend has none; on CPU use trainer.v1.trainer_mode=colocate_async"
     ),
+    "hf": (
+        "verl's separate_async trainer syncs weights to standalone rollout replicas through a "
+        "checkpoint engine other than naive (verl/trainer/ppo/v1/trainer_separate_async.py:64-70) "
+        "and the hf backend has none; use trainer.v1.trainer_mode=sync or colocate_async"
+    ),
 }
 
 

@@ -26,7 +26,7 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "gta_verl.algos.shuffled_control",  # advantage estimator: gta_shuffled_grpo (the shuffled-reward control)
     "gta_verl.algos.distill_loss",  # distillation loss: gta_selective_topk_kl
     "gta_verl.algos.trainer",  # V1 trainers: gta_* and gta_path_router_* in every verl mode
-    "gta_verl.cpu.rollout",  # rollout backend: hf_cpu (HF generate on CPU)
+    "gta_verl.cpu.rollout",  # rollout backends: hf_cpu (HF generate on CPU), hf (on the GPU if any)
 )
 
 #: registry kind → names that must resolve after ``import verl``.
@@ -40,7 +40,7 @@ REGISTERED_NAMES: dict[str, tuple[str, ...]] = {
         for family in ("gta", "gta_path_router")
         for mode in ("sync", "colocate_async", "separate_async")
     ),
-    "rollout": ("hf_cpu",),
+    "rollout": ("hf_cpu", "hf"),
 }
 
 LOADED: dict[str, bool] = {}

@@ -1,8 +1,12 @@
-"""Rollout backend ``hf_cpu``: verl's replica + in-worker adapter around :mod:`gta_verl.cpu.server`.
+"""Rollout backends ``hf_cpu`` and ``hf``: verl's replica + in-worker adapter around our HF server.
+
+The server is :mod:`gta_verl.cpu.server`.
 
 Selected by config only: ``actor_rollout_ref.rollout.name=hf_cpu`` (with the CPU platform, see
-:mod:`gta_verl.cpu.platform`). Registered when ``import verl`` loads our ``verl.plugins`` entry
-point (``gta_verl.verl_plugins``):
+:mod:`gta_verl.cpu.platform`) generates on the host in float32; ``actor_rollout_ref.rollout.name=hf``
+generates on the training worker's GPU in ``rollout.dtype`` where the node has one and behaves as
+``hf_cpu`` where it has none (:mod:`gta_verl.cpu.devices`). Registered when ``import verl`` loads
+our ``verl.plugins`` entry point (``gta_verl.verl_plugins``):
 
 * :class:`HFCPUReplica` through verl's public ``RolloutReplicaRegistry`` (verl-cpu.md obstacle 9):
   ``launch_servers()`` starts one :class:`~gta_verl.cpu.server.HFRolloutServer` actor per replica
@@ -32,50 +36,109 @@ from gta_verl.verl_compat import (
 
 logger = logging.getLogger(__name__)
 
-#: ``actor_rollout_ref.rollout.name`` of this backend.
+#: ``actor_rollout_ref.rollout.name`` of the host-only backend.
 ROLLOUT_NAME = "hf_cpu"
+#: ``actor_rollout_ref.rollout.name`` of the backend that uses the node's accelerator when it has one.
+ACCEL_ROLLOUT_NAME = "hf"
 
 
-def server_actor_name(replica_rank: int, suffix: str = "") -> str:
+def server_actor_name(replica_rank: int, suffix: str = "", rollout_name: str = ROLLOUT_NAME) -> str:
     """Ray actor name of a replica's server (unique within the job's namespace)."""
-    return f"{ROLLOUT_NAME}_server_{replica_rank}{suffix}"
+    return f"{rollout_name}_server_{replica_rank}{suffix}"
+
+
+def _chunk(config: Any, rollout_name: str) -> int:
+    """New tokens per batched call (``rollout.engine_kwargs.<name>.chunk``; ``hf`` also reads ``hf_cpu``'s).
+
+    A row's prefix is re-encoded once per call, so long prompts want long chunks; rows join at
+    chunk boundaries.
+    """
+    for name in dict.fromkeys((rollout_name, ROLLOUT_NAME)):
+        value = value_at(config, f"engine_kwargs.{name}.chunk", None)
+        if value:
+            return int(value)
+    return 32
 
 
 class HFCPUReplica(RolloutReplica):
     """One ``hf_cpu`` server per replica; no GPUs, no worker processes of its own."""
 
+    rollout_name = ROLLOUT_NAME
+    use_accelerator = False
+
+    async def _placement(self) -> tuple[list[str], str | None]:
+        """Accelerator ids and node of this replica's training workers (none for ``hf_cpu``)."""
+        return [], None
+
     async def launch_servers(self) -> None:
         import ray
 
+        from gta_verl.cpu.devices import server_options
         from gta_verl.cpu.server import HFRolloutServer
 
         model_path = os.path.expanduser(
             str(value_at(self.model_config, "local_path") or value_at(self.model_config, "path"))
         )
-        name = server_actor_name(self.replica_rank, self.name_suffix)
+        name = server_actor_name(self.replica_rank, self.name_suffix, self.rollout_name)
+        gpu_ids, node_id = await self._placement()
+        opts = server_options(name, self.max_concurrency, gpu_ids, node_id)
+        if "node_id" in opts:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+                node_id=opts.pop("node_id"), soft=False
+            )
         handle = (
             ray.remote(HFRolloutServer)
-            .options(name=name, num_cpus=1, num_gpus=0, max_concurrency=self.max_concurrency)
+            .options(**opts)
             .remote(
                 model_path,
                 int(self.config.response_length),
                 int(value_at(self.config, "seed", 0)),
                 bool(value_at(self.model_config, "trust_remote_code", False)),
                 int(value_at(self.config, "max_num_seqs", 64)),  # vLLM's knob: most sequences per batch
-                # New tokens per batched call (rollout.engine_kwargs.hf_cpu.chunk): a row's prefix is
-                # re-encoded once per call, so long prompts want long chunks; rows join at chunk boundaries.
-                int(value_at(self.config, "engine_kwargs.hf_cpu.chunk", None) or 32),
+                _chunk(self.config, self.rollout_name),
+                use_accelerator=self.use_accelerator,
+                dtype=str(value_at(self.config, "dtype", None) or "bfloat16"),
             )
         )
-        await handle.state.remote()  # wait until the model is loaded
+        state = await handle.state.remote()  # wait until the model is loaded
         self.servers = [handle]
         self._server_handle = handle
         self._server_address = name  # no HTTP endpoint: the load balancer keys servers by this name
-        logger.info("hf_cpu rollout server %s ready (%s)", name, model_path)
+        if self.use_accelerator and state["device"] == "cpu":  # the GPU smoke greps for this line
+            logger.warning(
+                "%s rollout server %s on cpu: it sees no GPU (worker GPUs %s); generating in float32",
+                self.rollout_name,
+                name,
+                gpu_ids or "none",
+            )
+        logger.info("%s rollout server %s ready (%s, %s)", self.rollout_name, name, model_path, state)
+
+
+class HFReplica(HFCPUReplica):
+    """One ``hf`` server per replica, on the GPU of the replica's first training worker if it has one."""
+
+    rollout_name = ACCEL_ROLLOUT_NAME
+    use_accelerator = True
+
+    async def _placement(self) -> tuple[list[str], str | None]:
+        if not self.workers:  # no worker group handed over: nothing to share
+            return [], None
+        import ray
+
+        def where(worker: Any) -> tuple[str, list[str]]:
+            ctx = ray.get_runtime_context()
+            return ctx.get_node_id(), [str(i) for i in ctx.get_accelerator_ids().get("GPU", [])]
+
+        node_id, gpu_ids = await self.workers[0].__ray_call__.remote(where)
+        return gpu_ids[:1], node_id
 
 
 class HFCPUServerAdapter(BaseRollout):
-    """In-worker side of ``hf_cpu``: weight sync to the server; sleep/wake are no-ops on a CPU."""
+    """In-worker side of ``hf_cpu``: weight sync to the server; sleep/wake are no-ops (nothing to free)."""
+
+    rollout_name = ROLLOUT_NAME
 
     def __init__(self, config: Any, model_config: Any, device_mesh: Any, replica_rank: int = -1) -> None:
         super().__init__(config, model_config, device_mesh)
@@ -94,7 +157,9 @@ class HFCPUServerAdapter(BaseRollout):
         if self.server_handle is None:
             import ray
 
-            self.server_handle = ray.get_actor(server_actor_name(self.replica_rank))
+            self.server_handle = ray.get_actor(
+                server_actor_name(self.replica_rank, rollout_name=self.rollout_name)
+            )
         return self.server_handle
 
     async def resume(self, tags: list[str]) -> None:
@@ -139,15 +204,28 @@ class HFCPUServerAdapter(BaseRollout):
             await server.set_global_steps.remote(int(global_steps))
 
 
+class HFServerAdapter(HFCPUServerAdapter):
+    """In-worker side of ``hf``: the same weight sync (to the host, then the server's device)."""
+
+    rollout_name = ACCEL_ROLLOUT_NAME
+
+
 def _load_replica() -> type[RolloutReplica]:
     return HFCPUReplica
 
 
+def _load_accel_replica() -> type[RolloutReplica]:
+    return HFReplica
+
+
 def register() -> None:
-    """Register ``hf_cpu`` in verl's replica and adapter registries (idempotent)."""
+    """Register ``hf_cpu`` and ``hf`` in verl's replica and adapter registries (idempotent)."""
     RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_replica)
+    RolloutReplicaRegistry.register(ACCEL_ROLLOUT_NAME, _load_accel_replica)
     ROLLOUT_ADAPTER_REGISTRY[(ROLLOUT_NAME, "async")] = f"{__name__}.HFCPUServerAdapter"
-    allow_topk_teacher_engine(ROLLOUT_NAME)  # the teacher's prompt_logprobs work for any K
+    ROLLOUT_ADAPTER_REGISTRY[(ACCEL_ROLLOUT_NAME, "async")] = f"{__name__}.HFServerAdapter"
+    for name in (ROLLOUT_NAME, ACCEL_ROLLOUT_NAME):
+        allow_topk_teacher_engine(name)  # the teacher's prompt_logprobs work for any K
 
 
 register()

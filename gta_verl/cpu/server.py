@@ -42,6 +42,10 @@ class HFRolloutServer:
         max_batch: Most queued requests generated in one batched call
             (:func:`gta_verl.llm.hf_batch_generate.hf_generate_batch`); 1 serves them one by one.
         chunk: Most new tokens per batched call (:class:`~gta_verl.llm.hf_batch_generate.GenerationBatcher`).
+        use_accelerator: Load on cuda when this process sees a GPU (``hf``); False stays on the
+            host (``hf_cpu``).
+        dtype: Model dtype on the accelerator (``rollout.dtype``); on the host it is always float32
+            (:func:`gta_verl.cpu.devices.rollout_device`).
     """
 
     def __init__(
@@ -52,15 +56,27 @@ class HFRolloutServer:
         trust_remote_code: bool = False,
         max_batch: int = 64,
         chunk: int = 32,
+        use_accelerator: bool = False,
+        dtype: str | None = None,
     ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from gta_verl.cpu.devices import rollout_device
+
+        self.device, self.dtype = rollout_device(use_accelerator, torch.cuda.is_available(), dtype)
         torch.manual_seed(seed)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
-        self.model = AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=torch.float32, attn_implementation="sdpa", trust_remote_code=trust_remote_code
-        ).eval()
+        self.model = (
+            AutoModelForCausalLM.from_pretrained(
+                model_path,
+                dtype=getattr(torch, self.dtype),
+                attn_implementation="sdpa",
+                trust_remote_code=trust_remote_code,
+            )
+            .to(self.device)
+            .eval()
+        )
         self.response_length = int(response_length)
         self.global_steps = 0  # an int before the first sync: verl builds an int array from it
         self.weight_updates = 0
@@ -128,8 +144,10 @@ class HFRolloutServer:
         self.global_steps = int(global_steps)
 
     async def state(self) -> dict[str, Any]:
-        """Weight version and update count (tests and debugging)."""
+        """Weight version, update count, device and dtype (tests and debugging)."""
         return {
+            "device": self.device,
+            "dtype": self.dtype,
             "global_steps": self.global_steps,
             "weight_updates": self.weight_updates,
             "batches": list(self._batcher.batches),

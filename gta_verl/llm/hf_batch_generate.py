@@ -157,9 +157,10 @@ def hf_generate_batch(
     )
     max_new = max(caps[i] - prev[i] for i in live)
     max_new = max_new if chunk is None else min(max_new, int(chunk))
+    device = getattr(model, "device", None)  # the batch is built on the host; the model may sit on cuda
     out = model.generate(
-        input_ids=ids,
-        attention_mask=mask,
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
         stopping_criteria=StoppingCriteriaList([stops]),
         **_generate_kwargs(params, max_new, tokenizer),
     )

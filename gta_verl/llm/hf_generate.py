@@ -97,7 +97,7 @@ class _StopOnGeneratedText:
 
     def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
         text = self.tokenizer.decode(input_ids[0, self.start :], skip_special_tokens=False)
-        return torch.tensor([any(s in text for s in self.stops)], dtype=torch.bool)
+        return torch.tensor([any(s in text for s in self.stops)], dtype=torch.bool, device=input_ids.device)
 
 
 def token_log_probs(logits: torch.Tensor, token_ids: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -126,7 +126,7 @@ def prompt_logprob_rows(model: Any, prompt_ids: Sequence[int], k: int) -> dict[s
     Returns:
         ``{"prompt_ids": [S][max(k,1)], "prompt_logprobs": [S][max(k,1)]}``.
     """
-    ids = torch.tensor([list(prompt_ids)], dtype=torch.long)
+    ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=getattr(model, "device", None))
     logp = torch.log_softmax(model(input_ids=ids).logits[0].float(), dim=-1)  # [S, V]
     width = max(k, 1)
     if k > 0:
@@ -173,7 +173,7 @@ def hf_generate(
         return Generation([], [] if params.get("logprobs") else None, "length", extra)
     if "seed" in params and params["seed"] is not None:
         torch.manual_seed(int(params["seed"]))
-    input_ids = torch.tensor([list(prompt_ids)], dtype=torch.long)
+    input_ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=getattr(model, "device", None))
     stops = _stop_strings(params)
     criteria = None
     if stops:

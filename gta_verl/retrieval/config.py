@@ -106,6 +106,8 @@ class RetrieverConfig(StrictConfig):
         batch_size: Queries embedded and solved per chunk (bounds memory: a chunk
             needs ``batch_size × n_nodes × 8`` bytes of personalization).
         device: ``cpu`` or a torch device for the PPR products.
+        encoder_device: ``cpu`` or a torch device for the query encoder (e.g. ``cuda`` on a GPU
+            node: the Ray retriever actor asks for no GPU, yet Ray leaves it the node's devices).
     """
 
     WHERE = "RetrieverConfig"
@@ -140,6 +142,7 @@ class RetrieverConfig(StrictConfig):
     ppr_dtype: Literal["float64", "float32"] = "float32"
     batch_size: int = 256
     device: str = "cpu"
+    encoder_device: str = "cpu"
 
     @property
     def uses_passage_basis(self) -> bool:

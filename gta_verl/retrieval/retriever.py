@@ -126,9 +126,8 @@ class GraphRetriever:
             from gta_verl.kb.embed import load_embedder
 
             # no disk cache for queries: RL issues millions of distinct ones
-            embedder = load_embedder(
-                kb.embedder_name or "all-MiniLM-L6-v2", cache=False, allow_download=allow_download
-            )
+            name, device = kb.embedder_name or "all-MiniLM-L6-v2", getattr(config, "encoder_device", "cpu")
+            embedder = load_embedder(name, device=device, cache=False, allow_download=allow_download)
         return cls(kb, embedder, config)
 
     def with_config(self, config: RetrieverConfig) -> GraphRetriever:
