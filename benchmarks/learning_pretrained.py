@@ -1,7 +1,7 @@
 """Learning that transfers: GRPO from a pretrained policy (Gemma-3-270M) through ``main_ppo`` on CPU.
 
 Usage:
-    python -m benchmarks.learning_pretrained [--out docs/learning/pretrained] [--steps 20] [--batch 4] [--n 8]
+    python -m benchmarks.learning_pretrained [--out runs/learning_pretrained] [--steps 20] [--batch 4] [--n 8]
         [--conditions a,b,e,r] [--seeds-ab 0,1,2] [--seeds-cd 0] [--lr 1e-6] [--eval-questions N]
 
 1. KB: the bundled MuSiQue KB (cached like the CPU recipes'); the HotpotQA set's KB over its own context
@@ -189,7 +189,7 @@ def report(out: Path, inputs: dict[str, Any], warm: dict[str, dict], results: li
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=str(REPO / "docs" / "learning" / "pretrained"))
+    p.add_argument("--out", default=str(REPO / "runs" / "learning_pretrained"))
     p.add_argument("--policy", default="gemma-3-270m", help="a policy name or model directory")
     p.add_argument("--kb", default=None, help="MuSiQue KB directory (default: the bundled one, built once)")
     p.add_argument("--n-paths", type=int, default=600, help="Stage-I questions synthesized, then split")
