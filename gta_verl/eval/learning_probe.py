@@ -101,18 +101,30 @@ def response_logprobs(model: Any, prompt_ids: Sequence[int], response_ids: Seque
     return logp.gather(-1, torch.tensor(list(response_ids))[:, None]).squeeze(-1).tolist()
 
 
-def observation_positions(response_ids: Sequence[int], open_id: int, close_id: int) -> list[int]:
+def observation_positions(
+    response_ids: Sequence[int],
+    open_id: int,
+    close_id: int,
+    search_close_id: int | None = None,
+    space_ids: frozenset[int] = frozenset(),
+) -> list[int]:
     """Protocol mask of a response: 0 from an ``<info>`` token through its ``</info>``, else 1, [R].
 
-    An ``<info>`` block cut by the response budget runs to the end.
+    An ``<info>`` block cut by the response budget runs to the end. With ``search_close_id``, only an
+    ``<info>`` that follows a ``</search>`` with nothing but ``space_ids`` between opens a block: the loop
+    appends its observation right after the search that asked for it, while an ``<info>`` the policy wrote
+    itself in a turn (a sampled tag, no search before it) is the policy's own token.
     """
-    mask, inside = [], False
+    mask, inside, after_search = [], False, search_close_id is None
     for t in response_ids:
-        if int(t) == open_id:
+        t = int(t)
+        if t == open_id and not inside and after_search:
             inside = True
         mask.append(0 if inside else 1)
-        if int(t) == close_id:
+        if t == close_id and inside:
             inside = False
+        if search_close_id is not None and not inside:
+            after_search = t == search_close_id or (after_search and t in space_ids)
     return mask
 
 
@@ -123,6 +135,20 @@ def _info_tag_ids(tokenizer: Any) -> tuple[int, int]:
     return tokenizer.convert_tokens_to_ids(INFO_OPEN), tokenizer.convert_tokens_to_ids(INFO_CLOSE)
 
 
+def _search_close_and_spaces(tokenizer: Any) -> tuple[int | None, frozenset[int]]:
+    """``</search>``'s id and the ids that decode to whitespace only (the loop's newlines); (None, ∅) when
+    the tokenizer does not write ``</search>`` as one token (then every ``<info>`` opens a block)."""
+    from gta_verl.protocol import SEARCH_CLOSE
+
+    try:
+        close = tokenizer.convert_tokens_to_ids(SEARCH_CLOSE)
+    except KeyError:
+        return None, frozenset()
+    if close is None or tokenizer.convert_ids_to_tokens(close) != SEARCH_CLOSE:
+        return None, frozenset()
+    return close, frozenset(i for i in range(len(tokenizer)) if not tokenizer.decode([i]).strip())
+
+
 def unmasked_observation_tokens(dump: Mapping[str, Any], tokenizer: Any) -> list[tuple[int, int]]:
     """(rollout, position) of every token inside an ``<info>`` block whose dumped response mask is 1.
 
@@ -131,9 +157,10 @@ def unmasked_observation_tokens(dump: Mapping[str, Any], tokenizer: Any) -> list
     block are masked too but are not in the protocol's block, so they are not checked.
     """
     open_id, close_id = _info_tag_ids(tokenizer)
+    search_close, spaces = _search_close_and_spaces(tokenizer)
     out = []
     for i, (ids, mask) in enumerate(zip(dump["responses"], dump["response_mask"], strict=True)):
-        protocol = observation_positions(ids, open_id, close_id)
+        protocol = observation_positions(ids, open_id, close_id, search_close, spaces)
         out.extend(
             (i, t) for t, (m, p) in enumerate(zip(mask, protocol, strict=True)) if p == 0 and int(m) == 1
         )
@@ -210,6 +237,7 @@ def probe_step(dump: Mapping[str, Any], model_before: Any, model_after: Any, tok
     trainer's; observation positions come from the protocol, not the dumped mask.
     """
     open_id, close_id = _info_tag_ids(tokenizer)
+    search_close, spaces = _search_close_and_spaces(tokenizer)
     adv = grpo_advantages(rescored_rewards(dump, tokenizer), dump["uid"])
     before = [
         response_logprobs(model_before, p, r) for p, r in zip(dump["prompts"], dump["responses"], strict=True)
@@ -217,7 +245,8 @@ def probe_step(dump: Mapping[str, Any], model_before: Any, model_after: Any, tok
     after = [
         response_logprobs(model_after, p, r) for p, r in zip(dump["prompts"], dump["responses"], strict=True)
     ]
-    return probe(adv, before, after, [observation_positions(r, open_id, close_id) for r in dump["responses"]])
+    protocol = [observation_positions(r, open_id, close_id, search_close, spaces) for r in dump["responses"]]
+    return probe(adv, before, after, protocol)
 
 
 def probe_run(dump_dir: Any, checkpoints: Sequence[Any]) -> dict[int, ProbeResult]:

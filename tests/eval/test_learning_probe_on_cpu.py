@@ -71,6 +71,30 @@ def test_observation_positions_from_the_protocol_tags():
     assert observation_positions(ids, OPEN, CLOSE) == [1, 1, 0, 0, 0, 0, 1, 0, 0]
 
 
+def test_an_info_tag_the_policy_wrote_itself_is_a_policy_token():
+    from gta_verl.eval.learning_probe import observation_positions
+
+    OPEN, CLOSE, S_CLOSE, NL = 7, 8, 9, 4
+    # search closer, newline, then the loop's <info> 5 </info> (observation); then the policy writes
+    # reasoning 3 with a stray <info> 5 of its own (no search before it): policy tokens, mask 1.
+    ids = [1, S_CLOSE, NL, OPEN, 5, CLOSE, NL, 3, OPEN, 5, 2]
+    assert observation_positions(ids, OPEN, CLOSE, S_CLOSE, frozenset({NL})) == [
+        1,
+        1,
+        1,
+        0,
+        0,
+        0,
+        1,
+        1,
+        1,
+        1,
+        1,
+    ]
+    # Without the search closer's id every <info> opens a block (the tag-only rule).
+    assert observation_positions(ids, OPEN, CLOSE) == [1, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0]
+
+
 def test_grpo_advantages_hand_computed():
     from gta_verl.eval.learning_probe import grpo_advantages
 
