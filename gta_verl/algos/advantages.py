@@ -37,7 +37,7 @@ import torch
 
 from gta_verl.verl_compat import register_adv_est
 
-__all__ = ["TURN_GRPO_NAME", "compute_turn_grpo_advantage", "group_stats", "reward_to_go"]
+__all__ = ["TURN_GRPO_NAME", "checked_std_norm", "compute_turn_grpo_advantage", "group_stats", "reward_to_go"]
 
 TURN_GRPO_NAME = "gta_turn_grpo"
 
@@ -73,6 +73,28 @@ def group_stats(totals: torch.Tensor, index: np.ndarray) -> tuple[torch.Tensor, 
     return mean, std
 
 
+def checked_std_norm(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    config: Any,
+    default: bool,
+) -> bool:
+    """Check an estimator's inputs (same (bs, response_length) shape, one group id per row) and return
+    ``norm_adv_by_std_in_grpo``: the config's value wins (verl passes only ``config`` to registered
+    estimators), else ``default``."""
+    if token_level_rewards.shape != response_mask.shape:
+        raise ValueError(
+            f"token_level_rewards {tuple(token_level_rewards.shape)} and response_mask "
+            f"{tuple(response_mask.shape)} must have the same shape (bs, response_length)"
+        )
+    if len(index) != token_level_rewards.shape[0]:
+        raise ValueError(f"index has {len(index)} entries for {token_level_rewards.shape[0]} rows")
+    if config is not None and hasattr(config, "get"):
+        return bool(config.get("norm_adv_by_std_in_grpo", default))
+    return default
+
+
 @register_adv_est(TURN_GRPO_NAME)
 def compute_turn_grpo_advantage(
     token_level_rewards: torch.Tensor,
@@ -100,15 +122,9 @@ def compute_turn_grpo_advantage(
         (advantages, returns), each shape (bs, response_length), zero where m = 0;
         returns = G · m.
     """
-    if token_level_rewards.shape != response_mask.shape:
-        raise ValueError(
-            f"token_level_rewards {tuple(token_level_rewards.shape)} and response_mask "
-            f"{tuple(response_mask.shape)} must have the same shape (bs, response_length)"
-        )
-    if len(index) != token_level_rewards.shape[0]:
-        raise ValueError(f"index has {len(index)} entries for {token_level_rewards.shape[0]} rows")
-    if config is not None and hasattr(config, "get"):
-        norm_adv_by_std_in_grpo = bool(config.get("norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo))
+    norm_adv_by_std_in_grpo = checked_std_norm(
+        token_level_rewards, response_mask, index, config, norm_adv_by_std_in_grpo
+    )
     mask = response_mask.to(token_level_rewards.dtype)
     with torch.no_grad():
         rtg = reward_to_go(token_level_rewards)

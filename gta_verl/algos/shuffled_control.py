@@ -71,12 +71,11 @@ def compute_shuffled_grpo_advantage(
     Returns:
         (advantages, returns), both the advantages, shape (bs, response_length), as verl's ``grpo``.
     """
-    from gta_verl.algos.advantages import group_stats
+    from gta_verl.algos.advantages import checked_std_norm, group_stats
 
-    if len(index) != token_level_rewards.shape[0]:
-        raise ValueError(f"index has {len(index)} entries for {token_level_rewards.shape[0]} rows")
-    if config is not None and hasattr(config, "get"):
-        norm_adv_by_std_in_grpo = bool(config.get("norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo))
+    norm_adv_by_std_in_grpo = checked_std_norm(
+        token_level_rewards, response_mask, index, config, norm_adv_by_std_in_grpo
+    )
     with torch.no_grad():
         scores = token_level_rewards.sum(dim=-1)
         mean, std = group_stats(scores, index)
