@@ -152,6 +152,23 @@ def test_gta_recipe_runs_two_steps(recipe, cpu_inputs, tmp_path):
     _evidence(recipe, steps)
 
 
+def test_shuffled_control_with_fewshot_prompts_runs_two_steps(cpu_inputs, tmp_path):
+    """The learning experiments' control (``gta_shuffled_grpo``, resolved from verl's registry inside the
+    trainer) and ``PROMPT_STYLE=fewshot`` rows (rewritten by run.sh) in one stock ``main_ppo`` run."""
+    proc, steps = run_recipe(
+        "gta_stage1",
+        cpu_inputs,
+        tmp_path,
+        "algorithm.adv_estimator=gta_shuffled_grpo",
+        "data.max_prompt_length=512",
+        PROMPT_STYLE="fewshot",
+    )
+    _check_common("gta_stage1", proc, steps)
+    _evidence("gta_stage1", steps)
+    # run.sh trained on the rewritten rows: the few-shot file next to the Stage-I parquet exists.
+    assert cpu_inputs.stage1.with_name(f"{cpu_inputs.stage1.stem}.fewshot.parquet").is_file()
+
+
 @pytest.mark.parametrize("recipe", ["path_router", "gta_path_router"])
 def test_path_router_recipe_runs_two_steps(recipe, cpu_inputs, tmp_path):
     """PathRouter configs: the gta_path_router_sync trainer and the gold-evidence teacher on hf_cpu.

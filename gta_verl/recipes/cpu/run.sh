@@ -63,7 +63,7 @@ if [[ -z "${MODEL_PATH:-}" || -z "${KB_DIR:-}" || -z "${STAGE1_TRAIN:-}" || -z "
 fi
 if [[ "$DRY_RUN" != 1 ]]; then
   # A policy name (gta-verl policy path: e.g. gemma-3-270m) becomes its prepared model directory.
-  MODEL_PATH=$("$PYTHON" -m gta_verl policy path "$MODEL_PATH")
+  [[ -d "$MODEL_PATH" ]] || MODEL_PATH=$("$PYTHON" -m gta_verl policy path "$MODEL_PATH")
   if [[ -n "${PROMPT_STYLE:-}" ]]; then
     STAGE1_TRAIN=$("$PYTHON" -m gta_verl cpu prompt-rows --style "$PROMPT_STYLE" "$STAGE1_TRAIN")
     QA_FILES=$("$PYTHON" -m gta_verl cpu prompt-rows --style "$PROMPT_STYLE" "$QA_FILES")
