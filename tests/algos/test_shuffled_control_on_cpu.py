@@ -19,23 +19,24 @@ def test_permutation_moves_rows_only_within_their_group_and_is_seeded():
     assert (group_permutation(many) != np.arange(200)).any()
 
 
-def test_advantages_by_hand():
-    # One group of 3 with scores 1, 2, 3 (on the last response token), Dr. GRPO (no std scaling):
-    # mean = (1 + 2 + 3) / 3 = 2, so grpo's advantages would be −1, 0, +1; the control gives row i the
-    # centred score of row perm[i]: (score[perm[i]] − 2), on every mask-1 token of row i.
+def test_advantages_by_hand(monkeypatch):
+    from gta_verl.algos import shuffled_control
+
+    # A fixed permutation (row 0 takes row 2's score, row 1 row 0's, row 2 row 1's), so the arithmetic is
+    # checked apart from the seeded permutation (its contract is the test above).
+    monkeypatch.setattr(shuffled_control, "group_permutation", lambda index: np.array([2, 0, 1]))
+    # One group, scores 1, 2, 3 on the last response token, Dr. GRPO: mean (1 + 2 + 3) / 3 = 2;
+    # row 0: 3 − 2 = +1, row 1: 1 − 2 = −1, row 2: 2 − 2 = 0, on every mask-1 token.
     rewards = torch.zeros(3, 4)
     rewards[:, -1] = torch.tensor([1.0, 2.0, 3.0])
     mask = torch.tensor([[1, 1, 0, 1], [1, 1, 1, 1], [0, 1, 1, 1]], dtype=torch.float32)
     index = np.array(["uid-a"] * 3, dtype=object)
-    perm = group_permutation(index)
     adv, ret = compute_shuffled_grpo_advantage(rewards, mask, index, norm_adv_by_std_in_grpo=False)
-    expected = torch.tensor([[1.0, 2.0, 3.0][p] - 2.0 for p in perm]).unsqueeze(-1) * mask
+    expected = torch.tensor([[1.0, 1.0, 0.0, 1.0], [-1.0, -1.0, -1.0, -1.0], [0.0, 0.0, 0.0, 0.0]])
     assert torch.equal(adv, expected) and torch.equal(ret, adv)
-    # Same multiset as grpo's per group: {−1, 0, +1}.
-    assert sorted(adv[:, 1].tolist()) == [-1.0, 0.0, 1.0]
-    # With std scaling: std of (1, 2, 3) = 1 (unbiased), so the values are (x − 2) / (1 + 1e-6).
+    # With std scaling: the unbiased std of (1, 2, 3) is 1, so +1 / (1 + 1e-6) on row 0.
     adv_std, _ = compute_shuffled_grpo_advantage(rewards, mask, index)
-    assert adv_std[:, 1].tolist() == pytest.approx([([1.0, 2.0, 3.0][p] - 2.0) / (1 + 1e-6) for p in perm])
+    assert adv_std[:, 1].tolist() == pytest.approx([1 / (1 + 1e-6), -1 / (1 + 1e-6), 0.0])
 
 
 def test_a_group_of_one_keeps_its_score():
