@@ -1,7 +1,7 @@
 """GTA-RAG Table 3 in miniature on CPU: does the trajectory-guided reward teach evidence retrieval?
 
 Usage:
-    python -m benchmarks.learning [--out docs/learning] [--steps 30] [--seeds-ab 0,1,2] [--seeds-cd 0]
+    python -m benchmarks.learning [--out runs/learning] [--steps 30] [--seeds-ab 0,1,2] [--seeds-cd 0]
                                      [--conditions a,b,c,d,e] [--eval-questions 64]
 
 1. KB: the bundled MuSiQue KB (built once, cached like the CPU recipes' inputs).
@@ -15,7 +15,7 @@ Usage:
    (c) PathRouter, (d) GTA + PathRouter, (e) the trajectory-guided reward with the coverage bonus spread
    over turns (``gta.reward.step_shaping=coverage_bonus``); the same data order per seed (``data.seed``)
    across conditions.
-5. Each final checkpoint evaluated on the held-out split; ``<out>/learning.md`` gets the Table-3-layout table
+5. Each final checkpoint evaluated on the held-out split; ``<out>/table.md`` gets the Table-3-layout table
    (mean ± std over seeds), the learning-curve PNG and the settings; per-step metrics stay in ``<out>/runs/``.
 
 Resumable: a run with ``done.json`` is not redone; an evaluation with its records is not redone;
@@ -35,6 +35,8 @@ from typing import Any
 from gta_verl.eval.spread import SCORES
 
 REPO = Path(__file__).resolve().parents[1]
+#: Where the learning experiments are recorded (their settings, tables and per-step data).
+EXPERIMENT_LOG = "docs/learning/experiments/README.md"
 
 CONDITIONS = {
     "a": ("answer-only (w/o TGR)", "gta_stage1", ("reward.reward_manager.name=exact_match",)),
@@ -142,14 +144,20 @@ def _bundled_musique_qa(data_dir: Path) -> Path:
 
 
 def speed_overrides(args: argparse.Namespace) -> tuple[str, ...]:
-    """Overrides of ``--torch-threads`` and ``--bypass-old-logprob`` (docs/learning.md, Step cost)."""
+    """Overrides of ``--torch-threads`` and ``--bypass-old-logprob``.
+
+    Measured in docs/learning/experiments/README.md, Step cost.
+    """
     from gta_verl.cpu.warm_start import step_cost_overrides
 
     return step_cost_overrides(args.torch_threads or 0, bool(args.bypass_old_logprob))
 
 
 def algo_overrides(args: argparse.Namespace) -> tuple[str, ...]:
-    """Overrides of ``--adam-eps``, ``--no-std-norm`` and ``--kl-coef`` (docs/learning.md, experiment 8)."""
+    """Overrides of ``--adam-eps``, ``--no-std-norm`` and ``--kl-coef``.
+
+    Measured in docs/learning/experiments/README.md, experiment 8.
+    """
     from gta_verl.cpu.warm_start import grpo_algo_overrides
 
     return grpo_algo_overrides(args.adam_eps, not args.no_std_norm, args.kl_coef)
@@ -373,7 +381,7 @@ def plot_curves(results: list[dict[str, Any]], path: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=str(REPO / "docs" / "learning"))
+    p.add_argument("--out", default=str(REPO / "runs" / "learning"))
     p.add_argument("--kb", default=None, help="KB directory (default: the bundled MuSiQue KB, built once)")
     p.add_argument(
         "--warm-start-root",
@@ -473,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         "--adam-eps",
         type=float,
         default=None,
-        help="AdamW eps of the actor (default: torch's 1e-8); see docs/learning.md, experiment 8",
+        help=f"AdamW eps of the actor (default: torch's 1e-8); see {EXPERIMENT_LOG}, experiment 8",
     )
     p.add_argument(
         "--no-std-norm",

@@ -58,10 +58,10 @@ _NODE = re.compile(r"((?:tests|benchmarks)/[\w/]+\.py)::(\w+)")
 _COMMAND = re.compile(r"(?<![\w.-])gta-verl[ \t]+([a-z][\w-]*)(?:[ \t]+([a-z][\w-]*))?")
 #: Cited paths that are not in the tree, each with why that is right.
 NOT_IN_TREE = {
-    # docs/learning.md: experiment 5's command writes there, but its record was never committed
-    # (the page says where it ran).
-    "docs/learning/exp5",
-    "docs/learning/exp5/runs/",
+    # docs/learning/experiments/README.md: experiment 5's command writes there, but its record was
+    # never committed (the page says where it ran).
+    "docs/learning/experiments/exp5",
+    "docs/learning/experiments/exp5/runs/",
 }
 
 

@@ -50,3 +50,43 @@ def test_registered_names_table_matches_plugin_module():
     for names in REGISTERED_NAMES.values():
         for name in names:
             assert f"`{name}`" in README, f"README does not document registered name {name}"
+
+
+# The Quick start quotes a few measured figures; each is a row of a measurement page's
+# ``| README figure | measured |`` table, next to the stamped run it comes from.
+_FIGURE = re.compile(r"≈ [\d,]+ (?:min|tests)\b")
+
+
+def _page_figures() -> dict[str, str]:
+    """``{README figure: measured}`` from every measurement page's figure table."""
+    figures = {}
+    for page in sorted((ROOT / "docs" / "benchmarks").glob("*.md")):
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if line.replace(" ", "").startswith("|READMEfigure|measured|"):
+                for row in lines[i + 2 :]:
+                    if not row.startswith("|"):
+                        break
+                    figure, measured = (c.strip() for c in row.strip().strip("|").split("|"))
+                    figures[figure] = measured
+    return figures
+
+
+def _agrees(figure: str, measured: str) -> bool:
+    quoted = int(figure.split()[1].replace(",", ""))
+    value, unit = measured.split()
+    value_n = float(value.replace(",", ""))
+    if figure.endswith("min"):
+        return unit == "s" and round(value_n / 60) == quoted
+    return unit == "tests" and round(value_n, -1) == quoted
+
+
+def test_quick_start_figures_are_the_measurement_pages():
+    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    quoted = set(_FIGURE.findall(" ".join(quick.split())))
+    figures = _page_figures()
+    assert quoted, "the Quick start quotes no time"
+    assert sorted(quoted - figures.keys()) == [], "Quick start figures with no measurement page row"
+    assert sorted(set(figures) - quoted) == [], "measurement page figures the README no longer quotes"
+    wrong = {f: m for f, m in figures.items() if not _agrees(f, m)}
+    assert wrong == {}, "README figures that do not round from their measurement"

@@ -1,7 +1,7 @@
 """A small byte-level BPE tokenizer trained on the bundled corpus, for the CPU warm-start policy.
 
 Why not the real Qwen2.5 vocabulary: with 151,646 tokens the LM head and its log-softmax are almost all of a
-CPU step (a verl SFT step on 4 conversations took 12.5 s, ``../shared/reference/verl-sft-cpu.md``) and a
+CPU step (a verl SFT step on 4 conversations took 12.5 s, ``docs/verl_on_cpu.md``) and a
 10 M-parameter model spends nearly all its parameters on embeddings. A 4,096-token BPE trained on the same
 text the policy reads and writes keeps the Qwen2 pre-tokenizer (so the action tags split as in Qwen2.5),
 the three ChatML specials and the Qwen2.5 chat template; the protocol tags are single tokens so the policy

@@ -3,10 +3,10 @@
 Load it in every verl process with ``VERL_USE_EXTERNAL_MODULES=gta_verl.cpu.platform`` and select
 it with ``VERL_PLATFORM=cpu`` (both also in the Ray workers' ``runtime_env``; ``recipes/cpu/run.sh``
 sets them). ``verl/__init__.py`` imports the module before the ``verl.plugins`` entry points, so the
-platform is registered before anything freezes the platform choice (docs: verl-cpu.md obstacle 10).
+platform is registered before anything freezes the platform choice (docs/verl_on_cpu.md, obstacle 10).
 Do not import this module before ``verl`` itself.
 
-What the platform answers (verl-cpu.md obstacles 1, 2, 4):
+What the platform answers (docs/verl_on_cpu.md, obstacles 1, 2, 4):
 
 * device ``cpu``, ``current_device()`` = ``"cpu"`` so verl's ``.to(get_device_id())`` stays on CPU;
 * Ray resource ``"GPU"``: verl's worker pools count only ``GPU``/``NPU``; the recipes start Ray with

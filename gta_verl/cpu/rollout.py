@@ -8,7 +8,7 @@ generates on the training worker's GPU in ``rollout.dtype`` where the node has o
 ``hf_cpu`` where it has none (:mod:`gta_verl.cpu.devices`). Registered when ``import verl`` loads
 our ``verl.plugins`` entry point (``gta_verl.verl_plugins``):
 
-* :class:`HFCPUReplica` through verl's public ``RolloutReplicaRegistry`` (verl-cpu.md obstacle 9):
+* :class:`HFCPUReplica` through verl's public ``RolloutReplicaRegistry`` (docs/verl_on_cpu.md, obstacle 9):
   ``launch_servers()`` starts one :class:`~gta_verl.cpu.server.HFRolloutServer` actor per replica
   and publishes its handle; verl's load balancer routes ``generate`` calls to it.
 * :class:`HFCPUServerAdapter` in verl's ``_ROLLOUT_REGISTRY`` (obstacle 9b; the dict has no

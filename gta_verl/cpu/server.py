@@ -16,7 +16,7 @@ Weights arrive through :meth:`HFRolloutServer.load_weights` from the in-worker a
 
 This module imports verl first (through ``verl_compat``) so that, in the Ray actor process that
 unpickles the class, ``VERL_USE_EXTERNAL_MODULES`` registers the CPU platform before anything
-else touches verl (verl-cpu.md obstacle 10).
+else touches verl (docs/verl_on_cpu.md, obstacle 10).
 """
 
 from __future__ import annotations

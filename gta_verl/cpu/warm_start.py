@@ -9,7 +9,7 @@ Pipeline (each step cached under ``root``; a finished step is not redone):
 4. run ``torchrun -m verl.trainer.sft_trainer`` (stock, CPU platform plugin, ``data.custom_cls`` =
    :class:`gta_verl.cpu.sft_dataset.AgentLayoutSFTDataset`), export its HF checkpoint as fp32.
 
-What it took to run verl's SFT trainer on CPU: ``../shared/reference/verl-sft-cpu.md`` and docs/learning.md.
+What it took to run verl's SFT trainer on CPU: docs/verl_on_cpu.md, "The SFT trainer".
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ WARM_START_VERSION = 1
 
 @dataclass(frozen=True)
 class SFTSettings:
-    """verl SFT knobs of the warm start (documented in docs/learning.md).
+    """verl SFT knobs of the warm start (documented in docs/learning/experiments/README.md, The warm start).
 
     ``rl_fraction`` of the training questions is held out of SFT for GRPO prompts (see
     :attr:`WarmStart.rl_questions`); 0 keeps every training question in SFT. ``split`` is ``components``
@@ -213,7 +213,7 @@ def _prepare_sft(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, Any]:
 
 
 def sft_command(ws: WarmStart, s: SFTSettings, out_dir: Path, max_length: int, n_train: int) -> list[str]:
-    """``torchrun … -m verl.trainer.sft_trainer`` with the overrides a CPU run needs (verl-sft-cpu.md).
+    """``torchrun … -m verl.trainer.sft_trainer`` with the overrides a CPU run needs (docs/verl_on_cpu.md).
 
     ``trainer.total_epochs`` (default 4) ends the loop before ``total_training_steps`` when the data is
     small, and then nothing is saved (``sft_trainer.py:356``), so it is set from the steps per epoch.
@@ -428,7 +428,7 @@ def grpo_algo_overrides(
 
 
 def step_cost_overrides(torch_threads: int = 0, bypass_old_logprob: bool = False) -> tuple[str, ...]:
-    """Hydra overrides of the two knobs that cut a CPU GRPO step (docs/learning.md, Step cost).
+    """Hydra overrides of the two knobs that cut a CPU GRPO step (docs/learning/experiments, Step cost).
 
     Args:
         torch_threads: OpenMP threads of every Ray worker (0: Ray's default, a worker's ``num_cpus``,

@@ -3,8 +3,8 @@
 Why not ``AutoTokenizer.from_pretrained(dir, gguf_file=…)``: under the transformers that verl 0.9.1 allows
 (< 5.11) the Gemma GGUF path builds a *Unigram* model over the BPE scores, which splits ``"the"`` into
 ``▁t`` + ``he`` and, after a save/reload, into single characters; the (correct) weights then print garbage
-(``../shared/reference/gemma-270m-cpu.md``). Gemma's tokenizer is SentencePiece **BPE** with byte fallback
-and no prefix space. What the GGUF holds, and how it maps onto a ``tokenizers`` BPE:
+(``docs/policies.md``, why the tokenizer is rebuilt). Gemma's tokenizer is SentencePiece **BPE** with byte
+fallback and no prefix space. What the GGUF holds, and how it maps onto a ``tokenizers`` BPE:
 
 * ``tokens`` in id order. The file spells a run of two or more spaces with real spaces while every other
   piece writes a space as ``▁`` (the normalizer's output), so those runs are respelled ``▁…▁``;

@@ -2,7 +2,7 @@
 
 Why: Gemma-3-270M's 262,144-row tied embedding is 168 M of its 268 M parameters, and on a CPU its logits
 (4.3 GB in fp32 for 4,096 tokens) dominate a GRPO step's memory and time
-(``../shared/reference/gemma-270m-cpu.md``: 8 × 512 tokens ran out of 24 GB). A search agent over one
+(``docs/policies.md``, the vocabulary cut: 8 × 512 tokens ran out of 24 GB). A search agent over one
 corpus reads and writes a small part of that vocabulary.
 
 What is kept (:func:`kept_ids`): every id the given texts tokenize to, every character and every piece on the

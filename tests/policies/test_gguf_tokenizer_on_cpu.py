@@ -1,7 +1,7 @@
 """The Gemma tokenizer rebuilt from the GGUF's metadata: hand-written tokenizations, special ids, round trip.
 
-The expected pieces are written out by hand (the first sentence is the one in
-``../shared/reference/gemma-270m-cpu.md``, where transformers 5.10's own GGUF path gives ``▁t`` + ``he``); the
+The expected pieces are written out by hand (the first sentence is the one the project's Gemma notes
+measured, where transformers 5.10's own GGUF path gives ``▁t`` + ``he``: docs/policies.md); the
 ids are the positions of those pieces in the GGUF's token list, checked here against that list itself.
 """
 

@@ -50,7 +50,7 @@ def test_eval_on_musique_kb(musique_kb_dir, musique_qa, embedder, capsys) -> Non
         print("\n" + format_recall_table(res))
     rec = {m: res["modes"][m]["recall"] for m in ("dense", "graph", "hybrid")}
     assert res["n_questions"] == 100
-    # dense MiniLM anchor of retrieval-anchors.md: R@2 / R@5 = 0.472 / 0.622
+    # dense MiniLM anchor (README, retrieval recall): R@2 / R@5 = 0.472 / 0.622
     assert rec["dense"]["R@2"] == pytest.approx(0.472, abs=0.01)
     assert rec["dense"]["R@5"] == pytest.approx(0.622, abs=0.01)
     for k in ("R@2", "R@5", "R@10"):

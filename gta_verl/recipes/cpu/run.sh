@@ -80,7 +80,7 @@ OUT_DIR=${OUT_DIR:-${TMPDIR:-/tmp}/gta_verl_cpu/$RECIPE}
 
 GTA_CONFIG_DIR=${GTA_CONFIG_DIR:-$("$PYTHON" -c 'from gta_verl.bundled import CONFIG_DIR; print(CONFIG_DIR)')}
 
-# The CPU backend and sizes (verl-cpu.md: obstacles 1-10 and "Overrides used").
+# The CPU backend and sizes (docs/verl_on_cpu.md: the main_ppo obstacles and the overrides the recipe sets).
 CPU_ARGS=(
   actor_rollout_ref.rollout.name=hf_cpu
   actor_rollout_ref.rollout.tensor_model_parallel_size=1
