@@ -32,11 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gta_verl.eval.spread import SCORES
-
-REPO = Path(__file__).resolve().parents[1]
-#: Where the learning experiments are recorded (their settings, tables and per-step data).
-EXPERIMENT_LOG = "docs/learning/experiments/README.md"
+from benchmarks.learning_args import build_parser
 
 CONDITIONS = {
     "a": ("answer-only (w/o TGR)", "gta_stage1", ("reward.reward_manager.name=exact_match",)),
@@ -379,137 +375,10 @@ def plot_curves(results: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=str(REPO / "runs" / "learning"))
-    p.add_argument("--kb", default=None, help="KB directory (default: the bundled MuSiQue KB, built once)")
-    p.add_argument(
-        "--warm-start-root",
-        default=None,
-        help="warm-start directory (default: $GTA_VERL_CACHE/warm_start/v<N>-<digest of KB and settings>)",
-    )
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--batch", type=int, default=8, help="prompts per step")
-    p.add_argument("--n", type=int, default=4, help="rollouts per prompt")
-    p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--seeds-ab", default="0,1,2")
-    p.add_argument("--seeds-cd", default="0", help="seeds of (c), (d) and (e)")
-    p.add_argument("--conditions", default="a,b,c,d")
-    p.add_argument(
-        "--eval-questions", type=int, default=None, help="first N held-out questions (default all)"
-    )
-    p.add_argument("--timeout", type=float, default=7200)
-    p.add_argument(
-        "--n-paths", type=int, default=600, help="Stage-I questions synthesized for SFT, RL and held-out"
-    )
-    p.add_argument("--sft-steps", type=int, default=1000, help="verl SFT steps of the warm start")
-    p.add_argument(
-        "--rl-fraction",
-        type=float,
-        default=0.0,
-        help="share of the training questions kept out of SFT for the GRPO prompts (0: GRPO on SFT's)",
-    )
-    p.add_argument(
-        "--split",
-        default="components",
-        choices=("components", "documents"),
-        help="how questions are split (SFTSettings.split): whole components, or document communities",
-    )
-    p.add_argument(
-        "--heldout-fraction",
-        type=float,
-        default=0.2,
-        help="held-out share (of questions for --split components, of documents for documents)",
-    )
-    p.add_argument(
-        "--sft-val-rows", type=int, default=0, help="held-out questions in SFT's validation loss (0: all)"
-    )
-    p.add_argument(
-        "--untrained-questions", type=int, default=32, help="questions the random policy is run on"
-    )
-    p.add_argument(
-        "--real-qa",
-        default="bundled",
-        help="real QA parquet every checkpoint is also evaluated on ('bundled': the 100 MuSiQue "
-        "questions the KB was built from; '' to skip)",
-    )
-    p.add_argument(
-        "--rl-questions",
-        type=int,
-        default=0,
-        help="GRPO on the first N RL questions only, each checkpoint also evaluated on them (0: all)",
-    )
-    p.add_argument(
-        "--select-spread",
-        type=int,
-        default=0,
-        metavar="M",
-        help="with --rl-questions N: the N of the first M RL questions whose warm-start rollouts (--n each, "
-        "T = 1) spread most in --select-score (gta_verl.eval.spread); 0: the first N",
-    )
-    p.add_argument(
-        "--select-score",
-        choices=SCORES,
-        default="proxy",
-        help="a sampled rollout's score for --select-spread: proxy = EM + fraction of targets found, "
-        "trajectory = the trajectory-guided reward itself (eq 18)",
-    )
-    p.add_argument(
-        "--train-samples",
-        type=int,
-        default=1,
-        help="rollouts per question (T = 1) when evaluating on GRPO's own prompts (1: greedy)",
-    )
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="the main job's warm-start data and model (gta_verl.cpu.warm_start.QUICK: 96 paths, 2-layer "
-        "Qwen2; GRPO prompts = its SFT questions) trained for --sft-steps; --n-paths/--split are ignored",
-    )
-    p.add_argument(
-        "--torch-threads",
-        type=int,
-        default=0,
-        help="OMP_NUM_THREADS of every Ray worker (0: Ray's default, 1)",
-    )
-    p.add_argument(
-        "--bypass-old-logprob",
-        action="store_true",
-        help="π_old = the rollout log-probs (verl rollout_correction.bypass_mode), no recompute",
-    )
-    p.add_argument(
-        "--adam-eps",
-        type=float,
-        default=None,
-        help=f"AdamW eps of the actor (default: torch's 1e-8); see {EXPERIMENT_LOG}, experiment 8",
-    )
-    p.add_argument(
-        "--no-std-norm",
-        action="store_true",
-        help="GRPO advantages without the group-std division (verl algorithm.norm_adv_by_std_in_grpo=false)",
-    )
-    p.add_argument(
-        "--kl-coef",
-        type=float,
-        default=None,
-        help="β of the actor's KL loss to the warm start (default: the recipe's 0.001)",
-    )
-    p.add_argument(
-        "--report-only",
-        action="store_true",
-        help="write the tables and curves from the finished runs; start no new run",
-    )
-    args = p.parse_args(argv)
-
-    from gta_verl.cpu.prepare import _ensure_kb, default_root
+def _warm_start(args: argparse.Namespace, kb: Path) -> Any:
+    """The warm start of the run's settings (built once, cached)."""
     from gta_verl.cpu.warm_start import QUICK, SFTSettings, build_warm_start
 
-    out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    kb = Path(args.kb).resolve() if args.kb else _ensure_kb(default_root() / "kb_musique")
-    args.kb_dir = kb
-    if args.real_qa == "bundled":
-        args.real_qa = str(_bundled_musique_qa(default_root() / "data"))
     t0 = time.perf_counter()
     settings = (
         dataclasses.replace(QUICK, steps=args.sft_steps)
@@ -525,56 +394,41 @@ def main(argv: list[str] | None = None) -> int:
     )
     ws = build_warm_start(kb, args.warm_start_root, settings=settings)
     print(f"warm start: {ws.model} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    return ws
+
+
+Rows = list[tuple[str, list[dict[str, float]]]]
+
+
+def _reference_rows(ws: Any, kb: Path, out: Path, args: argparse.Namespace) -> tuple[Rows, Rows]:
+    """The untrained policy, the warm start and the oracle on the held-out split; the first two on real QA."""
     n = args.eval_questions
     # A random policy never stops before the response budget (≈ 2.6 s a rollout here) and scores 0: a few
     # dozen questions show that as well as all of them.
     n_untrained = min(n or args.untrained_questions, args.untrained_questions)
     untrained = f"untrained (random init, corpus BPE; first {n_untrained} questions)"
-    ref_rows = [
-        (
-            untrained,
-            [
-                evaluate(
-                    str(ws.init_model), ws.heldout, kb, out / "eval" / "untrained", n_untrained, "untrained"
-                )
-            ],
-        ),
-        (
-            "warm start (verl SFT on τ* replays)",
-            [evaluate(str(ws.model), ws.heldout, kb, out / "eval" / "warm_start", n, "warm_start")],
-        ),
+    warm = "warm start (verl SFT on τ* replays)"
+
+    def policy(path: Path, data: Path, name: str, n_q: int | None, kind: str) -> list[dict[str, float]]:
+        return [evaluate(str(path), data, kb, out / "eval" / name, n_q, kind)]
+
+    ref_rows: Rows = [
+        (untrained, policy(ws.init_model, ws.heldout, "untrained", n_untrained, "untrained")),
+        (warm, policy(ws.model, ws.heldout, "warm_start", n, "warm_start")),
         ("oracle replay of τ*", [oracle(ws, kb, out / "eval" / "oracle", n)]),
     ]
-    real_rows = []
+    real_rows: Rows = []
     if args.real_qa:
+        real = Path(args.real_qa)
         real_rows = [
-            (
-                untrained,
-                [
-                    evaluate(
-                        str(ws.init_model),
-                        Path(args.real_qa),
-                        kb,
-                        out / "eval" / "untrained_real",
-                        n_untrained,
-                        "untrained",
-                    )
-                ],
-            ),
-            (
-                "warm start (verl SFT on τ* replays)",
-                [
-                    evaluate(
-                        str(ws.model),
-                        Path(args.real_qa),
-                        kb,
-                        out / "eval" / "warm_start_real",
-                        None,
-                        "warm_start",
-                    )
-                ],
-            ),
+            (untrained, policy(ws.init_model, real, "untrained_real", n_untrained, "untrained")),
+            (warm, policy(ws.model, real, "warm_start_real", None, "warm_start")),
         ]
+    return ref_rows, real_rows
+
+
+def _run_all(ws: Any, kb: Path, out: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every condition × seed in run order; with ``--report-only`` the finished ones only."""
     results = []
     for cond, seed in run_order(args.conditions.split(","), args.seeds_ab, args.seeds_cd):
         if args.report_only and not (out / "runs" / f"{cond}_s{seed}" / "done.json").is_file():
@@ -582,10 +436,22 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"run ({cond}) seed {seed}", flush=True)
         results.append(run_condition(cond, seed, ws, kb, out, args))
-    cond_rows = [
-        (f"({c}) {CONDITIONS[c][0]}", [r["heldout"] for r in results if r["condition"] == c])
-        for c in args.conditions.split(",")
+    return results
+
+
+def _condition_rows(conditions: list[str], results: list[dict[str, Any]], key: str) -> Rows:
+    return [
+        (f"({c}) {CONDITIONS[c][0]}", [r[key] for r in results if r["condition"] == c and key in r])
+        for c in conditions
     ]
+
+
+def _write_report(
+    ws: Any, kb: Path, out: Path, args: argparse.Namespace, refs: tuple[Rows, Rows], results: list[dict]
+) -> str:
+    """``results.json``, ``table.md`` and ``learning_curves.png`` under ``out``; returns the markdown."""
+    ref_rows, real_rows = refs
+    conditions = args.conditions.split(",")
     report = {
         "settings": vars(args),
         "warm_start": json.loads((ws.root / "warm_start.json").read_text()),
@@ -594,22 +460,37 @@ def main(argv: list[str] | None = None) -> int:
         "runs": results,
     }
     (out / "results.json").write_text(json.dumps(report, indent=2, default=str))
-    md = "Held-out synthetic questions:\n\n" + table(ref_rows + cond_rows)
+    md = "Held-out synthetic questions:\n\n" + table(
+        ref_rows + _condition_rows(conditions, results, "heldout")
+    )
     if real_rows:
-        real_cond = [
-            (f"({c}) {CONDITIONS[c][0]}", [r["real"] for r in results if r["condition"] == c and "real" in r])
-            for c in args.conditions.split(",")
-        ]
+        real_cond = _condition_rows(conditions, results, "real")
         md += "\n\nReal MuSiQue questions (the bundled 100):\n\n" + table(real_rows + real_cond)
     if args.rl_questions:
         md += "\n\n" + train_table(ws, kb, out, args, results)
     if results:
         plot_curves(results, out / "learning_curves.png")
-    if results:
         md += "\n\nTraining (rollouts on the GRPO prompts):\n\n" + curve_summary(results)
         md += "\n\nStep cost (verl timing_s, median):\n\n" + step_cost(results)
     (out / "table.md").write_text(md + "\n")
-    print(md)
+    return md
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser(__doc__).parse_args(argv)
+
+    from gta_verl.cpu.prepare import _ensure_kb, default_root
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    kb = Path(args.kb).resolve() if args.kb else _ensure_kb(default_root() / "kb_musique")
+    args.kb_dir = kb
+    if args.real_qa == "bundled":
+        args.real_qa = str(_bundled_musique_qa(default_root() / "data"))
+    ws = _warm_start(args, kb)
+    refs = _reference_rows(ws, kb, out, args)
+    results = _run_all(ws, kb, out, args)
+    print(_write_report(ws, kb, out, args, refs, results))
     return 0
 
 
