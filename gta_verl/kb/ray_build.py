@@ -32,11 +32,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
-import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,158 +44,34 @@ from gta_verl.data.types import Passage
 from gta_verl.kb.build import KBConfig, build_kb, extract_passages, make_backend
 from gta_verl.kb.embed import EmbeddingCache, cache_root, load_embedder, text_key
 from gta_verl.kb.openie.base import Extraction, OpenIEReport
+from gta_verl.kb.ray_shards import (
+    RayOptions,
+    StageStats,
+    digest,
+    finished_shard,
+    read_shard,
+    run_pool,
+    summary_table,
+    write_shard,
+)
+
+# The build's public face: the CLI and the tests import these from here.
+__all__ = [
+    "EncodeActor",
+    "OpenIEActor",
+    "RayOptions",
+    "StageStats",
+    "TableEmbedder",
+    "build_kb_ray",
+    "finished_shard",
+    "plan_chunks",
+    "ray_embed",
+    "ray_extract",
+    "summary_table",
+    "write_shard",
+]
 
 log = logging.getLogger(__name__)
-WORK_LAYOUT = 1  # bump when shard contents change meaning: old shards then stop matching by name
-
-
-@dataclass(frozen=True)
-class RayOptions:
-    """How the Ray stages run.
-
-    Attributes:
-        address: ``None`` starts a private local Ray instance; ``"auto"`` (or ``ray://…``) joins a cluster.
-            Ignored when Ray is already initialised in this process.
-        concurrency: Actors per pool (OpenIE and encoder).
-        num_gpus: GPUs per encoder actor (0: CPU encoders).
-        encoder_num_cpus: CPUs per encoder actor; Ray sets its ``OMP_NUM_THREADS`` to this, and on a CPU
-            the vectors' last bits depend on the encoder's thread count, so bit-identity with a
-            single-process build needs the CPU count that build ran with.
-        openie_num_gpus: GPUs per OpenIE actor (``--openie vllm``).
-        shard_passages: Passages per OpenIE shard.
-        embed_chunk: Texts per embedding shard; ``None`` = the single-process encoder's chunk
-            (needed for bit-identical vectors).
-        work_dir: Shard directory (default ``<out>.ray-work`` next to the KB directory).
-        cache_dir: Root of the OpenIE / embedding caches (default ``$GTA_VERL_CACHE``).
-    """
-
-    address: str | None = None
-    concurrency: int = 2
-    num_gpus: float = 0.0
-    encoder_num_cpus: float = 1.0
-    openie_num_gpus: float = 0.0
-    shard_passages: int = 256
-    embed_chunk: int | None = None
-    work_dir: str | None = None
-    cache_dir: str | None = None
-
-    def __post_init__(self) -> None:
-        chunk_ok = self.embed_chunk is None or self.embed_chunk >= 1
-        if self.concurrency < 1 or self.shard_passages < 1 or not chunk_ok:
-            raise ValueError(f"concurrency, shard_passages and embed_chunk must be ≥ 1: {self}")
-        if self.num_gpus < 0 or self.openie_num_gpus < 0:
-            raise ValueError(f"num_gpus must be ≥ 0: {self}")
-
-
-@dataclass
-class StageStats:
-    """One row of the summary table."""
-
-    stage: str
-    items: int = 0
-    triples: int | None = None
-    failures: int = 0
-    shards_run: int = 0
-    shards_resumed: int = 0
-    seconds: float = 0.0
-    failed_ids: list[str] = field(default_factory=list)
-
-
-def summary_table(stats: Sequence[StageStats]) -> str:
-    """Markdown table: passages/texts, triples, failures, shards run/resumed and time per stage."""
-    rows = [
-        "| stage | items | triples | failures | shards run | shards resumed | time (s) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for s in stats:
-        tri = "" if s.triples is None else f"{s.triples:,}"
-        rows.append(
-            f"| {s.stage} | {s.items:,} | {tri} | {s.failures:,} | {s.shards_run} | "
-            f"{s.shards_resumed} | {s.seconds:.1f} |"
-        )
-    for s in stats:
-        if s.failed_ids:
-            more = f" (+{s.failures - len(s.failed_ids)} more)" if s.failures > len(s.failed_ids) else ""
-            rows.append(f"\n{s.stage} failures: {', '.join(s.failed_ids)}{more}")
-    return "\n".join(rows)
-
-
-# ------------------------------------------------------------------ shards on disk
-def _sha256(path: Path) -> str:
-    from gta_verl.kb.store import sha256_file
-
-    return sha256_file(path)
-
-
-def write_shard(directory: Path, name: str, table: Any, meta: dict[str, Any]) -> None:
-    """Write ``table`` (pyarrow) as ``name.parquet``, then its completion marker ``name.done.json``."""
-    import pyarrow.parquet as pq
-
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.parquet"
-    tmp = directory / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
-    marker = {**meta, "rows": table.num_rows, "sha256": _sha256(path)}
-    tmp = directory / f".{name}.{uuid.uuid4().hex[:8]}.done.tmp"
-    tmp.write_text(json.dumps(marker, sort_keys=True))
-    os.replace(tmp, directory / f"{name}.done.json")
-
-
-def finished_shard(directory: Path, name: str) -> dict[str, Any] | None:
-    """The marker of a finished shard, or ``None`` (no marker, no parquet, or a parquet that changed)."""
-    marker, path = directory / f"{name}.done.json", directory / f"{name}.parquet"
-    if not marker.exists() or not path.exists():
-        return None
-    try:
-        meta = json.loads(marker.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return meta if isinstance(meta, dict) and meta.get("sha256") == _sha256(path) else None
-
-
-def _read_shard(directory: Path, name: str) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(directory / f"{name}.parquet").to_pylist()
-
-
-def _digest(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps([WORK_LAYOUT, *parts], default=str).encode()).hexdigest()[:16]
-
-
-def _run_pool(
-    actor: type,
-    rows: list[dict[str, Any]],
-    ctor: dict[str, Any],
-    concurrency: int,
-    num_gpus: float,
-    num_cpus: float = 1.0,
-) -> list[dict[str, Any]]:
-    """Map ``rows`` (one per shard) through a pool of ``actor``; return the small result rows.
-
-    The pool never asks for more actors than the cluster can hold (Ray Data would wait for them).
-    """
-    import ray
-    import ray.data
-
-    if not rows:
-        return []
-    total = ray.cluster_resources()
-    size = min(concurrency, len(rows), int(total.get("CPU", 1) // num_cpus) if num_cpus else len(rows))
-    if num_gpus:
-        size = min(size, int(total.get("GPU", 0) // num_gpus))
-    ds = ray.data.from_items(rows, override_num_blocks=len(rows))
-    out = ds.map_batches(
-        actor,
-        batch_size=1,
-        batch_format="pyarrow",
-        fn_constructor_kwargs=ctor,
-        compute=ray.data.ActorPoolStrategy(size=max(1, size)),
-        num_cpus=num_cpus,
-        num_gpus=num_gpus or None,
-    )
-    return list(out.iter_rows())
 
 
 # ------------------------------------------------------------------ OpenIE
@@ -270,7 +144,7 @@ def ray_extract(
     out_dir, size = work / "openie", opts.shard_passages
     key = [spec, config.llm_model, config.llm_base_url]  # what the backend's output depends on
     names = [
-        f"{i:06d}-{_digest(key, [(p.doc_id, p.contents) for p in unique[s : s + size]])}"
+        f"{i:06d}-{digest(key, [(p.doc_id, p.contents) for p in unique[s : s + size]])}"
         for i, s in enumerate(range(0, len(unique), size))
     ]
     metas = {n: finished_shard(out_dir, n) for n in names}
@@ -282,7 +156,7 @@ def ray_extract(
         }
         for i in todo
     ]
-    _run_pool(
+    run_pool(
         OpenIEActor,
         rows,
         {
@@ -301,7 +175,7 @@ def ray_extract(
         if meta is None:
             raise RuntimeError(f"{out_dir / n}.parquet: the OpenIE pool finished without writing this shard")
         report = report or OpenIEReport(meta["identity"])
-        for r in _read_shard(out_dir, n):
+        for r in read_shard(out_dir, n):
             ex = _extraction(r)
             exs[ex.doc_id] = ex
             report.add(ex, cached=False)
@@ -424,10 +298,10 @@ def ray_embed(
         lists, lambda ts: [v is not None for v in cache.get_many([text_key(t) for t in ts])], chunk
     )
     out_dir = work / "embeddings"
-    names = [f"{i:06d}-{_digest(inner.identity, config.embed_batch_size, c)}" for i, c in enumerate(chunks)]
+    names = [f"{i:06d}-{digest(inner.identity, config.embed_batch_size, c)}" for i, c in enumerate(chunks)]
     todo = [i for i, n in enumerate(names) if finished_shard(out_dir, n) is None]
     device = "cuda" if opts.num_gpus and config.device == "cpu" else config.device
-    _run_pool(
+    run_pool(
         EncodeActor,
         [{"shard": names[i], "payload": json.dumps(chunks[i])} for i in todo],
         {
@@ -506,31 +380,11 @@ def build_kb_ray(
     """
     import ray
 
-    from gta_verl.data.loaders import read_corpus
-    from gta_verl.kb.graph import collect_nodes
-    from gta_verl.kb.store import save_kb
-
     out = Path(out_dir)
     work = Path(opts.work_dir) if opts.work_dir else out.with_name(out.name + ".ray-work")
     started = _start_ray(opts.address, progress)
     try:
-        t0 = time.perf_counter()
-        rep = read_corpus(corpus_path, corpus_format, strict=strict)
-        log.info(rep.summary())
-        for r in rep.rejected[:20]:
-            log.warning("rejected %s", r)
-        if not rep.records:
-            raise ValueError(f"{corpus_path}: no passages loaded ({rep.summary()})")
-        stats = [
-            StageStats(
-                "corpus",
-                rep.n_in,
-                None,
-                len(rep.rejected),
-                seconds=time.perf_counter() - t0,
-                failed_ids=[str(r) for r in rep.rejected[:5]],
-            )
-        ]
+        rep, stats = _read_corpus(corpus_path, corpus_format, strict)
         passages = rep.records
         exs, openie, st = ray_extract(passages, openie_spec, config, work, opts, progress)
         if not allow_empty:
@@ -538,36 +392,67 @@ def build_kb_ray(
 
             check_not_empty({**openie, "spec": openie_spec}, corpus_path)
         stats.append(st)
+        from gta_verl.kb.graph import collect_nodes
+
         nodes = collect_nodes(passages, exs, config.include_ner_entities)
         lists = ([p.contents for p in passages], list(nodes.entities), [t.text for t in nodes.triples])
         embedder, st = ray_embed(lists, config, work, opts, allow_download)
         stats.append(st)
-        t1 = time.perf_counter()
-        corpus_info = {
-            "path": str(corpus_path),
-            "format": corpus_format,
-            "n_in": rep.n_in,
-            "n_loaded": rep.n_ok,
-            "n_rejected": len(rep.rejected),
-        }
-        kb = build_kb(
-            passages,
-            exs,
-            embedder,
-            config,
-            progress=progress,
-            extra_manifest={"openie": openie, "corpus": corpus_info},
-        )
-        kb = save_kb(kb, out, extractions=exs, force=force)
-        stats.append(
-            StageStats(
-                "graph + save (driver)",
-                kb.n_docs + kb.n_entities,
-                len(kb.triples),
-                seconds=time.perf_counter() - t1,
-            )
-        )
+        manifest = {"openie": openie, "corpus": _corpus_info(corpus_path, corpus_format, rep)}
+        kb, st = _graph_and_save(passages, exs, embedder, config, out, manifest, progress, force)
+        stats.append(st)
     finally:
         if started:
             ray.shutdown()
     return kb, stats
+
+
+def _read_corpus(
+    corpus_path: str | Path, corpus_format: str | None, strict: bool
+) -> tuple[Any, list[StageStats]]:
+    """The corpus's report (rejections logged; an empty corpus refused) and the corpus stage's stats."""
+    from gta_verl.data.loaders import read_corpus
+
+    t0 = time.perf_counter()
+    rep = read_corpus(corpus_path, corpus_format, strict=strict)
+    log.info(rep.summary())
+    for r in rep.rejected[:20]:
+        log.warning("rejected %s", r)
+    if not rep.records:
+        raise ValueError(f"{corpus_path}: no passages loaded ({rep.summary()})")
+    rejected = [str(r) for r in rep.rejected[:5]]
+    stage = StageStats(
+        "corpus", rep.n_in, None, len(rep.rejected), seconds=time.perf_counter() - t0, failed_ids=rejected
+    )
+    return rep, [stage]
+
+
+def _corpus_info(corpus_path: str | Path, corpus_format: str | None, rep: Any) -> dict[str, Any]:
+    """The manifest's ``corpus`` entry, as the single-process build writes it."""
+    return {
+        "path": str(corpus_path),
+        "format": corpus_format,
+        "n_in": rep.n_in,
+        "n_loaded": rep.n_ok,
+        "n_rejected": len(rep.rejected),
+    }
+
+
+def _graph_and_save(
+    passages: Sequence[Passage],
+    exs: dict[str, Extraction],
+    embedder: TableEmbedder,
+    config: KBConfig,
+    out: Path,
+    manifest: dict[str, Any],
+    progress: bool,
+    force: bool,
+) -> tuple[Any, StageStats]:
+    """The driver's stage: graph, synonymy and CSR through ``build_kb``, then ``save_kb``."""
+    from gta_verl.kb.store import save_kb
+
+    t1 = time.perf_counter()
+    kb = build_kb(passages, exs, embedder, config, progress=progress, extra_manifest=manifest)
+    kb = save_kb(kb, out, extractions=exs, force=force)
+    n_items = kb.n_docs + kb.n_entities
+    return kb, StageStats("graph + save (driver)", n_items, len(kb.triples), seconds=time.perf_counter() - t1)

@@ -29,7 +29,7 @@ _KB_CODE = (
     "kb/openie/base.py",
     "kb/openie/precomputed.py",
 )
-_NOT_KB_CODE = ("cli.py", "ray_build.py")
+_NOT_KB_CODE = ("cli.py", "ray_build.py", "ray_shards.py")
 
 
 def musique_kb_key() -> str:
