@@ -135,6 +135,11 @@ def _padding_keep(batch: Any, n: int) -> list[bool]:
     return [not (t or {}).get("is_padding", False) for t in tags]
 
 
+def _distillation_enabled(config: Any) -> bool:
+    dist = config.get("distillation", None)
+    return bool(dist is not None and dist.get("enabled", False))
+
+
 def _token_sum(t: torch.Tensor, keep: list[bool]) -> float:
     padded = t.to_padded_tensor(0) if getattr(t, "is_nested", False) else t
     return float(padded[torch.tensor(keep, dtype=torch.bool)].float().sum().item())
@@ -177,12 +182,10 @@ class GTATrainerMixin:
     ) -> None:
         """verl's step metrics, then ``gta/*`` from the step's ``extra_fields`` (still in TQ)."""
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
-        dist = self.config.get("distillation", None)
-        with_kl = bool(dist is not None and dist.get("enabled", False))
+        with_kl = _distillation_enabled(self.config)
         fields = ["extra_fields", "response_mask"] + (["distill_mask"] if with_kl else [])
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
-        extra = data["extra_fields"]
-        extra = list(plain_value(extra))
+        extra = list(plain_value(data["extra_fields"]))
         keep = _padding_keep(batch, len(extra))
         metrics.update(evidence_step_metrics(extra, keep))
         if with_kl:
@@ -247,16 +250,15 @@ class PathRouterMixin:
         self._check_distillation_config(config)
 
     def _check_distillation_config(self, config: Any) -> None:
-        dist = config.get("distillation", None)
         kl = self.path_router_cfg.kl
-        enabled = bool(dist is not None and dist.get("enabled", False))
+        enabled = _distillation_enabled(config)
         if kl.enabled and not enabled:
             logger.warning(
                 "gta.path_router.kl.enabled=true but distillation.enabled=false: no teacher KL term"
             )
         if not enabled:
             return
-        loss = dist.distillation_loss
+        loss = config.get("distillation").distillation_loss
         if loss.get("loss_mode") != LOSS_NAME:
             logger.warning(
                 "distillation.distillation_loss.loss_mode=%s is not %s", loss.get("loss_mode"), LOSS_NAME
@@ -281,11 +283,9 @@ class PathRouterMixin:
             partition_id=batch.partition_id,
             select_fields=["advantages", "response_mask", "extra_fields"],
         )
-        extra = data["extra_fields"]
-        extra = list(plain_value(extra))
+        extra = list(plain_value(data["extra_fields"]))
         fields = route_fields_from_extra(extra)
-        tags = list(getattr(batch, "tags", None) or [{}] * len(extra))
-        keep = torch.tensor([not (t or {}).get("is_padding", False) for t in tags], dtype=torch.bool)
+        keep = torch.tensor(_padding_keep(batch, len(extra)), dtype=torch.bool)
         metrics.update(_step_metrics(fields, keep, self.path_router_cfg.theta_p))
         selected = fields[schema.RI_DISTILL_SELECT][keep]
         self._distill_select_frac = float(selected.mean().item()) if selected.numel() else 0.0
