@@ -58,6 +58,11 @@ class GTARewardManager(RewardManagerBase):
         self.reward_config = reward_config_from_trainer(config)
         self.reward_router_address = reward_router_address
         self.reward_model_tokenizer = reward_model_tokenizer
+        self.read_settings(config)
+
+    def read_settings(self, config: Any) -> None:
+        """A subclass's own settings from the trainer config, read once per reward worker (so a bad
+        value fails at start-up); verl's constructor signature stays this class's alone."""
 
     def score(self, request: ScoringRequest) -> tuple[float, dict[str, Any]]:
         """Return (reward, reward_extra_info) for one rollout."""

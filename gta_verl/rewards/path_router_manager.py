@@ -97,19 +97,7 @@ def score_path_router(
 class PathRouterRewardManager(GTARewardManager):
     """PathRouter's path-aware reward + routing diagnostics (see module docstring)."""
 
-    def __init__(
-        self,
-        config: Any,
-        tokenizer: Any,
-        compute_score: Any = None,
-        reward_router_address: str | None = None,
-        reward_model_tokenizer: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            config, tokenizer, compute_score, reward_router_address, reward_model_tokenizer, **kwargs
-        )
-        # Read once per reward worker: a bad gta.path_router value fails at start-up.
+    def read_settings(self, config: Any) -> None:
         self.path_router_config = path_router_config_from_trainer(config)
         # K alone, read from the loop's own node: the split rule is the protocol's, not the agent package's.
         self.max_queries = checked_max_queries(node_at(config, "gta", "agent", "max_queries_per_turn"))
