@@ -47,6 +47,14 @@ def add_parser(subparsers: Any) -> None:
         metavar="DIR_OR_JSONL",
         help="trainer.validation_data_dir (latest step) or one <step>.jsonl",
     )
+    _add_data_arguments(p)
+    _add_rollout_arguments(p)
+    _add_run_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _add_data_arguments(p: argparse.ArgumentParser) -> None:
+    """What the policy is evaluated on: questions and the KB."""
     p.add_argument(
         "--data",
         default="",
@@ -55,6 +63,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--kb", help="KB directory of the retrieval environment (dump mode: optional, exact doc ids)"
     )
+
+
+def _add_rollout_arguments(p: argparse.ArgumentParser) -> None:
+    """How each question is rolled out: backend, samples, budgets, prompt, retriever."""
     p.add_argument("--backend", choices=("hf", "vllm"), default="hf", help="generation backend (default hf)")
     p.add_argument("--n-samples", type=int, default=1, help="rollouts per question (default 1)")
     p.add_argument(
@@ -100,6 +112,10 @@ def add_parser(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="gta.retriever knob, repeatable (e.g. --retriever mode=dense for w/o graph retrieval)",
     )
+
+
+def _add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Chunks, concurrency, seed, dump step, labels and output."""
     p.add_argument("--batch-size", type=int, default=16, help="questions per resumable chunk (default 16)")
     p.add_argument("--concurrency", type=int, default=8, help="rollouts in flight (default 8)")
     p.add_argument("--seed", type=int, default=0)
@@ -112,33 +128,37 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--name", default=None, help="row label of the policy in the tables")
     p.add_argument("--out", default="eval_out", help="output directory (default eval_out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
 
 
 def _data_paths(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
+def _run_dump(args: argparse.Namespace) -> int:
+    """``--from-verl-dump``: score the generations verl dumped during training."""
+    from gta_verl.eval.verl_dumps import score_verl_dump
+
+    res, report = score_verl_dump(
+        args.from_verl_dump,
+        args.out,
+        step=args.step,
+        data_paths=_data_paths(args.data),
+        kb_dir=args.kb,
+        metrics_log=args.metrics_log,
+        name=args.name or "policy",
+    )
+    print(
+        f"scored {len(res.records)} of {res.n_in} dumped rollouts (step {res.step}); "
+        f"{len(res.rejected)} rejected" + (f", first: {res.rejected[0]}" if res.rejected else "")
+    )
+    print(f"report: {report.markdown}")
+    return 0 if res.records else 1
+
+
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``gta-verl eval``; returns the exit code."""
     if args.from_verl_dump:
-        from gta_verl.eval.verl_dumps import score_verl_dump
-
-        res, report = score_verl_dump(
-            args.from_verl_dump,
-            args.out,
-            step=args.step,
-            data_paths=_data_paths(args.data),
-            kb_dir=args.kb,
-            metrics_log=args.metrics_log,
-            name=args.name or "policy",
-        )
-        print(
-            f"scored {len(res.records)} of {res.n_in} dumped rollouts (step {res.step}); "
-            f"{len(res.rejected)} rejected" + (f", first: {res.rejected[0]}" if res.rejected else "")
-        )
-        print(f"report: {report.markdown}")
-        return 0 if res.records else 1
+        return _run_dump(args)
     data = _data_paths(args.data)
     if not data or not args.kb:
         raise SystemExit("gta-verl eval --policy needs --data PARQUET[,…] and --kb DIR")

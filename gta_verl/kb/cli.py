@@ -289,6 +289,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="replace --out even if it is a non-empty directory that is not a KB (deletes what it holds)",
     )
+    _add_ray_arguments(b)
+    b.set_defaults(func=cmd_build)
+    s = sub.add_parser("stats", help="GTA-RAG Table 5 statistics of a KB directory")
+    s.add_argument("kb_dir")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(func=cmd_stats)
+    a = sub.add_parser("add", help="add passages to a KB (extracts only the new ones)")
+    a.add_argument("kb_dir")
+    _add_common(a, openie_required=False)
+    a.set_defaults(func=cmd_add)
+    c = sub.add_parser("check-coverage", help="fraction of a QA set's gold paragraphs present in a KB")
+    c.add_argument("--kb", required=True, help="KB directory")
+    c.add_argument("--qa", required=True, nargs="+", help="verl QA parquet file(s)")
+    c.add_argument(
+        "--min", type=_fraction, default=0.95, help="fail (exit 2) below this mean coverage (default 0.95)"
+    )
+    c.add_argument(
+        "--allow-without-gold",
+        action="store_true",
+        help="pass even when most questions have no gold ids (by default that fails: exit 2)",
+    )
+    c.set_defaults(func=cmd_check_coverage)
+    kb.set_defaults(func=lambda _args: (kb.print_help(), 2)[1])
+
+
+def _add_ray_arguments(b: argparse.ArgumentParser) -> None:
+    """``kb build``'s Ray options (the distributed build)."""
     r = b.add_argument_group("Ray (distributed build: OpenIE and embeddings as Ray Data actor pools)")
     r.add_argument("--ray", action="store_true", help="run OpenIE and embeddings on Ray; resumable")
     r.add_argument(
@@ -318,25 +345,3 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="shard directory, shared by all nodes (default OUT.ray-work); rerun to resume",
     )
-    b.set_defaults(func=cmd_build)
-    s = sub.add_parser("stats", help="GTA-RAG Table 5 statistics of a KB directory")
-    s.add_argument("kb_dir")
-    s.add_argument("--json", action="store_true", help="print one JSON object")
-    s.set_defaults(func=cmd_stats)
-    a = sub.add_parser("add", help="add passages to a KB (extracts only the new ones)")
-    a.add_argument("kb_dir")
-    _add_common(a, openie_required=False)
-    a.set_defaults(func=cmd_add)
-    c = sub.add_parser("check-coverage", help="fraction of a QA set's gold paragraphs present in a KB")
-    c.add_argument("--kb", required=True, help="KB directory")
-    c.add_argument("--qa", required=True, nargs="+", help="verl QA parquet file(s)")
-    c.add_argument(
-        "--min", type=_fraction, default=0.95, help="fail (exit 2) below this mean coverage (default 0.95)"
-    )
-    c.add_argument(
-        "--allow-without-gold",
-        action="store_true",
-        help="pass even when most questions have no gold ids (by default that fails: exit 2)",
-    )
-    c.set_defaults(func=cmd_check_coverage)
-    kb.set_defaults(func=lambda _args: (kb.print_help(), 2)[1])

@@ -33,6 +33,14 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--kb", required=True, help="KB directory (gta-verl kb build --out)")
     p.add_argument("--out", required=True, help="output parquet (written atomically)")
+    _add_path_arguments(p)
+    _add_validation_arguments(p)
+    _add_llm_arguments(p)
+    p.set_defaults(func=cmd_synth)
+
+
+def _add_path_arguments(p: argparse.ArgumentParser) -> None:
+    """What is generated and from which paths: generator, count, hops, sampling."""
     p.add_argument(
         "--generator",
         choices=GENERATOR_NAMES,
@@ -52,6 +60,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--max-sampled-docs", type=int, default=10, help="cap on document nodes sampled per path (paper: 10)"
     )
+
+
+def _add_validation_arguments(p: argparse.ArgumentParser) -> None:
+    """How trajectories are validated, and by which retriever."""
     p.add_argument(
         "--no-validation",
         action="store_true",
@@ -82,6 +94,10 @@ def add_parser(subparsers: Any) -> None:
         metavar="URL",
         help="validate through a 'gta-verl retriever serve' HTTP server",
     )
+
+
+def _add_llm_arguments(p: argparse.ArgumentParser) -> None:
+    """The LLM generator, the rows' query format, and output."""
     p.add_argument(
         "--llm-base-url", default=None, help="endpoint for --generator openai, e.g. http://127.0.0.1:8000/v1"
     )
@@ -105,7 +121,6 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the funnel and stats as one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_synth)
 
 
 def _retriever(args: argparse.Namespace, kb: Any) -> Any:
