@@ -252,12 +252,7 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
       row, which must reach full target coverage because synthesis kept only trajectories
       the deployed retriever can execute.
     """
-    import pandas as pd
-
-    from gta_verl.agent.backends import ScriptedServerManager
-    from gta_verl.agent.tokenizer import load_qwen_tokenizer
     from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
-    from gta_verl.eval.replay import reference_scripts
     from gta_verl.eval.runner import EvalSettings, evaluate_policy
 
     n = ctx.eval_questions
@@ -275,18 +270,7 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
         settings=tiny_settings,
         retriever_client=ctx.retriever_client(),
     )
-    rows = pd.read_parquet(ctx.paths["stage1"]).head(n).to_dict("records")
-    tok = load_qwen_tokenizer()
-    replay = evaluate_policy(
-        "reference-replay",
-        [ctx.paths["stage1"]],
-        ctx.paths["kb"],
-        out_dir=ctx.out / "eval" / "reference_replay",
-        max_questions=n,
-        server_manager=ScriptedServerManager(tok, reference_scripts(rows)),
-        tokenizer=tok,
-        retriever_client=ctx.retriever_client(),
-    )
+    replay = _eval_reference_replay(ctx, n)
     ws = _warm_start(ctx)
     warm = evaluate_policy(
         "warm-start",
@@ -302,12 +286,42 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
         ),
         retriever_client=ctx.retriever_client(),
     )
+    return _eval_log(
+        (
+            ("tiny-random-qwen2 (untrained)", tiny),
+            ("warm start (verl SFT on τ* replays; held-out questions)", warm),
+            ("reference-replay (oracle τ*)", replay),
+        )
+    )
+
+
+def _eval_reference_replay(ctx: QuickstartContext, n: int | None) -> Any:
+    """τ* of the first ``n`` Stage-I rows replayed as scripted text: the oracle row."""
+    import pandas as pd
+
+    from gta_verl.agent.backends import ScriptedServerManager
+    from gta_verl.agent.tokenizer import load_qwen_tokenizer
+    from gta_verl.eval.replay import reference_scripts
+    from gta_verl.eval.runner import evaluate_policy
+
+    rows = pd.read_parquet(ctx.paths["stage1"]).head(n).to_dict("records")
+    tok = load_qwen_tokenizer()
+    return evaluate_policy(
+        "reference-replay",
+        [ctx.paths["stage1"]],
+        ctx.paths["kb"],
+        out_dir=ctx.out / "eval" / "reference_replay",
+        max_questions=n,
+        server_manager=ScriptedServerManager(tok, reference_scripts(rows)),
+        tokenizer=tok,
+        retriever_client=ctx.retriever_client(),
+    )
+
+
+def _eval_log(runs: tuple[tuple[str, Any], ...]) -> StageLog:
+    """The evaluation stage's table: each run's report nested under its label, with its plots."""
     parts, data = [], {}
-    for label, res in (
-        ("tiny-random-qwen2 (untrained)", tiny),
-        ("warm start (verl SFT on τ* replays; held-out questions)", warm),
-        ("reference-replay (oracle τ*)", replay),
-    ):
+    for label, res in runs:
         md = res.report.markdown.read_text(encoding="utf-8")
         plots = ", ".join(f"`{p}`" for p in res.report.plots.values())
         parts.append(f"### {label}\n\nReport: `{res.report.markdown}`; plots: {plots}\n\n{_body(md)}")
