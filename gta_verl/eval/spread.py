@@ -122,8 +122,7 @@ def select_spread_questions(
     """
     import pandas as pd
 
-    from gta_verl.eval.records import iter_rows
-    from gta_verl.eval.runner import EvalSettings, evaluate_policy
+    from gta_verl.eval.runner import EvalSettings
 
     if score not in SCORES:
         raise ValueError(f"score must be one of {SCORES}, got {score!r}")
@@ -145,8 +144,22 @@ def select_spread_questions(
         prompt_length=prompt_length,
         response_length=response_length,
     )
+    keep = set(questions_with_spread(_sampled_scores(settings, candidates, kb_dir, out, score), k))
+    tmp = subset.with_suffix(".tmp")
+    rows[[info["qid"] in keep for info in rows["extra_info"]]].to_parquet(tmp)
+    tmp.replace(subset)
+    return subset
+
+
+def _sampled_scores(
+    settings: Any, candidates: Path, kb_dir: str | Path, out: Path, score: str
+) -> list[tuple[str, float]]:
+    """``(qid, score)`` of every rollout ``settings`` samples on the candidate questions."""
+    from gta_verl.eval.records import iter_rows
+    from gta_verl.eval.runner import evaluate_policy
+
     res = evaluate_policy(
-        str(policy),
+        settings.policy,
         [candidates],
         kb_dir,
         out_dir=out / "eval",
@@ -155,9 +168,4 @@ def select_spread_questions(
         concurrency=32,
         progress=False,
     )
-    scores = [(row["qid"], rollout_score(row, score)) for row in iter_rows(res.records_dir)]
-    keep = set(questions_with_spread(scores, k))
-    tmp = subset.with_suffix(".tmp")
-    rows[[info["qid"] in keep for info in rows["extra_info"]]].to_parquet(tmp)
-    tmp.replace(subset)
-    return subset
+    return [(row["qid"], rollout_score(row, score)) for row in iter_rows(res.records_dir)]
