@@ -380,31 +380,20 @@ def evaluate_policy(
     )
     n_new = 0
     if todo:
-        server_manager, tokenizer, timer, cfg = _prepare(
-            settings, server_manager, tokenizer, retriever_client, kb_dir
-        )
-        n_new = _run_chunks(
-            rows,
-            todo,
-            settings,
-            server_manager,
-            tokenizer,
-            timer,
-            cfg,
-            writer,
-            batch_size,
-            concurrency,
-            progress,
-        )
+        manager, tok, timer, cfg = _prepare(settings, server_manager, tokenizer, retriever_client, kb_dir)
+        run = (settings, manager, tok, timer, cfg, writer, batch_size, concurrency, progress)
+        n_new = _run_chunks(rows, todo, *run)
     writer.flush()
+    label = name or Path(settings.policy).name or settings.policy
+    return _report(out, label, _report_meta(settings, data, kb_dir), metrics_log, n_new, writer.n_skipped)
+
+
+def _report(
+    out: Path, name: str, meta: dict[str, Any], metrics_log: Path | str | None, n_new: int, n_skipped: int
+) -> EvalResult:
+    """Every record under ``out/records`` (this run's and earlier ones') scored, reported and summarized."""
     records = read_records(out / "records")
-    report = write_report(
-        records,
-        out,
-        name=name or Path(settings.policy).name or settings.policy,
-        meta=_report_meta(settings, data, kb_dir),
-        metrics_log=metrics_log,
-    )
+    report = write_report(records, out, name=name, meta=meta, metrics_log=metrics_log)
     summary = summarize([score_record(r.rollout) for r in records])
     return EvalResult(
         out_dir=out,
@@ -413,7 +402,7 @@ def evaluate_policy(
         summary=summary,
         n_records=len(records),
         n_new=n_new,
-        n_skipped=writer.n_skipped,
+        n_skipped=n_skipped,
     )
 
 
