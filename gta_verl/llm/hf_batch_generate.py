@@ -106,6 +106,18 @@ def shared_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k not in ("max_tokens", "max_new_tokens")}
 
 
+def _left_padded(prompts: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[B, width]`` ids and attention mask of ``prompts``, each right-aligned behind ``pad``."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        p = list(prompt)
+        ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        mask[row, width - len(p) :] = 1
+    return ids, mask
+
+
 @torch.no_grad()
 def hf_generate_batch(
     model: Any,
@@ -144,13 +156,8 @@ def hf_generate_batch(
     if not live:
         return [r for r in results if r is not None]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    width = max(len(prompts[i]) for i in live)
-    ids = torch.full((len(live), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(live), width), dtype=torch.long)
-    for row, i in enumerate(live):
-        p = list(prompts[i])
-        ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-        mask[row, width - len(p) :] = 1
+    ids, mask = _left_padded([prompts[i] for i in live], pad)
+    width = ids.shape[1]
     from transformers import StoppingCriteriaList
 
     stops = _RowStops(
@@ -165,18 +172,26 @@ def hf_generate_batch(
         stopping_criteria=StoppingCriteriaList([stops]),
         **_generate_kwargs(params, max_new, tokenizer),
     )
+    for i, generation in zip(live, _generations(out, width, stops, params), strict=True):
+        results[i] = generation
+    return [r for r in results if r is not None]
+
+
+def _generations(out: Any, width: int, stops: _RowStops, params: Mapping[str, Any]) -> list[Generation]:
+    """Each row's new tokens of ``model.generate``'s output, cut where its stop criterion ended it."""
     new = out.sequences[:, width:]
     logits = torch.stack(out.logits, dim=1)  # [B, steps, V]
     temperature = float(params.get("temperature", 1.0) or 0.0)
-    for row, i in enumerate(live):
+    gens = []
+    for row in range(new.shape[0]):
         n = stops.lengths[row]
         n = new.shape[1] if n is None else n
         tokens = new[row, :n]
         log_probs = (
             token_log_probs(logits[row, :n], tokens, temperature).tolist() if params.get("logprobs") else None
         )
-        results[i] = Generation(tokens.tolist(), log_probs, stops.reasons[row])
-    return [r for r in results if r is not None]
+        gens.append(Generation(tokens.tolist(), log_probs, stops.reasons[row]))
+    return gens
 
 
 @dataclass
