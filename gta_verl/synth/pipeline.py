@@ -242,6 +242,11 @@ def synthesize(
             bar.set_postfix(sampled=run.funnel.counts["sampled"], kept=len(run.kept))
     if bar is not None:
         bar.close()
+    return _result(run, sampler, n, config)
+
+
+def _result(run: _Run, sampler: PathSampler, n: int, config: SynthesisConfig) -> SynthesisResult:
+    """The first ``n`` kept trajectories, the funnel checked for consistency, Table-4 statistics."""
     run.funnel.sampling = sampler.stats.to_dict()
     run.funnel.surplus = max(0, len(run.kept) - n)
     run.funnel.check()
