@@ -68,19 +68,26 @@ def _popularity(n: int, exponent: float, rng: np.random.Generator) -> np.ndarray
     return w / w.sum()
 
 
+def _draw(missing: int, sample, key_base: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One batch of candidate pairs for ``missing`` more: the pairs, their int64 keys, and the index of
+    each key's first draw in draw order (so the result depends only on the seed)."""
+    cand = sample(max(1024, int(missing * 1.3)))
+    if symmetric:
+        cand = np.sort(cand, axis=1)
+        cand = cand[cand[:, 0] != cand[:, 1]]
+    keys = cand[:, 0] * key_base + cand[:, 1]
+    _, first = np.unique(keys, return_index=True)
+    first.sort()
+    return cand, keys, first
+
+
 def _unique_pairs(count: int, sample, forbid: set[int] | None, key_base: int, symmetric: bool) -> np.ndarray:
     """Draw ``count`` distinct pairs from ``sample(n) -> int64 [n, 2]``."""
     chosen: list[np.ndarray] = []
     seen: set[int] = set() if forbid is None else forbid
     have = 0
     while have < count:
-        cand = sample(max(1024, int((count - have) * 1.3)))
-        if symmetric:
-            cand = np.sort(cand, axis=1)
-            cand = cand[cand[:, 0] != cand[:, 1]]
-        keys = cand[:, 0] * key_base + cand[:, 1]
-        _, first = np.unique(keys, return_index=True)
-        first.sort()  # keep draw order so the result depends only on the seed
+        cand, keys, first = _draw(count - have, sample, key_base, symmetric)
         fresh = [i for i in first.tolist() if int(keys[i]) not in seen]
         fresh = fresh[: count - have]
         seen.update(int(keys[i]) for i in fresh)
@@ -173,13 +180,7 @@ def _unique_pairs_np(count: int, sample, key_base: int, symmetric: bool) -> np.n
     taken = np.zeros(0, np.int64)  # sorted keys already chosen
     have = 0
     while have < count:
-        cand = sample(max(1024, int((count - have) * 1.3)))
-        if symmetric:
-            cand = np.sort(cand, axis=1)
-            cand = cand[cand[:, 0] != cand[:, 1]]
-        keys = cand[:, 0] * key_base + cand[:, 1]
-        _, first = np.unique(keys, return_index=True)
-        first.sort()  # draw order: the result depends only on the seed
+        cand, keys, first = _draw(count - have, sample, key_base, symmetric)
         first = first[~np.isin(keys[first], taken, assume_unique=True)][: count - have]
         taken = np.union1d(taken, keys[first])
         chosen.append(cand[first])
