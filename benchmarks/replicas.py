@@ -79,6 +79,30 @@ async def _drive(
     return results, lat, time.perf_counter() - t0
 
 
+def result_row(
+    kind: str,
+    n: int,
+    driven: tuple[list[Any], list[float], float],
+    expected: dict[str, tuple[str, ...]],
+    qs: list[str],
+    ready_s: float,
+    mem: list[dict[str, float]],
+) -> dict[str, Any]:
+    """One table row: throughput and latency of ``_drive``'s ``(results, latencies, wall)``, the answers
+    equal to the in-process reference, start-up time and the mean memory per replica."""
+    res, lat, wall = driven
+    return {
+        "kind": kind,
+        "n": n,
+        "qps": len(res) / wall,
+        "p50": float(np.percentile(lat, 50)),
+        "p95": float(np.percentile(lat, 95)),
+        "same": sum(r.ok and r.doc_ids == expected[qs[i % len(qs)]] for i, r in enumerate(res)),
+        "ready_s": ready_s,
+        **{k: float(np.mean([m[k] for m in mem])) for k in ("rss", "pss", "uss")},
+    }
+
+
 def bench_reference(kb_dir: Path, qs: list[str], n_calls: int) -> tuple[float, dict[str, tuple[str, ...]]]:
     from gta_verl.retrieval.retriever import GraphRetriever
 
@@ -116,18 +140,9 @@ def bench_actors(
     finally:
         ray.get(svc.shutdown.remote())
         ray.kill(svc)
-    same = sum(r.ok and r.doc_ids == expected[qs[i % len(qs)]] for i, r in enumerate(res))
-    return {
-        "kind": f"actors{'' if share else ' (private arrays)'}",
-        "n": n,
-        "qps": n_calls / wall,
-        "p50": float(np.percentile(lat, 50)),
-        "p95": float(np.percentile(lat, 95)),
-        "same": same,
-        "ready_s": ready_s,
-        **{k: float(np.mean([m[k] for m in mem])) for k in ("rss", "pss", "uss")},
-        "batch_mean": (st1["queries"] - st0["queries"]) / max(1, st1["batches"] - st0["batches"]),
-    }
+    kind = f"actors{'' if share else ' (private arrays)'}"
+    row = result_row(kind, n, (res, lat, wall), expected, qs, ready_s, mem)
+    return {**row, "batch_mean": (st1["queries"] - st0["queries"]) / max(1, st1["batches"] - st0["batches"])}
 
 
 def bench_serve(
@@ -169,17 +184,7 @@ def bench_serve(
         mem = [memory_mib(p) for p in pids]
     finally:
         serve.delete("bench_retriever")
-    same = sum(r.ok and r.doc_ids == expected[qs[i % len(qs)]] for i, r in enumerate(res))
-    return {
-        "kind": "Ray Serve + @serve.batch",
-        "n": n,
-        "qps": n_calls / wall,
-        "p50": float(np.percentile(lat, 50)),
-        "p95": float(np.percentile(lat, 95)),
-        "same": same,
-        "ready_s": ready_s,
-        **{k: float(np.mean([m[k] for m in mem])) for k in ("rss", "pss", "uss")},
-    }
+    return result_row("Ray Serve + @serve.batch", n, (res, lat, wall), expected, qs, ready_s, mem)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,6 +46,7 @@ from benchmarks.replicas import (
     memory_mib,
     musique_kb_dir,
     questions,
+    result_row,
 )
 
 APP = "bench_serve_vs_actors"
@@ -143,17 +144,10 @@ def bench_serve_batch(
         sizes = [b for pid, i in infos.items() for b in i["batches"][warm.get(pid, 0) :]]
     finally:
         serve.delete(APP)
-    same = sum(r.ok and r.doc_ids == expected[qs[i % len(qs)]] for i, r in enumerate(res))
+    kind = f"Ray Serve + @serve.batch({max_batch}, {max_wait_ms / 1000:g} s)"
     return {
-        "kind": f"Ray Serve + @serve.batch({max_batch}, {max_wait_ms / 1000:g} s)",
-        "n": n,
-        "qps": n_calls / wall,
-        "p50": float(np.percentile(lat, 50)),
-        "p95": float(np.percentile(lat, 95)),
-        "same": same,
-        "ready_s": ready_s,
+        **result_row(kind, n, (res, lat, wall), expected, qs, ready_s, mem),
         "batch_mean": float(np.mean(sizes)) if sizes else float("nan"),
-        **{k: float(np.mean([m[k] for m in mem])) for k in ("rss", "pss", "uss")},
     }
 
 
