@@ -131,9 +131,7 @@ def select_spread_questions(
     if subset.is_file():
         return subset
     out.mkdir(parents=True, exist_ok=True)
-    rows = pd.read_parquet(questions)
-    if pool is not None:
-        rows = rows.head(pool)
+    rows = pd.read_parquet(questions)[:pool]  # the first ``pool`` rows; all when None
     candidates = out / "pool.parquet"
     rows.to_parquet(candidates)
     settings = EvalSettings(
@@ -145,10 +143,14 @@ def select_spread_questions(
         response_length=response_length,
     )
     keep = set(questions_with_spread(_sampled_scores(settings, candidates, kb_dir, out, score), k))
-    tmp = subset.with_suffix(".tmp")
-    rows[[info["qid"] in keep for info in rows["extra_info"]]].to_parquet(tmp)
-    tmp.replace(subset)
-    return subset
+    return _write_atomic(rows[[info["qid"] in keep for info in rows["extra_info"]]], subset)
+
+
+def _write_atomic(rows: Any, path: Path) -> Path:
+    tmp = path.with_suffix(".tmp")
+    rows.to_parquet(tmp)
+    tmp.replace(path)
+    return path
 
 
 def _sampled_scores(
