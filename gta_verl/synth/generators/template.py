@@ -264,15 +264,7 @@ class TemplateGenerator:
                 except TemplateFailure:
                     pass  # no comparison phrasing: the path still gives its chain question
         chains = self._chains(path, self._rng(path))
-        texts = [kb.passages[d].contents for d in path.doc_indices]
-
-        def sf(entity: str) -> str:
-            # surface form as first written in the path documents, in path order
-            for text in texts:
-                found = surface_form(entity, text)
-                if found != entity:
-                    return found
-            return entity
+        sf = _surface(kb, path)
 
         def facts(chain: list[_Clause]) -> str:
             return "; ".join(f"{c.noun_phrase(sf(c.known))} is {sf(c.unknown)}" for c in chain)
@@ -309,6 +301,7 @@ class TemplateGenerator:
 
 
 def _surface(kb: KnowledgeBase, path: GraphPath):
+    """``entity -> its surface form as first written in the path's documents, in path order``."""
     texts = [kb.passages[d].contents for d in path.doc_indices]
 
     def sf(entity: str) -> str:
