@@ -110,21 +110,26 @@ def cmd_build(args: argparse.Namespace) -> int:
         return _cmd_build_ray(args) if args.ray else _cmd_build_local(args)
 
 
+def _build_inputs(args: argparse.Namespace) -> tuple[str, str | None, str, str, KBConfig]:
+    """Corpus, its format, OpenIE spec, output and KB config: what both builds take first."""
+    return args.corpus, args.corpus_format, args.openie, args.out, _config(args)
+
+
+def _build_flags(args: argparse.Namespace) -> dict[str, bool]:
+    """The keyword flags both builds share."""
+    return {
+        "progress": not args.no_progress,
+        "strict": args.strict,
+        "allow_download": args.allow_download,
+        "force": args.force,
+        "allow_empty": args.allow_empty,
+    }
+
+
 def _cmd_build_local(args: argparse.Namespace) -> int:
     from gta_verl.kb.build import build_kb_from_files
 
-    kb = build_kb_from_files(
-        args.corpus,
-        args.corpus_format,
-        args.openie,
-        args.out,
-        _config(args),
-        progress=not args.no_progress,
-        strict=args.strict,
-        allow_download=args.allow_download,
-        force=args.force,
-        allow_empty=args.allow_empty,
-    )
+    kb = build_kb_from_files(*_build_inputs(args), **_build_flags(args))
     print(f"wrote KB to {args.out}", file=sys.stderr)
     _print_stats(args.out, False, kb.manifest)
     return 0
@@ -142,19 +147,7 @@ def _cmd_build_ray(args: argparse.Namespace) -> int:
         encoder_num_cpus=args.ray_encoder_cpus,
         work_dir=args.ray_work_dir,
     )
-    kb, stats = build_kb_ray(
-        args.corpus,
-        args.corpus_format,
-        args.openie,
-        args.out,
-        _config(args),
-        opts,
-        progress=not args.no_progress,
-        strict=args.strict,
-        allow_download=args.allow_download,
-        force=args.force,
-        allow_empty=args.allow_empty,
-    )
+    kb, stats = build_kb_ray(*_build_inputs(args), opts, **_build_flags(args))
     print(f"wrote KB to {args.out}", file=sys.stderr)
     print(summary_table(stats))
     _print_stats(args.out, False, kb.manifest)
