@@ -69,6 +69,19 @@ def step_overrides(args: argparse.Namespace, seed: int) -> tuple[str, ...]:
         f"trainer.save_freq={args.save_freq}",
         "trainer.resume_mode=auto",
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+    ) + precision_overrides(args.precision)
+
+
+def precision_overrides(precision: str) -> tuple[str, ...]:
+    """``bf16``: actor and reference compute in bf16 over fp32 master weights (FSDP2 mixed precision, fp32
+    gradient reduction), the ``hf_cpu`` rollout generates in bf16; ``fp32``: the recipe's float32
+    (docs/policies.md: half the step time where the CPU has bf16 units)."""
+    if precision == "fp32":
+        return ()
+    return (
+        "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16",
+        "actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype=bf16",
+        "+actor_rollout_ref.rollout.engine_kwargs.hf_cpu.dtype=bfloat16",
     )
 
 
@@ -239,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds-ab", default="0,1,2")
     p.add_argument("--seeds-cd", default="0", help="seeds of (c), (e) and (r)")
     p.add_argument("--eval-questions", type=int, default=None, help="first N questions of each set")
+    p.add_argument("--precision", choices=("bf16", "fp32"), default="bf16", help="GRPO's compute dtype")
     p.add_argument("--sft-steps", type=int, default=0, help="warm start (ii): verl SFT steps (0: not built)")
     p.add_argument("--sft-rows", type=int, default=160, help="training questions replayed for SFT")
     p.add_argument("--sft-lr", type=float, default=1e-5)
