@@ -69,6 +69,19 @@ def step_overrides(args: argparse.Namespace, seed: int) -> tuple[str, ...]:
         f"trainer.save_freq={args.save_freq}",
         "trainer.resume_mode=auto",
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+    ) + precision_overrides(args.precision)
+
+
+def precision_overrides(precision: str) -> tuple[str, ...]:
+    """``bf16``: actor and reference compute in bf16 over fp32 master weights (FSDP2 mixed precision, fp32
+    gradient reduction), the ``hf_cpu`` rollout generates in bf16; ``fp32``: the recipe's float32
+    (docs/policies.md: half the step time where the CPU has bf16 units)."""
+    if precision == "fp32":
+        return ()
+    return (
+        "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16",
+        "actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype=bf16",
+        "+actor_rollout_ref.rollout.engine_kwargs.hf_cpu.dtype=bfloat16",
     )
 
 
@@ -119,7 +132,36 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     )
     model = cut_model(resolve_model(args.policy), texts)
     styled = {k: (prompt_style_parquet(p, "fewshot"), b) for k, (p, b) in sets.items()}
-    return {"kb": kb, "model": model, "train": prompt_style_parquet(ws.train, "fewshot"), "sets": styled}
+    return {
+        "kb": kb,
+        "model": model,
+        "train": prompt_style_parquet(ws.train, "fewshot"),
+        "sets": styled,
+        "plain": {"train": ws.train, "sets": sets},
+    }
+
+
+def sft_warm_start(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, dict]:
+    """Warm start (ii): verl SFT of the cut policy on τ* replays (instructions prompt), evaluated on the
+    three held-out sets in that prompt style."""
+    from gta_verl.cpu.policy_sft import PolicySFTSettings, build_policy_sft
+
+    plain = inputs["plain"]
+    settings = PolicySFTSettings(
+        steps=args.sft_steps,
+        max_rows=args.sft_rows,
+        lr=args.sft_lr,
+        budgets=(PROMPT_LENGTH, RESPONSE_LENGTH, MAX_OBS_TOKENS),
+    )
+    t0 = time.perf_counter()
+    model = build_policy_sft(
+        inputs["model"], plain["train"], plain["sets"]["synthetic"][0], inputs["kb"], out / "sft", settings
+    )
+    print(f"SFT warm start ready ({time.perf_counter() - t0:.0f} s): {model}", flush=True)
+    return {
+        key: evaluate(str(model), data, kb, out / "eval" / f"sft_{key}", args.eval_questions, "sft")
+        for key, (data, kb) in plain["sets"].items()
+    }
 
 
 def run_one(cond: str, seed: int, inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> dict:
@@ -166,12 +208,16 @@ def run_one(cond: str, seed: int, inputs: dict[str, Any], out: Path, args: argpa
     return result
 
 
-def report(out: Path, inputs: dict[str, Any], warm: dict[str, dict], results: list[dict], args: Any) -> str:
-    conds = args.conditions.split(",")
+def report(
+    out: Path, warm: dict[str, dict], sft: dict[str, dict] | None, results: list[dict], args: Any
+) -> str:
+    conds = conditions(args)
     label = {c: f"({c}) {CONDITIONS[c][0]}" for c in conds}
     md = ""
     for key in SETS:
-        rows = [("warm start (few-shot prompt, no training)", [warm[key]])]
+        rows = [("warm start (i): few-shot prompt, no training", [warm[key]])]
+        if sft:
+            rows.append((f"warm start (ii): verl SFT on τ* replays, {args.sft_steps} steps", [sft[key]]))
         rows += [(label[c], [r[key] for r in results if r["condition"] == c and key in r]) for c in conds]
         md += f"\n\n**{key}** held-out questions:\n\n" + table(rows)
     if results:
@@ -180,11 +226,15 @@ def report(out: Path, inputs: dict[str, Any], warm: dict[str, dict], results: li
         md += "\n\nWall time per run (s): " + ", ".join(
             f"({r['condition']}) s{r['seed']} {r['seconds']:.0f}" for r in results
         )
-    (out / "results.json").write_text(
-        json.dumps({"settings": vars(args), "warm_start": warm, "runs": results}, indent=2, default=str)
-    )
+    summary = {"settings": vars(args), "warm_start": warm, "sft_warm_start": sft, "runs": results}
+    (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
     (out / "table.md").write_text(md.strip() + "\n")
     return md
+
+
+def conditions(args: argparse.Namespace) -> list[str]:
+    """The conditions to run, in order (an empty ``--conditions`` runs none: inputs and warm starts only)."""
+    return [c for c in args.conditions.split(",") if c]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,9 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds-ab", default="0,1,2")
     p.add_argument("--seeds-cd", default="0", help="seeds of (c), (e) and (r)")
     p.add_argument("--eval-questions", type=int, default=None, help="first N questions of each set")
+    p.add_argument("--precision", choices=("bf16", "fp32"), default="bf16", help="GRPO's compute dtype")
+    p.add_argument("--sft-steps", type=int, default=0, help="warm start (ii): verl SFT steps (0: not built)")
+    p.add_argument("--sft-rows", type=int, default=160, help="training questions replayed for SFT")
+    p.add_argument("--sft-lr", type=float, default=1e-5)
     p.add_argument("--timeout", type=float, default=6 * 3600)
     args = p.parse_args(argv)
-    unknown = set(args.conditions.split(",")) - set(CONDITIONS)
+    unknown = set(conditions(args)) - set(CONDITIONS)
     if unknown:
         p.error(f"unknown conditions {sorted(unknown)}; known: {sorted(CONDITIONS)}")
     out = Path(args.out).resolve()
@@ -218,11 +272,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         for key, (data, kb) in inputs["sets"].items()
     }
+    sft = sft_warm_start(inputs, out, args) if args.sft_steps > 0 else None
     results = []
-    for cond, seed in run_order(args.conditions.split(","), args.seeds_ab, args.seeds_cd):
+    for cond, seed in run_order(conditions(args), args.seeds_ab, args.seeds_cd):
         print(f"run ({cond}) seed {seed}", flush=True)
         results.append(run_one(cond, seed, inputs, out, args))
-    print(report(out, inputs, warm, results, args))
+    print(report(out, warm, sft, results, args))
     return 0
 
 

@@ -47,21 +47,25 @@ def torch_dtype_name(dtype: str | None) -> str:
     return _DTYPES[key]
 
 
-def rollout_device(use_accelerator: bool, cuda_available: bool, actor_dtype: str | None) -> tuple[str, str]:
+def rollout_device(
+    use_accelerator: bool, cuda_available: bool, actor_dtype: str | None, host_dtype: str | None = None
+) -> tuple[str, str]:
     """``(device, dtype)`` of the rollout model.
 
     Args:
         use_accelerator: The backend may use an accelerator (``hf``; ``hf_cpu`` never does).
         cuda_available: ``torch.cuda.is_available()`` in the server process.
         actor_dtype: The rollout's configured dtype (``rollout.dtype``), any :data:`_DTYPES` spelling.
+        host_dtype: The dtype on the host (``rollout.engine_kwargs.hf_cpu.dtype``); None is float32.
 
     Returns:
-        ``("cuda", <actor dtype>)`` on an accelerator, otherwise ``("cpu", "float32")``: the
-        CPU kernels of bf16 matmuls are slow and the CPU actor trains in float32.
+        ``("cuda", <actor dtype>)`` on an accelerator, otherwise ``("cpu", <host dtype>)``. float32 is the
+        host default because bf16 matmuls are only fast where the CPU has bf16 units (AMX/AVX512-BF16:
+        7.7x float32 for a 2048x640x2048 matmul on one such core, docs/policies.md) and slow elsewhere.
     """
     if use_accelerator and cuda_available:
         return "cuda", torch_dtype_name(actor_dtype)
-    return "cpu", "float32"
+    return "cpu", torch_dtype_name(host_dtype or "float32")
 
 
 def server_options(

@@ -47,17 +47,22 @@ def server_actor_name(replica_rank: int, suffix: str = "", rollout_name: str = R
     return f"{rollout_name}_server_{replica_rank}{suffix}"
 
 
+def _engine_kwarg(config: Any, rollout_name: str, key: str) -> Any:
+    """``rollout.engine_kwargs.<name>.<key>`` (``hf`` also reads ``hf_cpu``'s); None when unset."""
+    for name in dict.fromkeys((rollout_name, ROLLOUT_NAME)):
+        value = value_at(config, f"engine_kwargs.{name}.{key}", None)
+        if value:
+            return value
+    return None
+
+
 def _chunk(config: Any, rollout_name: str) -> int:
-    """New tokens per batched call (``rollout.engine_kwargs.<name>.chunk``; ``hf`` also reads ``hf_cpu``'s).
+    """New tokens per batched call (``rollout.engine_kwargs.<name>.chunk``, default 32).
 
     A row's prefix is re-encoded once per call, so long prompts want long chunks; rows join at
     chunk boundaries.
     """
-    for name in dict.fromkeys((rollout_name, ROLLOUT_NAME)):
-        value = value_at(config, f"engine_kwargs.{name}.chunk", None)
-        if value:
-            return int(value)
-    return 32
+    return int(_engine_kwarg(config, rollout_name, "chunk") or 32)
 
 
 class HFCPUReplica(RolloutReplica):
@@ -100,6 +105,7 @@ class HFCPUReplica(RolloutReplica):
                 _chunk(self.config, self.rollout_name),
                 use_accelerator=self.use_accelerator,
                 dtype=str(value_at(self.config, "dtype", None) or "bfloat16"),
+                host_dtype=_engine_kwarg(self.config, self.rollout_name, "dtype"),
             )
         )
         state = await handle.state.remote()  # wait until the model is loaded

@@ -44,8 +44,9 @@ class HFRolloutServer:
         chunk: Most new tokens per batched call (:class:`~gta_verl.llm.hf_batch_generate.GenerationBatcher`).
         use_accelerator: Load on cuda when this process sees a GPU (``hf``); False stays on the
             host (``hf_cpu``).
-        dtype: Model dtype on the accelerator (``rollout.dtype``); on the host it is always float32
-            (:func:`gta_verl.cpu.devices.rollout_device`).
+        dtype: Model dtype on the accelerator (``rollout.dtype``).
+        host_dtype: Model dtype on the host (``rollout.engine_kwargs.hf_cpu.dtype``; None: float32,
+            :func:`gta_verl.cpu.devices.rollout_device`).
     """
 
     def __init__(
@@ -58,13 +59,16 @@ class HFRolloutServer:
         chunk: int = 32,
         use_accelerator: bool = False,
         dtype: str | None = None,
+        host_dtype: str | None = None,
     ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from gta_verl.cpu.devices import rollout_device
 
-        self.device, self.dtype = rollout_device(use_accelerator, torch.cuda.is_available(), dtype)
+        self.device, self.dtype = rollout_device(
+            use_accelerator, torch.cuda.is_available(), dtype, host_dtype
+        )
         torch.manual_seed(seed)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
         self.model = (

@@ -79,9 +79,14 @@ def init_model_dir(out: Path, tokenizer: Any, size: WarmStartModel = WarmStartMo
 
 
 def replay_rows(
-    rows: Sequence[Mapping[str, Any]], tokenizer: Any, kb_dir: str | Path
+    rows: Sequence[Mapping[str, Any]],
+    tokenizer: Any,
+    kb_dir: str | Path,
+    budgets: tuple[int, int, int] = (PROMPT_LENGTH, RESPONSE_LENGTH, MAX_OBS_TOKENS),
 ) -> list[dict[str, Any]]:
     """Replay each row's τ* through the real agent loop; return SFT rows in the loop's token layout.
+
+    ``budgets`` = (prompt, response, observation) token budgets of the loop the rows will be trained for.
 
     Returns:
         Per row: ``input_ids`` = prompt + response ids, ``loss_mask`` = 0 on the prompt and observations,
@@ -93,7 +98,9 @@ def replay_rows(
     from gta_verl.eval.replay import reference_scripts
     from gta_verl.eval.runner import build_retriever_client
 
-    cfg = make_trainer_config(PROMPT_LENGTH, RESPONSE_LENGTH, gta=agent_gta_config(kb_dir))
+    prompt_length, response_length, max_obs = budgets
+    gta = {"agent": {"max_obs_tokens": max_obs}, "retriever": {"kb_dir": str(kb_dir)}}
+    cfg = make_trainer_config(prompt_length, response_length, gta=gta)
     client = build_retriever_client(kb_dir, {})
     manager = ScriptedServerManager(tokenizer, reference_scripts(rows), logprob=None)
     out = []

@@ -44,6 +44,15 @@ def test_hf_cpu_stays_on_the_host_even_with_a_gpu():
     assert rollout_device(False, True, "bfloat16") == ("cpu", "float32")
 
 
+@pytest.mark.parametrize(
+    ("host", "expected"), [("bf16", "bfloat16"), ("float32", "float32"), (None, "float32")]
+)
+def test_the_host_dtype_knob_sets_the_host_dtype_only(host, expected):
+    """``rollout.engine_kwargs.hf_cpu.dtype``: the host's dtype; the accelerator keeps ``rollout.dtype``."""
+    assert rollout_device(False, False, "fp16", host) == ("cpu", expected)
+    assert rollout_device(True, True, "fp16", host) == ("cuda", "float16")
+
+
 def test_unknown_dtype_is_refused():
     with pytest.raises(ValueError, match="int8"):
         torch_dtype_name("int8")

