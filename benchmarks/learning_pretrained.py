@@ -152,6 +152,7 @@ def sft_warm_start(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
         max_rows=args.sft_rows,
         lr=args.sft_lr,
         budgets=(PROMPT_LENGTH, RESPONSE_LENGTH, MAX_OBS_TOKENS),
+        param_dtype=args.precision,
     )
     t0 = time.perf_counter()
     model = build_policy_sft(

@@ -35,7 +35,8 @@ class PolicySFTSettings:
     """Knobs of the SFT run; ``budgets`` = (prompt, response, observation) tokens of the replayed loop.
 
     ``max_rows`` keeps the first that many training questions (None: all); ``val_rows`` the first that many
-    held-out ones for verl's validation loss.
+    held-out ones for verl's validation loss (at least ``batch_size``: verl drops a partial batch);
+    ``param_dtype`` is FSDP2's compute dtype over fp32 master weights.
     """
 
     steps: int = 40
@@ -47,6 +48,7 @@ class PolicySFTSettings:
     max_rows: int | None = 160
     val_rows: int = 8
     budgets: tuple[int, int, int] = (768, 512, 128)
+    param_dtype: str = "bf16"
 
 
 def _rows(path: Path, n: int | None) -> list[dict[str, Any]]:
@@ -123,7 +125,9 @@ def build_policy_sft(
         warmup_ratio=settings.warmup_ratio,
         seed=settings.seed,
     )
-    cmd = sft_command(ws, knobs, sft / "checkpoints", sum(settings.budgets[:2]), len(train))
+    cmd = sft_command(
+        ws, knobs, sft / "checkpoints", sum(settings.budgets[:2]), len(train), settings.param_dtype
+    )
     t1 = time.perf_counter()
     log_path = sft / "verl_sft.log"
     with open(log_path, "w") as logf:

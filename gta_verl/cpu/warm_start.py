@@ -212,8 +212,13 @@ def _prepare_sft(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, Any]:
     return stats
 
 
-def sft_command(ws: WarmStart, s: SFTSettings, out_dir: Path, max_length: int, n_train: int) -> list[str]:
+def sft_command(
+    ws: WarmStart, s: SFTSettings, out_dir: Path, max_length: int, n_train: int, param_dtype: str = "fp32"
+) -> list[str]:
     """``torchrun … -m verl.trainer.sft_trainer`` with the overrides a CPU run needs (docs/verl_on_cpu.md).
+
+    ``param_dtype`` is FSDP2's compute dtype over fp32 master weights (``bf16`` where the CPU has bf16 units,
+    docs/policies.md).
 
     ``trainer.total_epochs`` (default 4) ends the loop before ``total_training_steps`` when the data is
     small, and then nothing is saved (``sft_trainer.py:356``), so it is set from the steps per epoch.
@@ -242,7 +247,7 @@ def sft_command(ws: WarmStart, s: SFTSettings, out_dir: Path, max_length: int, n
         "data.pad_mode=no_padding",
         "engine.strategy=fsdp2",
         "engine.use_torch_compile=false",
-        "+engine.mixed_precision.param_dtype=fp32",
+        f"+engine.mixed_precision.param_dtype={param_dtype}",
         "+model.override_config.attn_implementation=sdpa",
         "model.use_remove_padding=false",
         "model.enable_gradient_checkpointing=false",
