@@ -91,8 +91,8 @@ def linking(r, questions: list[str], gold_idx: list[list[int]]) -> dict[str, flo
 
 
 def main(argv: list[str] | None = None) -> int:
+    from gta_verl.retrieval.backends import open_retriever
     from gta_verl.retrieval.evaluate import evaluate_retrieval, load_qa
-    from gta_verl.retrieval.retriever import GraphRetriever
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", action="append", required=True, help="NAME=KB_DIR:QA_PATH (repeat)")
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.dataset:
         name, _, rest = spec.partition("=")
         kb_dir, _, qa_path = rest.rpartition(":")
-        r = GraphRetriever.from_kb_dir(kb_dir)
+        r = open_retriever(kb_dir)
         qa = [x for x in load_qa(qa_path, r.kb.passages) if x.supporting_doc_ids]
         idx = r.kb.doc_index_by_id()
         gold_idx = [[idx[d] for d in x.supporting_doc_ids] for x in qa]

@@ -334,13 +334,13 @@ def _ours_rows(r: Any, batches: list[int], ref_ms: float, ref_ids: np.ndarray, v
 
 def bench_whole(args: argparse.Namespace) -> list[str]:
     """Section (a): the whole retriever at HotpotQA-10K scale vs the plain reference path."""
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_kb_retriever
 
     t0 = time.perf_counter()
     sg = make_synthetic_graph(HOTPOTQA_10K, seed=args.seed)
     kb = synthetic_kb(sg, args.n_triples, args.seed, args.dim, with_igraph=True)
     q = query_vectors(kb.triple_emb, max(args.batches + args.faiss_batches + [args.n_ref]), args.seed + 1)
-    r = GraphRetriever(kb, PrecomputedEncoder(q))
+    r = open_kb_retriever(kb, None, PrecomputedEncoder(q))
     _ = r.transition
     build_s = time.perf_counter() - t0
     ref_ids, ref_search_ms, ref_ig_ms = reference_path(r, q[: args.n_ref], 10)
@@ -376,7 +376,7 @@ def current_rss_gib() -> float:
 
 def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     """One point of the sweep: build a Table-5-proportioned KB of ``n_docs`` and time it."""
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_kb_retriever
 
     t0 = time.perf_counter()
     sg = make_scaled_graph(scale_spec(HOTPOTQA_10K, n_docs), seed=args.seed)
@@ -384,7 +384,7 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     n_tr = max(1, int(round(n_docs * args.sweep_triples_per_doc)))
     kb = synthetic_kb(sg, n_tr, args.seed, args.dim, with_igraph=False)
     q = query_vectors(kb.triple_emb, args.sweep_batch, args.seed + 1)
-    r = GraphRetriever(kb, PrecomputedEncoder(q))
+    r = open_kb_retriever(kb, None, PrecomputedEncoder(q))
     attach_graph(r, sg)
     row: dict[str, Any] = {
         "docs": n_docs,

@@ -8,16 +8,20 @@ from typing import Literal, TypeGuard, get_args
 from gta_verl.retrieval.ppr.choice import PPR_METHODS, Method, pick_solver
 from gta_verl.strict_config import StrictConfig
 
+Backend = Literal["graph", "dense", "bm25"]
 Mode = Literal["hybrid", "dense", "graph"]
 IndexKind = Literal["flat", "ivf", "hnsw"]
 Fusion = Literal["dense_head", "interleave", "rrf", "graph_first", "dense_first", "score"]
 
 #: The one list of each: the values the type names, in its order.
+BACKENDS: tuple[str, ...] = get_args(Backend)
 MODES: tuple[str, ...] = get_args(Mode)
 INDEX_KINDS: tuple[str, ...] = get_args(IndexKind)
 FUSIONS: tuple[str, ...] = get_args(Fusion)
 #: What :class:`RetrieverConfig` says of a ``mode`` outside :data:`MODES`.
 MODE_RULE = f"must be one of {MODES} (dense = the 'w/o graph retrieval' ablation)"
+#: What :class:`RetrieverConfig` says of a ``backend`` outside :data:`BACKENDS`.
+BACKEND_RULE = f"must be one of {BACKENDS} (graph = the GTA-RAG hybrid R(q), the default)"
 
 
 def as_mode(name: str) -> Mode:
@@ -33,11 +37,17 @@ def _is_mode(name: str) -> TypeGuard[Mode]:
 
 @dataclass(frozen=True)
 class RetrieverConfig(StrictConfig):
-    """Every knob of :class:`gta_verl.retrieval.retriever.GraphRetriever`.
+    """Every knob of the retrieval environment R(q), whichever backend serves it.
 
     Defaults follow GTA-RAG / HippoRAG 2 (see ``docs/retrieval.md`` for the why).
 
     Attributes:
+        backend: Which retriever :func:`gta_verl.retrieval.backends.open_retriever` opens:
+            ``graph`` (default) = GTA-RAG's hybrid R(q) below, every other knob applies;
+            ``dense`` = the top ``k_dense`` passages by embedding inner product (Search-R1's
+            retriever; equal to ``graph`` with ``mode="dense"``, without building the graph);
+            ``bm25`` = the top ``k_dense`` passages by BM25 (``bm25_k1``, ``bm25_b``). The graph
+            knobs (``mode``, ``k_graph``, PPR, fusion, triple index) apply to ``graph`` only.
         mode: ``hybrid`` = Dedup(R_g ∪ R_d) (GTA-RAG eq 9); ``dense`` = R_d only (the
             "w/o graph retrieval" ablation); ``graph`` = R_g only (HippoRAG 2 retrieval).
         k_graph: K_g, documents taken from the PPR ranking.
@@ -108,10 +118,13 @@ class RetrieverConfig(StrictConfig):
         device: ``cpu`` or a torch device for the PPR products.
         encoder_device: ``cpu`` or a torch device for the query encoder (e.g. ``cuda`` on a GPU
             node: the Ray retriever actor asks for no GPU, yet Ray leaves it the node's devices).
+        bm25_k1: BM25 term-frequency saturation ``k1`` (``backend="bm25"``; Lucene's 1.2–2, 1.5 here).
+        bm25_b: BM25 length normalization ``b`` ∈ [0, 1] (``backend="bm25"``; 0.75).
     """
 
     WHERE = "RetrieverConfig"
 
+    backend: Backend = "graph"
     mode: Mode = "hybrid"
     k_graph: int = 3
     k_dense: int = 3
@@ -143,6 +156,8 @@ class RetrieverConfig(StrictConfig):
     batch_size: int = 256
     device: str = "cpu"
     encoder_device: str = "cpu"
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
 
     @property
     def uses_passage_basis(self) -> bool:
@@ -153,6 +168,8 @@ class RetrieverConfig(StrictConfig):
         def bad(name: str, msg: str) -> ValueError:
             return ValueError(f"RetrieverConfig.{name}={getattr(self, name)!r}: {msg}")
 
+        if self.backend not in BACKENDS:
+            raise bad("backend", BACKEND_RULE)
         if self.mode not in MODES:
             raise bad("mode", MODE_RULE)
         if self.index not in INDEX_KINDS:
@@ -201,3 +218,7 @@ class RetrieverConfig(StrictConfig):
             raise bad("rrf_k", "must be > 0")
         if not 0.0 <= self.fusion_weight <= 1.0:
             raise bad("fusion_weight", "the dense weight of fusion='score' must be in [0, 1]")
+        if self.backend != "graph" and self.k_dense == 0:
+            raise bad("k_dense", f"backend={self.backend!r} returns the top k_dense passages: must be >= 1")
+        if self.bm25_k1 < 0 or not 0.0 <= self.bm25_b <= 1.0:
+            raise bad("bm25_k1", f"BM25 needs k1 >= 0 and b in [0, 1], got b={self.bm25_b!r}")

@@ -1,6 +1,6 @@
 """One read-only copy of a KB's retrieval arrays per node, shared by every replica there.
 
-A retriever replica needs the passage embeddings, the unique-fact vectors and their
+A ``graph`` retriever replica needs the passage embeddings, the unique-fact vectors and their
 faiss index, the entity document frequencies, the PPR transition (CSR) and, for
 ``ppr_method="linear"``, the passage basis. Built
 separately, every replica holds its own copy of each. Here the first replica on a
@@ -204,7 +204,11 @@ def mapped_kb(kb: Any, kb_dir: str | Path) -> Any:
 def load_shared_retriever(
     kb_dir: str | Path, config: Any = None, embedder: Any = None, cache_root: str | Path | None = None
 ) -> Any:
-    """A :class:`GraphRetriever` whose large arrays are node-shared memory maps.
+    """The ``config.backend`` retriever of ``kb_dir`` with its large arrays node-shared memory maps.
+
+    Every backend reads the KB's embedding matrices as maps of its ``.npy`` files; the ``graph``
+    backend also maps its derived arrays (fact vectors and index, transition, passage basis)
+    from the node cache. ``bm25`` keeps its own inverted index (built from the passage texts).
 
     Args:
         kb_dir: KB directory (checksums verified by ``load_kb``).
@@ -213,16 +217,18 @@ def load_shared_retriever(
         cache_root: Node-local cache root (default ``$GTA_VERL_CACHE/retriever-shared``).
 
     Returns:
-        The retriever; its answers equal ``GraphRetriever.from_kb_dir(kb_dir, config, embedder)``.
+        The retriever; its answers equal ``open_retriever(kb_dir, config, embedder)``'s.
     """
     from gta_verl.kb.embed import cache_root as default_root
     from gta_verl.kb.store import load_kb
+    from gta_verl.retrieval.backends import open_kb_retriever
     from gta_verl.retrieval.config import RetrieverConfig
-    from gta_verl.retrieval.retriever import GraphRetriever
 
     config = config or RetrieverConfig()
     kb = mapped_kb(load_kb(kb_dir), kb_dir)
-    retriever = GraphRetriever.from_kb(kb, config, embedder)
+    retriever = open_kb_retriever(kb, config, embedder)
+    if config.backend != "graph":
+        return retriever
     root = Path(cache_root) if cache_root else default_root() / "retriever-shared"
     cache_dir = root / shared_cache_key(kb.manifest, config)[:24]
     ensure_node_cache(kb_dir, retriever, cache_dir)
