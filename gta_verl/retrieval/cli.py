@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from gta_verl.retrieval.config import BACKENDS, FUSIONS, MODES, RetrieverConfig
+from gta_verl.retrieval.config import BACKENDS, FUSIONS, INDEX_KINDS, MODES, RetrieverConfig
 from gta_verl.retrieval.serving.http_limits import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
@@ -50,9 +50,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
         default=d.passage_seed_top,
         help=f"documents seeded with their dense score, 0 = all (default {d.passage_seed_top})",
     )
-    p.add_argument(
-        "--index", choices=("flat", "ivf", "hnsw"), default=d.index, help="triple index (default flat)"
-    )
+    p.add_argument("--index", choices=INDEX_KINDS, default=d.index, help="triple index (default flat)")
     p.add_argument(
         "--allow-download",
         action="store_true",

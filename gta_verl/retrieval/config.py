@@ -10,7 +10,7 @@ from gta_verl.strict_config import StrictConfig
 
 Backend = Literal["graph", "dense", "bm25"]
 Mode = Literal["hybrid", "dense", "graph"]
-IndexKind = Literal["flat", "ivf", "hnsw"]
+IndexKind = Literal["flat", "ivf", "hnsw", "ivfpq"]
 Fusion = Literal["dense_head", "interleave", "rrf", "graph_first", "dense_first", "score"]
 
 #: The one list of each: the values the type names, in its order.
@@ -77,10 +77,18 @@ class RetrieverConfig(StrictConfig):
         dense_head: Dense documents placed first by ``fusion="dense_head"``.
         rrf_k: Constant of reciprocal-rank fusion.
         fusion_weight: λ ∈ [0, 1] of ``fusion="score"``: the weight of the dense term.
-        index: Faiss index of the triple vectors: ``flat`` (exact, default), ``ivf`` or
-            ``hnsw`` (approximate, for millions of triples).
+        index: Faiss index of the triple vectors: ``flat`` (exact, default), ``ivf``, ``hnsw``
+            or ``ivfpq`` (approximate, for millions of triples;
+            :class:`~gta_verl.retrieval.index.VectorIndex`).
+        passage_index: Index of the passage vectors of the ``dense`` backend: ``flat`` (default) =
+            exact inner products with every passage; ``ivf`` / ``hnsw`` / ``ivfpq`` = approximate
+            candidates (``passage_refine`` × k of them), rescored exactly, so scores stay cosines
+            and only recall can drop (opt-in for corpora of millions; docs/retrieval.md).
+        passage_refine: Candidates per wanted passage that an approximate ``passage_index`` returns
+            for exact rescoring.
         ivf_nprobe: Lists probed by the IVF index.
         hnsw_m: Graph degree of the HNSW index.
+        hnsw_ef_search: Candidates the HNSW index keeps while it searches (faiss ``efSearch``).
         triple_scan: How the exact ``flat`` triple search scores: ``auto`` (default) = a
             bfloat16 pre-scan certified to return the float32 top-n and minimum
             (:class:`gta_verl.retrieval.index.Bf16Scan`) where the CPU multiplies bfloat16 natively
@@ -140,8 +148,11 @@ class RetrieverConfig(StrictConfig):
     rrf_k: float = 60.0
     fusion_weight: float = 0.5
     index: IndexKind = "flat"
+    passage_index: IndexKind = "flat"
+    passage_refine: int = 4
     ivf_nprobe: int = 16
     hnsw_m: int = 32
+    hnsw_ef_search: int = 128
     triple_scan: Literal["auto", "float32", "bfloat16"] = "auto"
     max_query_chars: int = 2000
     max_query_words: int = 256
@@ -172,8 +183,9 @@ class RetrieverConfig(StrictConfig):
             raise bad("backend", BACKEND_RULE)
         if self.mode not in MODES:
             raise bad("mode", MODE_RULE)
-        if self.index not in INDEX_KINDS:
-            raise bad("index", f"must be one of {INDEX_KINDS}")
+        for name in ("index", "passage_index"):
+            if getattr(self, name) not in INDEX_KINDS:
+                raise bad(name, f"must be one of {INDEX_KINDS}")
         if self.fusion not in FUSIONS:
             raise bad("fusion", f"must be one of {FUSIONS}")
         if self.triple_scan not in ("auto", "float32", "bfloat16"):
@@ -197,7 +209,14 @@ class RetrieverConfig(StrictConfig):
             raise bad("mode", "the chosen mode returns nothing with its K set to 0")
         if not 0.0 < self.alpha < 1.0:
             raise bad("alpha", "the restart probability must be in (0, 1); HippoRAG 2 uses 0.5")
-        for name in ("top_n_triples", "ppr_max_iter", "ppr_block_size", "batch_size", "max_query_chars"):
+        for name in (
+            "top_n_triples",
+            "ppr_max_iter",
+            "ppr_block_size",
+            "batch_size",
+            "max_query_chars",
+            "passage_refine",
+        ):
             if getattr(self, name) < 1:
                 raise bad(name, "must be >= 1")
         for name in (
@@ -207,6 +226,7 @@ class RetrieverConfig(StrictConfig):
             "dense_head",
             "ivf_nprobe",
             "hnsw_m",
+            "hnsw_ef_search",
         ):
             if getattr(self, name) < 0:
                 raise bad(name, "must be >= 0")

@@ -4,6 +4,12 @@
 both are L2-normalized), over the KB's own passage embeddings with the KB's own encoder; the
 top ``k_dense`` passages are R(q). Its answers equal the graph backend's ``mode="dense"``
 ablation; unlike it, nothing of the graph (triple index, PPR transition) is built or held.
+
+By default every passage is scored (``passage_index="flat"``: one GEMM, exact). Opt-in,
+``passage_index`` = ``ivf`` / ``hnsw`` / ``ivfpq`` searches a faiss index for
+``passage_refine × k`` candidates and rescores them exactly, ``s(q, d)`` for the candidates only:
+the scores stay exact cosines and the top-k is exact among the candidates, so only recall can
+drop (measured against the exact top-k in ``tests/retrieval/test_passage_index_on_cpu.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +22,12 @@ import numpy as np
 from gta_verl.data.types import HitSource
 from gta_verl.retrieval import gemm
 from gta_verl.retrieval.config import RetrieverConfig
+from gta_verl.retrieval.index import VectorIndex
 from gta_verl.retrieval.passages import PassageRanker, check_encoder
+
+
+def _index_settings(c: RetrieverConfig) -> tuple[object, ...]:
+    return (c.passage_index, c.ivf_nprobe, c.hnsw_m, c.hnsw_ef_search)
 
 
 class DenseRetriever(PassageRanker):
@@ -26,7 +37,8 @@ class DenseRetriever(PassageRanker):
         kb: The knowledge base (``passage_emb float32 [n_docs, dim]``, L2-normalized rows;
             a read-only memory map is used as it is).
         embedder: The KB's encoder: ``name``, ``dim``, ``encode(texts) -> float32 [n, dim]``.
-        config: Knobs (``k_dense``, ``batch_size``, query limits).
+        config: Knobs (``k_dense``, ``batch_size``, query limits, ``passage_index``,
+            ``passage_refine``, ``ivf_nprobe``, ``hnsw_m``, ``hnsw_ef_search``).
 
     Raises:
         ValueError: If the embedder differs from the KB's (name or dimension).
@@ -39,8 +51,42 @@ class DenseRetriever(PassageRanker):
         check_encoder(kb, embedder)
         self.embedder = embedder
         self._passage_emb = np.ascontiguousarray(kb.passage_emb, dtype=np.float32)
+        c = self.config
+        self._index: VectorIndex | None = None
+        if c.passage_index != "flat" and len(self._passage_emb):
+            self._index = VectorIndex(
+                self._passage_emb, c.passage_index, c.ivf_nprobe, c.hnsw_m, ef_search=c.hnsw_ef_search
+            )
+
+    def with_config(self, config: RetrieverConfig) -> PassageRanker:
+        """As :meth:`PassageRanker.with_config`; other passage index settings rebuild the index."""
+        other = super().with_config(config)
+        if _index_settings(config) != _index_settings(self.config):
+            return DenseRetriever(self.kb, self.embedder, config)
+        return other
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(self.embedder.encode(list(texts)), dtype=np.float32)
 
     def passage_scores(self, texts: Sequence[str]) -> np.ndarray:
         """``float32 [B, n_docs]`` inner products of the encoded queries with every passage."""
-        q = np.asarray(self.embedder.encode(list(texts)), dtype=np.float32)
-        return gemm.scores(q, self._passage_emb)
+        return gemm.scores(self._encode(texts), self._passage_emb)
+
+    def top_passages(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The best ``k`` passages per query: exact, or the approximate index's candidates rescored.
+
+        Returns:
+            ``(ids int64 [B, k], scores float32 [B, k])`` best first; ids −1 where the index
+            found fewer than ``k`` candidates.
+        """
+        n_cand = k * self.config.passage_refine
+        if self._index is None or n_cand >= self.kb.n_docs:  # a full scan costs no more than this
+            return super().top_passages(texts, k)
+        q = self._encode(texts)
+        _, cand = self._index.search(q, n_cand)  # [B, n_cand], −1 = none
+        exact = np.einsum("bd,bcd->bc", q, self._passage_emb[np.maximum(cand, 0)])
+        exact[cand < 0] = -np.inf
+        order = np.lexsort((cand, -exact), axis=1)[:, :k]  # best first, ties by document index
+        ids = np.take_along_axis(cand, order, axis=1)
+        scores = np.take_along_axis(exact, order, axis=1).astype(np.float32)
+        return np.where(np.isfinite(scores), ids, -1), scores

@@ -74,6 +74,16 @@ class PassageRanker:
         """``float32 [B, n_docs]``: ``s(q, d)`` of each prepared query against every passage."""
         raise NotImplementedError
 
+    def top_passages(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids int64 [B, k], scores float32 [B, k])``: each query's best ``k`` passages, best first.
+
+        Exact: every passage scored (:meth:`passage_scores`), ties by document index. A backend
+        with an index of its own may override it (ids −1 = fewer than ``k`` found).
+        """
+        scores = self.passage_scores(texts)
+        ids = np.stack([topk_stable(row, k) for row in scores]) if len(scores) else np.zeros((0, k), np.int64)
+        return ids, np.take_along_axis(scores, ids, axis=1)
+
     def prepare_queries(self, queries: Sequence[str]) -> tuple[list[str], list[tuple[str, ...]]]:
         """:func:`gta_verl.retrieval.queries.prepare_queries` under this config's limits."""
         return prepare_queries(queries, self.config)
@@ -112,10 +122,11 @@ class PassageRanker:
         for start in range(0, len(texts), step):
             t0 = time.perf_counter()
             chunk = texts[start : start + step]
-            scores = self.passage_scores(chunk)
+            ids, scores = self.top_passages(chunk, k)
             ms = (time.perf_counter() - t0) * 1000
             for b, text in enumerate(chunk):
-                hits = tuple(self._hit(int(d), float(scores[b, d])) for d in topk_stable(scores[b], k))
+                found = zip(ids[b].tolist(), scores[b].tolist(), strict=True)
+                hits = tuple(self._hit(d, s) for d, s in found if d >= 0)
                 results.append(RetrievalResult(query=text, hits=hits, flags=flags[start + b], latency_ms=ms))
         return results
 

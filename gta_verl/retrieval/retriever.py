@@ -91,10 +91,11 @@ class GraphRetriever:
         """A retriever sharing this one's KB, encoder and graph, with another config."""
         other = copy.copy(self)
         other.config = config
-        if (config.index, config.ivf_nprobe, config.hnsw_m, config.triple_scan) != (
+        if (config.index, config.ivf_nprobe, config.hnsw_m, config.hnsw_ef_search, config.triple_scan) != (
             self.config.index,
             self.config.ivf_nprobe,
             self.config.hnsw_m,
+            self.config.hnsw_ef_search,
             self.config.triple_scan,
         ):
             other._build_fact_index()
@@ -115,7 +116,9 @@ class GraphRetriever:
     def _build_fact_index(self) -> None:
         c = self.config
         if len(self._fact_pairs):
-            self._fact_index = VectorIndex(self._fact_emb, c.index, c.ivf_nprobe, c.hnsw_m, c.triple_scan)
+            self._fact_index = VectorIndex(
+                self._fact_emb, c.index, c.ivf_nprobe, c.hnsw_m, c.triple_scan, c.hnsw_ef_search
+            )
         else:
             logger.warning("KB has no triples: graph retrieval falls back to dense for every query")
             self._fact_index = None

@@ -161,7 +161,8 @@ def _map_index(path: Path, kind: str) -> Any:
     import faiss
 
     # Flat codes (IndexFlat*) and IVF lists can be memory-mapped; HNSW's graph cannot.
-    flags = {"flat": faiss.IO_FLAG_MMAP_IFC, "ivf": faiss.IO_FLAG_MMAP}.get(kind, 0)
+    mmap = faiss.IO_FLAG_MMAP
+    flags = {"flat": faiss.IO_FLAG_MMAP_IFC, "ivf": mmap, "ivfpq": mmap}.get(kind, 0)
     return faiss.read_index(str(path), flags)
 
 
