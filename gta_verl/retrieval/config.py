@@ -82,10 +82,10 @@ class RetrieverConfig(StrictConfig):
             :class:`~gta_verl.retrieval.index.VectorIndex`).
         passage_index: Index of the passage vectors of the ``dense`` backend: ``flat`` (default) =
             exact inner products with every passage; ``ivf`` / ``hnsw`` / ``ivfpq`` = approximate
-            candidates (``passage_refine`` × k of them), rescored exactly, so scores stay cosines
+            candidates (``index_refine`` × k of them), rescored exactly, so scores stay cosines
             and only recall can drop (opt-in for corpora of millions; docs/retrieval.md).
-        passage_refine: Candidates per wanted passage that an approximate ``passage_index`` returns
-            for exact rescoring.
+        index_refine: Candidates per wanted row that an approximate ``index`` or ``passage_index``
+            returns for exact rescoring (:class:`~gta_verl.retrieval.index.VectorIndex`).
         ivf_nprobe: Lists probed by the IVF index.
         hnsw_m: Graph degree of the HNSW index.
         hnsw_ef_search: Candidates the HNSW index keeps while it searches (faiss ``efSearch``).
@@ -149,7 +149,7 @@ class RetrieverConfig(StrictConfig):
     fusion_weight: float = 0.5
     index: IndexKind = "flat"
     passage_index: IndexKind = "flat"
-    passage_refine: int = 4
+    index_refine: int = 4
     ivf_nprobe: int = 16
     hnsw_m: int = 32
     hnsw_ef_search: int = 128
@@ -215,7 +215,7 @@ class RetrieverConfig(StrictConfig):
             "ppr_block_size",
             "batch_size",
             "max_query_chars",
-            "passage_refine",
+            "index_refine",
         ):
             if getattr(self, name) < 1:
                 raise bad(name, "must be >= 1")

@@ -7,7 +7,7 @@ ablation; unlike it, nothing of the graph (triple index, PPR transition) is buil
 
 By default every passage is scored (``passage_index="flat"``: one GEMM, exact). Opt-in,
 ``passage_index`` = ``ivf`` / ``hnsw`` / ``ivfpq`` searches a faiss index for
-``passage_refine × k`` candidates and rescores them exactly, ``s(q, d)`` for the candidates only:
+``index_refine × k`` candidates and rescores them exactly, ``s(q, d)`` for the candidates only:
 the scores stay exact cosines and the top-k is exact among the candidates, so only recall can
 drop (measured against the exact top-k in ``tests/retrieval/test_passage_index_on_cpu.py``).
 """
@@ -27,7 +27,7 @@ from gta_verl.retrieval.passages import PassageRanker, check_encoder
 
 
 def _index_settings(c: RetrieverConfig) -> tuple[object, ...]:
-    return (c.passage_index, c.ivf_nprobe, c.hnsw_m, c.hnsw_ef_search)
+    return (c.passage_index, c.ivf_nprobe, c.hnsw_m, c.hnsw_ef_search, c.index_refine)
 
 
 class DenseRetriever(PassageRanker):
@@ -38,7 +38,7 @@ class DenseRetriever(PassageRanker):
             a read-only memory map is used as it is).
         embedder: The KB's encoder: ``name``, ``dim``, ``encode(texts) -> float32 [n, dim]``.
         config: Knobs (``k_dense``, ``batch_size``, query limits, ``passage_index``,
-            ``passage_refine``, ``ivf_nprobe``, ``hnsw_m``, ``hnsw_ef_search``).
+            ``index_refine``, ``ivf_nprobe``, ``hnsw_m``, ``hnsw_ef_search``).
 
     Raises:
         ValueError: If the embedder differs from the KB's (name or dimension).
@@ -55,7 +55,13 @@ class DenseRetriever(PassageRanker):
         self._index: VectorIndex | None = None
         if c.passage_index != "flat" and len(self._passage_emb):
             self._index = VectorIndex(
-                self._passage_emb, c.passage_index, c.ivf_nprobe, c.hnsw_m, ef_search=c.hnsw_ef_search
+                self._passage_emb,
+                c.passage_index,
+                c.ivf_nprobe,
+                c.hnsw_m,
+                "float32",
+                c.hnsw_ef_search,
+                c.index_refine,
             )
 
     def with_config(self, config: RetrieverConfig) -> PassageRanker:
@@ -79,14 +85,7 @@ class DenseRetriever(PassageRanker):
             ``(ids int64 [B, k], scores float32 [B, k])`` best first; ids −1 where the index
             found fewer than ``k`` candidates.
         """
-        n_cand = k * self.config.passage_refine
-        if self._index is None or n_cand >= self.kb.n_docs:  # a full scan costs no more than this
+        if self._index is None or k * self.config.index_refine >= self.kb.n_docs:  # a full scan is no dearer
             return super().top_passages(texts, k)
-        q = self._encode(texts)
-        _, cand = self._index.search(q, n_cand)  # [B, n_cand], −1 = none
-        exact = np.einsum("bd,bcd->bc", q, self._passage_emb[np.maximum(cand, 0)])
-        exact[cand < 0] = -np.inf
-        order = np.lexsort((cand, -exact), axis=1)[:, :k]  # best first, ties by document index
-        ids = np.take_along_axis(cand, order, axis=1)
-        scores = np.take_along_axis(exact, order, axis=1).astype(np.float32)
-        return np.where(np.isfinite(scores), ids, -1), scores
+        scores, ids = self._index.search(self._encode(texts), k)
+        return ids, scores

@@ -91,13 +91,8 @@ class GraphRetriever:
         """A retriever sharing this one's KB, encoder and graph, with another config."""
         other = copy.copy(self)
         other.config = config
-        if (config.index, config.ivf_nprobe, config.hnsw_m, config.hnsw_ef_search, config.triple_scan) != (
-            self.config.index,
-            self.config.ivf_nprobe,
-            self.config.hnsw_m,
-            self.config.hnsw_ef_search,
-            self.config.triple_scan,
-        ):
+        knobs = ("index", "ivf_nprobe", "hnsw_m", "hnsw_ef_search", "index_refine", "triple_scan")
+        if any(getattr(config, k) != getattr(self.config, k) for k in knobs):
             other._build_fact_index()
         return other
 
@@ -117,7 +112,13 @@ class GraphRetriever:
         c = self.config
         if len(self._fact_pairs):
             self._fact_index = VectorIndex(
-                self._fact_emb, c.index, c.ivf_nprobe, c.hnsw_m, c.triple_scan, c.hnsw_ef_search
+                self._fact_emb,
+                c.index,
+                c.ivf_nprobe,
+                c.hnsw_m,
+                c.triple_scan,
+                c.hnsw_ef_search,
+                c.index_refine,
             )
         else:
             logger.warning("KB has no triples: graph retrieval falls back to dense for every query")

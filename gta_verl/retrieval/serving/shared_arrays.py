@@ -175,6 +175,8 @@ def attach_shared_arrays(retriever: Any, cache_dir: Path) -> Any:
     if meta["fact_index"] and retriever._fact_index is not None:
         retriever._fact_index._index = _map_index(cache_dir / "fact_index.faiss", retriever.config.index)
         retriever._fact_index.__dict__.pop("_keep", None)  # the mapped IVF index owns its quantizer
+        if retriever._fact_index.vectors is not None:  # exact rescoring reads the mapped rows
+            retriever._fact_index.vectors = retriever._fact_emb
     retriever._transition = _load_transition(cache_dir, meta["transition"])
     if meta.get("bf16") and retriever._fact_index is not None and retriever._fact_index._bf16 is not None:
         from gta_verl.retrieval.index import Bf16Scan, _flat_vectors
