@@ -158,3 +158,33 @@ def test_dense_equals_the_graph_backends_dense_mode(musique_kb, embedder) -> Non
         assert d.doc_ids == g.doc_ids
         assert [h.score for h in d.hits] == [h.score for h in g.hits]
     assert [r.doc_ids for r in dense.rank(questions, 10)] == [r.doc_ids for r in graph.rank(questions, 10)]
+
+
+# ---------------------------------------------------------------- the CLI
+def test_cli_eval_retrieval_compares_backends(toy_kb_dir, tmp_path, capsys, monkeypatch) -> None:
+    import json
+
+    from gta_verl.cli import main
+    from gta_verl.testing.toy_kb import TOY_DOCS, HashEmbedder
+
+    monkeypatch.setattr("gta_verl.kb.embed.load_embedder", lambda *a, **kw: HashEmbedder())
+    title, text, _ = TOY_DOCS[6]  # "Olaf Scholz was born in Osnabrueck."
+    qa = [
+        {
+            "id": "q1",
+            "question": "Osnabrueck",
+            "answer": "Osnabrueck",
+            "paragraphs": [{"title": title, "paragraph_text": text, "is_supporting": True}],
+        }
+    ]
+    path = tmp_path / "qa.json"
+    path.write_text(json.dumps(qa))
+    argv = ["eval-retrieval", "--kb", str(toy_kb_dir), "--qa", str(path), "--k", "1", "--json"]
+    assert main([*argv, "--backends", "graph,dense,bm25"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out["modes"]) == ["graph", "dense", "bm25"]
+    assert out["modes"]["bm25"]["recall"]["R@1"] == 1.0  # the only passage holding "osnabrueck"
+    assert main([*argv, "--backend", "bm25"]) == 0  # a non-graph backend alone: its own row
+    assert list(json.loads(capsys.readouterr().out)["modes"]) == ["bm25"]
+    with pytest.raises(SystemExit):
+        main([*argv, "--backend", "splade"])  # argparse lists the choices
