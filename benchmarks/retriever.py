@@ -25,8 +25,9 @@ Sections (each prints markdown tables):
   at 1 and 2 torch threads, on the bundled MuSiQue questions.
 * ``actors``: ``benchmarks/replicas.py`` (queries/s and RSS per replica through the
   Ray actor service) with ``--callers`` concurrent callers.
-* ``approx`` (not in the default list): the ``ivf`` and ``hnsw`` triple indexes on
-  ``--approx-n`` random vectors: build time, ms/query and recall of the exact top-n.
+* ``approx`` (not in the default list): the ``ivf``, ``hnsw`` and ``ivfpq`` indexes (candidates
+  rescored exactly, ``index_refine``) on ``--approx-n`` random vectors: build time, ms/query,
+  serialized bytes per row and recall of the exact top-n.
 """
 
 from __future__ import annotations
@@ -550,7 +551,9 @@ def bench_actors(args: argparse.Namespace) -> list[str]:
 
 
 def bench_approx(args: argparse.Namespace) -> list[str]:
-    """Approximate triple indexes (``index: ivf|hnsw``): recall of the exact top-n, build and search time."""
+    """Approximate indexes (``index``, ``passage_index``): exact top-n recall, build and search cost."""
+    import faiss
+
     from gta_verl.retrieval.config import RetrieverConfig
     from gta_verl.retrieval.index import VectorIndex
 
@@ -559,15 +562,15 @@ def bench_approx(args: argparse.Namespace) -> list[str]:
     q = query_vectors(x, 256, args.seed + 1)
     n, c = RetrieverConfig().top_n_triples, RetrieverConfig()
     lines = [
-        f"\n### Approximate triple index vs exact flat ({args.approx_n:,} random unit vectors × {args.dim}, "
+        f"\n### Approximate index vs exact flat ({args.approx_n:,} random unit vectors × {args.dim}, "
         f"queries = a vector + unit noise, top-{n}, batch 256)\n",
-        f"| index | build s | ms/query | recall of the exact top-{n} |",
-        "|---|---:|---:|---:|",
+        f"| index | build s | ms/query | bytes/row | recall of the exact top-{n} |",
+        "|---|---:|---:|---:|---:|",
     ]
     exact = None
-    for kind in ("flat", "ivf", "hnsw"):
+    for kind in ("flat", "ivf", "hnsw", "ivfpq"):
         t0 = time.perf_counter()
-        idx = VectorIndex(x, kind, c.ivf_nprobe, c.hnsw_m)
+        idx = VectorIndex(x, kind, c.ivf_nprobe, c.hnsw_m, "float32", c.hnsw_ef_search, c.index_refine)
         t1 = time.perf_counter()
         _, ids = idx.search(q, n)
         ms = (time.perf_counter() - t1) * 1e3 / len(q)
@@ -578,9 +581,11 @@ def bench_approx(args: argparse.Namespace) -> list[str]:
         label = {
             "flat": "flat (exact)",
             "ivf": f"ivf (nlist ≈ 4√n, nprobe {c.ivf_nprobe})",
-            "hnsw": f"hnsw (M {c.hnsw_m}, faiss default efSearch)",
+            "hnsw": f"hnsw (M {c.hnsw_m}, efSearch {c.hnsw_ef_search})",
+            "ivfpq": f"ivfpq (nprobe {c.ivf_nprobe}, refine {c.index_refine})",
         }[kind]
-        lines.append(f"| {label} | {t1 - t0:.1f} | {ms:.2f} | {recall:.3f} |")
+        per_row = faiss.serialize_index(idx._index).nbytes / len(x)
+        lines.append(f"| {label} | {t1 - t0:.1f} | {ms:.2f} | {per_row:.0f} | {recall:.3f} |")
         print(lines[-1], flush=True)
         del idx
     return lines
