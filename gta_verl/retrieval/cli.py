@@ -105,6 +105,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     ks = [int(k) for k in args.k.split(",") if k.strip()]
     config = _config(args)
     if args.backends or config.backend != "graph":
+        if args.tune_fusion:
+            msg = "--tune-fusion orders the graph backend's hybrid list: drop --backend/--backends"
+            print(msg, file=sys.stderr)
+            return 2
         return _eval_backends(args, config, ks)
     retriever = open_retriever(args.kb, config, allow_download=args.allow_download)
     qa = load_qa(args.qa, retriever.kb.passages)

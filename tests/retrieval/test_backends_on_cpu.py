@@ -188,3 +188,13 @@ def test_cli_eval_retrieval_compares_backends(toy_kb_dir, tmp_path, capsys, monk
     assert list(json.loads(capsys.readouterr().out)["modes"]) == ["bm25"]
     with pytest.raises(SystemExit):
         main([*argv, "--backend", "splade"])  # argparse lists the choices
+
+
+def test_cli_tune_fusion_is_the_graph_backends(toy_kb_dir, tmp_path, capsys) -> None:
+    from gta_verl.cli import main
+
+    path = tmp_path / "qa.json"
+    path.write_text("[]")
+    argv = ["eval-retrieval", "--kb", str(toy_kb_dir), "--qa", str(path), "--tune-fusion"]
+    assert main([*argv, "--backend", "bm25"]) == 2
+    assert "--tune-fusion orders the graph backend's hybrid list" in capsys.readouterr().err
