@@ -191,7 +191,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     s.set_defaults(func=cmd_serve)
     r.set_defaults(func=lambda a: (r.print_help(), 2)[1])
+    _add_eval_parser(subparsers)
 
+
+def _add_eval_parser(subparsers: argparse._SubParsersAction) -> None:
     e = subparsers.add_parser("eval-retrieval", help="recall@k of gold documents per retrieval mode")
     _add_config_args(e)
     e.add_argument("--qa", required=True, help="QA parquet (data prep) or HippoRAG/FlashRAG question file")

@@ -175,10 +175,33 @@ class RetrieverConfig(StrictConfig):
         """``ppr_method="linear"`` applies: every document seeded (the basis is linear in them), on CPU."""
         return pick_solver(self.ppr_method, self.passage_seed_top, self.device).uses_passage_basis
 
-    def __post_init__(self) -> None:
-        def bad(name: str, msg: str) -> ValueError:
-            return ValueError(f"RetrieverConfig.{name}={getattr(self, name)!r}: {msg}")
+    def _bad(self, name: str, msg: str) -> ValueError:
+        return ValueError(f"RetrieverConfig.{name}={getattr(self, name)!r}: {msg}")
 
+    def __post_init__(self) -> None:
+        self._check_choices()
+        self._check_counts()
+        bad = self._bad
+        if not 0.0 < self.ppr_linear_eps < 1.0:
+            raise bad("ppr_linear_eps", "must be in (0, 1)")
+        if not 0.0 < self.ppr_push_eps < 1.0:
+            raise bad("ppr_push_eps", "must be in (0, 1); 3e-8 reproduces the exact top-10")
+        if not 0.0 < self.alpha < 1.0:
+            raise bad("alpha", "the restart probability must be in (0, 1); HippoRAG 2 uses 0.5")
+        if self.passage_node_weight < 0:
+            raise bad("passage_node_weight", "must be >= 0 (0 disables dense seeds)")
+        if not 0.0 < self.ppr_tol < 1.0:
+            raise bad("ppr_tol", "must be in (0, 1); 1e-8 matches igraph to ~1e-10")
+        if self.rrf_k <= 0:
+            raise bad("rrf_k", "must be > 0")
+        if not 0.0 <= self.fusion_weight <= 1.0:
+            raise bad("fusion_weight", "the dense weight of fusion='score' must be in [0, 1]")
+        if self.bm25_k1 < 0 or not 0.0 <= self.bm25_b <= 1.0:
+            raise bad("bm25_k1", f"BM25 needs k1 >= 0 and b in [0, 1], got b={self.bm25_b!r}")
+
+    def _check_choices(self) -> None:
+        """Every named choice is one of its type's values."""
+        bad = self._bad
         if self.backend not in BACKENDS:
             raise bad("backend", BACKEND_RULE)
         if self.mode not in MODES:
@@ -194,12 +217,12 @@ class RetrieverConfig(StrictConfig):
             raise bad("triple_score_norm", "must be 'minmax' or 'raw'")
         if self.ppr_method not in PPR_METHODS:
             raise bad("ppr_method", f"must be one of {PPR_METHODS}")
-        if not 0.0 < self.ppr_linear_eps < 1.0:
-            raise bad("ppr_linear_eps", "must be in (0, 1)")
-        if not 0.0 < self.ppr_push_eps < 1.0:
-            raise bad("ppr_push_eps", "must be in (0, 1); 3e-8 reproduces the exact top-10")
         if self.ppr_dtype not in ("float64", "float32"):
             raise bad("ppr_dtype", "must be 'float64' or 'float32'")
+
+    def _check_counts(self) -> None:
+        """Counts are in range, and the chosen mode or backend returns something."""
+        bad = self._bad
         for name in ("k_graph", "k_dense"):
             if getattr(self, name) < 0:
                 raise bad(name, "must be >= 0")
@@ -207,38 +230,13 @@ class RetrieverConfig(StrictConfig):
             raise bad("k_graph", "k_graph + k_dense must be > 0 in hybrid mode")
         if self.mode == "graph" and self.k_graph == 0 or self.mode == "dense" and self.k_dense == 0:
             raise bad("mode", "the chosen mode returns nothing with its K set to 0")
-        if not 0.0 < self.alpha < 1.0:
-            raise bad("alpha", "the restart probability must be in (0, 1); HippoRAG 2 uses 0.5")
-        for name in (
-            "top_n_triples",
-            "ppr_max_iter",
-            "ppr_block_size",
-            "batch_size",
-            "max_query_chars",
-            "index_refine",
-        ):
-            if getattr(self, name) < 1:
-                raise bad(name, "must be >= 1")
-        for name in (
-            "passage_seed_top",
-            "max_seed_entities",
-            "max_query_words",
-            "dense_head",
-            "ivf_nprobe",
-            "hnsw_m",
-            "hnsw_ef_search",
-        ):
-            if getattr(self, name) < 0:
-                raise bad(name, "must be >= 0")
-        if self.passage_node_weight < 0:
-            raise bad("passage_node_weight", "must be >= 0 (0 disables dense seeds)")
-        if not 0.0 < self.ppr_tol < 1.0:
-            raise bad("ppr_tol", "must be in (0, 1); 1e-8 matches igraph to ~1e-10")
-        if self.rrf_k <= 0:
-            raise bad("rrf_k", "must be > 0")
-        if not 0.0 <= self.fusion_weight <= 1.0:
-            raise bad("fusion_weight", "the dense weight of fusion='score' must be in [0, 1]")
         if self.backend != "graph" and self.k_dense == 0:
             raise bad("k_dense", f"backend={self.backend!r} returns the top k_dense passages: must be >= 1")
-        if self.bm25_k1 < 0 or not 0.0 <= self.bm25_b <= 1.0:
-            raise bad("bm25_k1", f"BM25 needs k1 >= 0 and b in [0, 1], got b={self.bm25_b!r}")
+        positive = ("top_n_triples", "ppr_max_iter", "ppr_block_size", "batch_size", "max_query_chars")
+        for name in (*positive, "index_refine"):
+            if getattr(self, name) < 1:
+                raise bad(name, "must be >= 1")
+        counts = ("passage_seed_top", "max_seed_entities", "max_query_words", "dense_head", "ivf_nprobe")
+        for name in (*counts, "hnsw_m", "hnsw_ef_search"):
+            if getattr(self, name) < 0:
+                raise bad(name, "must be >= 0")

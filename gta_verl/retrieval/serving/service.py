@@ -445,7 +445,7 @@ def get_or_create_retriever_actor(
     serving = dataclasses.replace(
         serving or ServingConfig(), **{k: v for k, v in given.items() if v is not None}
     )
-    spec = RetrieverSpec(
+    return RetrieverSpec(
         kb_dir=str(kb_dir),
         config=config or RetrieverConfig(),
         serving=serving,
@@ -455,5 +455,4 @@ def get_or_create_retriever_actor(
         embedder=embedder,
         max_restarts=max_restarts,
         max_concurrency=max_concurrency,
-    )
-    return spec.create()
+    ).create()
