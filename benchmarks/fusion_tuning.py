@@ -27,8 +27,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def _datasets(specs: list[str]) -> list:
+    from gta_verl.retrieval.backends import open_retriever
     from gta_verl.retrieval.evaluate import load_qa
-    from gta_verl.retrieval.retriever import GraphRetriever
     from gta_verl.retrieval.tuning import Dataset
 
     out = []
@@ -37,7 +37,7 @@ def _datasets(specs: list[str]) -> list:
         kb_dir, _, qa_path = rest.rpartition(":")
         if not (name and kb_dir and qa_path):
             raise SystemExit(f"--dataset wants NAME=KB_DIR:QA_PATH, got {spec!r}")
-        r = GraphRetriever.from_kb_dir(kb_dir)
+        r = open_retriever(kb_dir)
         _ = r.transition  # shared by every with_config copy
         out.append(Dataset(name, r, load_qa(qa_path, r.kb.passages)))
     return out

@@ -1,7 +1,13 @@
-"""Why graph retrieval trails: triple coverage, entity linking and seeding, per KB.
+"""Why graph retrieval trails: triple coverage, entity linking and seeding, per KB; and the backends' recall.
 
     python -m benchmarks.graph_recall --dataset NAME=KB_DIR:QA_PATH [--dataset ...] [--k 1,2,5,10]
-        [--variants default,no_dense_seeds,...]
+        [--variants default,no_dense_seeds,...] [--backends graph,dense,bm25] [--bundled]
+
+``--bundled`` adds the two bundled sets, each KB built once and cached under ``$GTA_VERL_CACHE/kb``:
+``musique`` (1,890 passages, GPT-3.5 triples: the test suite's KB) and ``hotpotqa``
+(``assets/hotpotqa_train``, 994 passages, triples by the offline spaCy OpenIE). The backends'
+table, one command: ``python -m benchmarks.graph_recall --bundled --variants '' --backends
+graph,dense,bm25 --k 2,5,10``.
 
 Per dataset (KB + questions with gold passages), printed as markdown:
 
@@ -14,6 +20,9 @@ Per dataset (KB + questions with gold passages), printed as markdown:
    fixed): dense passage seeds off / stronger / only the best n, more triples, more
    entities. Synonymy threshold and triple filtering need a rebuilt KB: pass it as
    another ``--dataset``.
+4. With ``--backends``: R@k of each retriever backend (``graph`` = its default hybrid
+   order, ``dense`` = Search-R1's dense top-k, ``bm25``) on the same KB and questions
+   (:func:`gta_verl.retrieval.evaluate.evaluate_backends`).
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import argparse
 import dataclasses
 import os
 import subprocess
+from pathlib import Path
 
 import numpy as np
 
@@ -90,23 +100,58 @@ def linking(r, questions: list[str], gold_idx: list[list[int]]) -> dict[str, flo
     }
 
 
+REPO = Path(__file__).resolve().parents[1]
+HOTPOTQA = REPO / "assets" / "hotpotqa_train"
+
+
+def bundled_datasets() -> list[str]:
+    """``NAME=KB_DIR:QA_PATH`` of the bundled MuSiQue and HotpotQA sets (KBs built once, cached)."""
+    from benchmarks.replicas import musique_kb_dir
+    from gta_verl.bundled import MUSIQUE_QA
+    from gta_verl.kb.build import build_kb_from_files
+    from gta_verl.kb.embed import cache_root
+    from gta_verl.kb.store import KBLoadError, verify_kb
+
+    hot_kb = cache_root() / "kb" / "hotpotqa_train-spacy"
+    try:
+        verify_kb(hot_kb)
+    except KBLoadError:  # absent or incomplete: build it (spaCy OpenIE; minutes on 2 cores)
+        hot_kb.parent.mkdir(parents=True, exist_ok=True)
+        build_kb_from_files(HOTPOTQA / "hotpotqa_train_corpus.json", None, "spacy", hot_kb, progress=False)
+    hot_qa = HOTPOTQA / "hotpotqa_train.json"
+    return [f"musique={musique_kb_dir()}:{MUSIQUE_QA}", f"hotpotqa={hot_kb}:{hot_qa}"]
+
+
+def _print_recall(rows: list[tuple[str, str, dict]], ks: list[int], label: str) -> None:
+    head = " | ".join(f"R@{k}" for k in ks)
+    print(f"\n| KB | {label} | {head} |\n|---|---|" + "---:|" * len(ks))
+    for name, v, rec in rows:
+        print(f"| {name} | {v} | " + " | ".join(f"{rec[f'R@{k}']:.3f}" for k in ks) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
-    from gta_verl.retrieval.evaluate import evaluate_retrieval, load_qa
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
+    from gta_verl.retrieval.evaluate import evaluate_backends, evaluate_retrieval, load_qa
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", action="append", required=True, help="NAME=KB_DIR:QA_PATH (repeat)")
+    p.add_argument("--dataset", action="append", default=[], help="NAME=KB_DIR:QA_PATH (repeat)")
+    p.add_argument("--bundled", action="store_true", help="add the bundled MuSiQue and HotpotQA sets")
     p.add_argument("--k", default="1,2,5,10")
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma list of {list(VARIANTS)}")
+    p.add_argument("--backends", default="", help="comma list of graph,dense,bm25: their R@k table")
     args = p.parse_args(argv)
+    datasets = args.dataset + (bundled_datasets() if args.bundled else [])
+    if not datasets:
+        p.error("give --dataset NAME=KB_DIR:QA_PATH or --bundled")
     ks = [int(k) for k in args.k.split(",")]
     names = [v for v in args.variants.split(",") if v]
+    backends = [b for b in args.backends.split(",") if b]
     print(f"`uptime`: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}\n")
-    stats_rows, recall_rows = [], []
-    for spec in args.dataset:
+    stats_rows, recall_rows, backend_rows = [], [], []
+    for spec in datasets:
         name, _, rest = spec.partition("=")
         kb_dir, _, qa_path = rest.rpartition(":")
-        r = GraphRetriever.from_kb_dir(kb_dir)
+        r = open_retriever(kb_dir)
         qa = [x for x in load_qa(qa_path, r.kb.passages) if x.supporting_doc_ids]
         idx = r.kb.doc_index_by_id()
         gold_idx = [[idx[d] for d in x.supporting_doc_ids] for x in qa]
@@ -116,16 +161,20 @@ def main(argv: list[str] | None = None) -> int:
             cfg = dataclasses.replace(r.config, mode="graph", **VARIANTS[v])
             rec = evaluate_retrieval(r, qa, modes=("graph",), ks=ks, config=cfg)["modes"]["graph"]["recall"]
             recall_rows.append((name, v, rec))
-        dense = evaluate_retrieval(r, qa, modes=("dense",), ks=ks)["modes"]["dense"]["recall"]
-        recall_rows.append((name, "(dense, for reference)", dense))
+        if names:
+            dense = evaluate_retrieval(r, qa, modes=("dense",), ks=ks)["modes"]["dense"]["recall"]
+            recall_rows.append((name, "(dense, for reference)", dense))
+        if backends:
+            res = evaluate_backends(r.kb, qa, backends, ks, r.config, r.embedder)
+            backend_rows += [(name, b, row["recall"]) for b, row in res["modes"].items()]
     cols = list(stats_rows[0][1])
     print("| KB | " + " | ".join(cols) + " |\n|---|" + "---:|" * len(cols))
     for name, s in stats_rows:
         print(f"| {name} | " + " | ".join(f"{s[c]:.3f}" for c in cols) + " |")
-    head = " | ".join(f"R@{k}" for k in ks)
-    print(f"\n| KB | graph variant | {head} |\n|---|---|" + "---:|" * len(ks))
-    for name, v, rec in recall_rows:
-        print(f"| {name} | {v} | " + " | ".join(f"{rec[f'R@{k}']:.3f}" for k in ks) + " |")
+    if recall_rows:
+        _print_recall(recall_rows, ks, "graph variant")
+    if backend_rows:
+        _print_recall(backend_rows, ks, "backend")
     print(f"\n`uptime` after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
     return 0
 

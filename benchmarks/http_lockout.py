@@ -41,12 +41,12 @@ def _free_port() -> int:
 
 def run_server(mode: str, port: int, header_timeout: float) -> None:
     """The child: serve the toy KB without limits (``old``) or through ``serve_app`` (``limited``); blocks."""
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_kb_retriever
     from gta_verl.retrieval.serving.http import KEEP_ALIVE_S, Limits, create_app, serve_app
     from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
 
     embedder = HashEmbedder()
-    app = create_app(GraphRetriever(make_toy_kb(embedder), embedder))
+    app = create_app(open_kb_retriever(make_toy_kb(embedder), None, embedder))
     if mode == "old":
         import uvicorn
 

@@ -170,11 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from benchmarks.replicas import musique_kb_dir, questions
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
     from gta_verl.retrieval.section import RetrieverSection
 
     kb = Path(args.kb) if args.kb else musique_kb_dir()
-    r = GraphRetriever.from_kb_dir(str(kb), RetrieverSection.from_mapping({"kb_dir": str(kb)}).retrieval)
+    r = open_retriever(str(kb), RetrieverSection.from_mapping({"kb_dir": str(kb)}).retrieval)
     r.warm()
     qs = questions()
     r.retrieve(qs[:8])

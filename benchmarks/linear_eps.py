@@ -36,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from benchmarks.replicas import musique_kb_dir, questions
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
 
-    r = GraphRetriever.from_kb_dir(musique_kb_dir())
+    r = open_retriever(musique_kb_dir())
     qs = questions()[: args.questions]
     graph = dataclasses.replace(r.config, mode="graph")
     ref = r.with_config(dataclasses.replace(graph, ppr_method="cg", ppr_dtype="float64", ppr_tol=1e-10)).rank(

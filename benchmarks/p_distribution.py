@@ -92,7 +92,7 @@ def _label(shown_ids: set[str], gold: set[str]) -> str:
 
 def run(kb_dir: Path, cap: int) -> list[dict]:
     """One row per rollout: label, strategy, #passages shown, P (both readings)."""
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
 
     tok = load_qwen_tokenizer()
 
@@ -106,7 +106,7 @@ def run(kb_dir: Path, cap: int) -> list[dict]:
     qa = read_musique_qa(ASSETS / "musique_train.json", corpus_ids=corpus).records
     by_qid = {ex.qid: ex for ex in qa}
     raw = json.loads((ASSETS / "musique_train.json").read_text(encoding="utf-8"))
-    retriever = GraphRetriever.from_kb_dir(kb_dir)
+    retriever = open_retriever(kb_dir)
     plans = _plans(raw)
     queries = sorted({q for _, _, qs in plans for q in qs})
     results = dict(zip(queries, retriever.retrieve(queries), strict=True))

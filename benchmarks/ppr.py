@@ -173,11 +173,11 @@ def _synthetic_kb(n_triples: int, seed: int, dim: int):
 
 def bench_retriever(n_triples: int, seed: int, dim: int) -> list[str]:
     """Whole retriever per query (triple search + personalization + PPR + dense + union)."""
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_kb_retriever
 
     t0 = time.perf_counter()
     kb = _synthetic_kb(n_triples, seed, dim)
-    retriever = GraphRetriever(kb, _RandomEncoder(dim))
+    retriever = open_kb_retriever(kb, None, _RandomEncoder(dim))
     _ = retriever.transition
     build_s = time.perf_counter() - t0
     lines = [

@@ -104,9 +104,9 @@ def result_row(
 
 
 def bench_reference(kb_dir: Path, qs: list[str], n_calls: int) -> tuple[float, dict[str, tuple[str, ...]]]:
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
 
-    r = GraphRetriever.from_kb_dir(kb_dir)
+    r = open_retriever(kb_dir)
     r.retrieve(qs[:8])  # warm the encoder and the transition
     batch = [qs[i % len(qs)] for i in range(n_calls)]
     t0 = time.perf_counter()

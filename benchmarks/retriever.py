@@ -25,8 +25,9 @@ Sections (each prints markdown tables):
   at 1 and 2 torch threads, on the bundled MuSiQue questions.
 * ``actors``: ``benchmarks/replicas.py`` (queries/s and RSS per replica through the
   Ray actor service) with ``--callers`` concurrent callers.
-* ``approx`` (not in the default list): the ``ivf`` and ``hnsw`` triple indexes on
-  ``--approx-n`` random vectors: build time, ms/query and recall of the exact top-n.
+* ``approx`` (not in the default list): the ``ivf``, ``hnsw`` and ``ivfpq`` indexes (candidates
+  rescored exactly, ``index_refine``) on ``--approx-n`` random vectors: build time, ms/query,
+  serialized bytes per row and recall of the exact top-n.
 """
 
 from __future__ import annotations
@@ -334,13 +335,13 @@ def _ours_rows(r: Any, batches: list[int], ref_ms: float, ref_ids: np.ndarray, v
 
 def bench_whole(args: argparse.Namespace) -> list[str]:
     """Section (a): the whole retriever at HotpotQA-10K scale vs the plain reference path."""
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_kb_retriever
 
     t0 = time.perf_counter()
     sg = make_synthetic_graph(HOTPOTQA_10K, seed=args.seed)
     kb = synthetic_kb(sg, args.n_triples, args.seed, args.dim, with_igraph=True)
     q = query_vectors(kb.triple_emb, max(args.batches + args.faiss_batches + [args.n_ref]), args.seed + 1)
-    r = GraphRetriever(kb, PrecomputedEncoder(q))
+    r = open_kb_retriever(kb, None, PrecomputedEncoder(q))
     _ = r.transition
     build_s = time.perf_counter() - t0
     ref_ids, ref_search_ms, ref_ig_ms = reference_path(r, q[: args.n_ref], 10)
@@ -376,7 +377,7 @@ def current_rss_gib() -> float:
 
 def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     """One point of the sweep: build a Table-5-proportioned KB of ``n_docs`` and time it."""
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_kb_retriever
 
     t0 = time.perf_counter()
     sg = make_scaled_graph(scale_spec(HOTPOTQA_10K, n_docs), seed=args.seed)
@@ -384,7 +385,7 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     n_tr = max(1, int(round(n_docs * args.sweep_triples_per_doc)))
     kb = synthetic_kb(sg, n_tr, args.seed, args.dim, with_igraph=False)
     q = query_vectors(kb.triple_emb, args.sweep_batch, args.seed + 1)
-    r = GraphRetriever(kb, PrecomputedEncoder(q))
+    r = open_kb_retriever(kb, None, PrecomputedEncoder(q))
     attach_graph(r, sg)
     row: dict[str, Any] = {
         "docs": n_docs,
@@ -550,7 +551,9 @@ def bench_actors(args: argparse.Namespace) -> list[str]:
 
 
 def bench_approx(args: argparse.Namespace) -> list[str]:
-    """Approximate triple indexes (``index: ivf|hnsw``): recall of the exact top-n, build and search time."""
+    """Approximate indexes (``index``, ``passage_index``): exact top-n recall, build and search cost."""
+    import faiss
+
     from gta_verl.retrieval.config import RetrieverConfig
     from gta_verl.retrieval.index import VectorIndex
 
@@ -559,15 +562,15 @@ def bench_approx(args: argparse.Namespace) -> list[str]:
     q = query_vectors(x, 256, args.seed + 1)
     n, c = RetrieverConfig().top_n_triples, RetrieverConfig()
     lines = [
-        f"\n### Approximate triple index vs exact flat ({args.approx_n:,} random unit vectors × {args.dim}, "
+        f"\n### Approximate index vs exact flat ({args.approx_n:,} random unit vectors × {args.dim}, "
         f"queries = a vector + unit noise, top-{n}, batch 256)\n",
-        f"| index | build s | ms/query | recall of the exact top-{n} |",
-        "|---|---:|---:|---:|",
+        f"| index | build s | ms/query | bytes/row | recall of the exact top-{n} |",
+        "|---|---:|---:|---:|---:|",
     ]
     exact = None
-    for kind in ("flat", "ivf", "hnsw"):
+    for kind in ("flat", "ivf", "hnsw", "ivfpq"):
         t0 = time.perf_counter()
-        idx = VectorIndex(x, kind, c.ivf_nprobe, c.hnsw_m)
+        idx = VectorIndex(x, kind, c.ivf_nprobe, c.hnsw_m, "float32", c.hnsw_ef_search, c.index_refine)
         t1 = time.perf_counter()
         _, ids = idx.search(q, n)
         ms = (time.perf_counter() - t1) * 1e3 / len(q)
@@ -578,9 +581,11 @@ def bench_approx(args: argparse.Namespace) -> list[str]:
         label = {
             "flat": "flat (exact)",
             "ivf": f"ivf (nlist ≈ 4√n, nprobe {c.ivf_nprobe})",
-            "hnsw": f"hnsw (M {c.hnsw_m}, faiss default efSearch)",
+            "hnsw": f"hnsw (M {c.hnsw_m}, efSearch {c.hnsw_ef_search})",
+            "ivfpq": f"ivfpq (nprobe {c.ivf_nprobe}, refine {c.index_refine})",
         }[kind]
-        lines.append(f"| {label} | {t1 - t0:.1f} | {ms:.2f} | {recall:.3f} |")
+        per_row = faiss.serialize_index(idx._index).nbytes / len(x)
+        lines.append(f"| {label} | {t1 - t0:.1f} | {ms:.2f} | {per_row:.0f} | {recall:.3f} |")
         print(lines[-1], flush=True)
         del idx
     return lines

@@ -114,14 +114,14 @@ def section_fuzz(n: int, seed: int) -> None:
     from gta_verl.data import schema
     from gta_verl.data.schema import make_verl_row
     from gta_verl.data.types import QAExample
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_kb_retriever
     from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
     from gta_verl.verl_compat import get_reward_manager_cls
 
     rng = random.Random(seed)
     tok = load_qwen_tokenizer()
     emb = HashEmbedder()
-    client = in_process_client(GraphRetriever(make_toy_kb(emb), emb))
+    client = in_process_client(open_kb_retriever(make_toy_kb(emb), None, emb))
     scripts = [[fuzz_turn(rng) for _ in range(rng.randint(1, 6))] for _ in range(n)]
     ex = QAExample("f", "Where was the president of France born?", ("Amiens",), (), 2, "toy")
     rows = [make_verl_row(ex, i) for i in range(n)]

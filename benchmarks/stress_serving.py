@@ -109,10 +109,10 @@ _MUSIQUE: dict[str, Any] = {}
 def musique_server() -> tuple[Any, Server]:
     """(retriever, server) on the MuSiQue KB with the default limits, started once per run."""
     if not _MUSIQUE:
-        from gta_verl.retrieval.retriever import GraphRetriever
+        from gta_verl.retrieval.backends import open_retriever
         from gta_verl.retrieval.serving.http import create_app
 
-        retriever = GraphRetriever.from_kb_dir(musique_kb_dir())
+        retriever = open_retriever(musique_kb_dir())
         _MUSIQUE.update(retriever=retriever, server=Server(create_app(retriever)))
     return _MUSIQUE["retriever"], _MUSIQUE["server"]
 
@@ -493,8 +493,8 @@ def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
     """Kill the retriever (replica, then the service) three ways during ``n_calls`` concurrent calls."""
     import ray
 
+    from gta_verl.retrieval.backends import open_retriever
     from gta_verl.retrieval.config import RetrieverConfig
-    from gta_verl.retrieval.retriever import GraphRetriever
     from gta_verl.retrieval.serving.clients import RayRetrieverClient
     from gta_verl.retrieval.serving.config import ServingConfig
     from gta_verl.retrieval.serving.service import RetrieverSpec
@@ -513,10 +513,10 @@ def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
             "chancellor of Germany",
             "Mount Fuji height",
         ]
-        local = GraphRetriever.from_kb_dir(kb_dir, embedder=emb)
+        local = open_retriever(kb_dir, embedder=emb)
     else:
         kb_dir, embedder, qs = musique_kb_dir(), None, musique_questions()[:64]
-        local = _MUSIQUE.get("retriever") or GraphRetriever.from_kb_dir(kb_dir)
+        local = _MUSIQUE.get("retriever") or open_retriever(kb_dir)
     expected = [r.doc_ids for r in local.retrieve(qs)]
     ns, name = "gta_verl_stress", "stress_retriever"
     spec = RetrieverSpec(

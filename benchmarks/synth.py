@@ -80,8 +80,8 @@ def bench_sampling(kb, n: int, seed: int) -> dict[str, float]:
 
 def _load(kb_dir: str | None):
     from gta_verl.kb.store import load_kb
+    from gta_verl.retrieval.backends import open_retriever
     from gta_verl.retrieval.config import RetrieverConfig
-    from gta_verl.retrieval.retriever import GraphRetriever
 
     if kb_dir is None:
         from gta_verl.kb.build import build_kb_from_files
@@ -91,7 +91,7 @@ def _load(kb_dir: str | None):
         build_kb_from_files(
             MUSIQUE / "musique_train_corpus.json", "hipporag", f"precomputed:{openie}", kb_dir, progress=False
         )
-    retriever = GraphRetriever.from_kb_dir(kb_dir, RetrieverConfig())
+    retriever = open_retriever(kb_dir, RetrieverConfig())
     return load_kb(kb_dir), retriever, retriever.with_config(replace(retriever.config, mode="dense"))
 
 

@@ -63,9 +63,9 @@ class QuickstartContext:
     def get_retriever(self) -> Any:
         """The shared retriever; loads the KB from ``paths["kb"]`` when the KB stage did not run."""
         if self.retriever is None:
-            from gta_verl.retrieval.retriever import GraphRetriever
+            from gta_verl.retrieval.backends import open_retriever
 
-            self.retriever = GraphRetriever.from_kb_dir(self.paths["kb"])
+            self.retriever = open_retriever(self.paths["kb"])
         return self.retriever
 
     def retriever_client(self) -> Any:
@@ -89,12 +89,12 @@ def _stage_prep(ctx: QuickstartContext) -> StageLog:
 def _stage_kb(ctx: QuickstartContext) -> StageLog:
     from gta_verl.kb.build import KBConfig, build_kb_from_files
     from gta_verl.kb.stats import kb_stats, stats_markdown
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_kb_retriever
 
     kb_dir = ctx.out / "kb_musique"
     kb = build_kb_from_files(MUSIQUE_CORPUS, "hipporag", f"precomputed:{MUSIQUE_OPENIE}", kb_dir, KBConfig())
     ctx.paths["kb"] = kb_dir
-    ctx.retriever = GraphRetriever.from_kb(kb)  # serve the KB just built, without reading it back
+    ctx.retriever = open_kb_retriever(kb)  # serve the KB just built, without reading it back
     stats = kb_stats(kb)
     return StageLog(
         "Knowledge base (GTA-RAG Table 5 layout)", stats_markdown(stats, "MuSiQue subset"), 0.0, stats

@@ -10,8 +10,8 @@ Precedence:
    ``ray`` / ``auto`` with Ray initialised → the job-wide actor
    ``gta.retriever.actor_name``, looked up by name and created with
    ``get_if_exists`` when missing (the trainer normally creates it first);
-   ``inprocess`` / ``auto`` without Ray → a :class:`GraphRetriever` loaded from
-   ``gta.retriever.kb_dir`` inside this process;
+   ``inprocess`` / ``auto`` without Ray → the ``gta.retriever.backend`` retriever loaded from
+   ``gta.retriever.kb_dir`` inside this process (:func:`gta_verl.retrieval.backends.open_retriever`);
    ``http`` → a retriever server at ``gta.agent.retriever_url``.
 
 Creating a client may load a KB (seconds), so callers run
@@ -109,29 +109,17 @@ def _make_client(transport: str, section: RetrieverSection, agent: AgentConfig) 
         try:  # normally the trainer created it before the first rollout
             handle, recreate = ray.get_actor(section.actor_name), None
             if section.kb_dir:  # the client may recreate a service killed for good
-                recreate = _spec(section).create
+                recreate = section.spec().create
         except ValueError:
-            spec = _spec(section, _require_kb_dir(section, transport))
+            spec = section.spec(_require_kb_dir(section, transport))
             handle, recreate = spec.create(), spec.create  # the client keeps the handle alive
         return rclient.RayRetrieverClient(
             handle, timeout_s=section.timeout_s, recreate=recreate, name=section.actor_name
         )
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
 
-    retriever = GraphRetriever.from_kb_dir(_require_kb_dir(section, transport), section.retrieval)
+    retriever = open_retriever(_require_kb_dir(section, transport), section.retrieval)
     return rclient.InProcessRetrieverClient(retriever)
-
-
-def _spec(section: RetrieverSection, kb_dir: str | None = None) -> Any:
-    """The creation spec of the job's retriever service from ``gta.retriever``."""
-    from gta_verl.retrieval.serving.service import RetrieverSpec
-
-    return RetrieverSpec(
-        kb_dir=str(kb_dir or section.kb_dir),
-        config=section.retrieval.to_dict(),
-        serving=section.serving.to_dict(),
-        name=section.actor_name,
-    )
 
 
 async def aretrieve_guarded(client: AsyncRetriever, queries: Sequence[str], timeout_s: float) -> list[Any]:
@@ -186,18 +174,13 @@ def start_job_retriever(trainer_config: Any) -> Any | None:
     Raises:
         ValueError: ``gta.retriever.kb_dir`` is not set.
         FileNotFoundError: ``kb_dir`` is not a KB directory (raised by
-            :func:`gta_verl.retrieval.serving.service.get_or_create_retriever_actor`).
+            :meth:`gta_verl.retrieval.serving.service.RetrieverSpec.create`).
     """
     transport = agent_config_from_trainer_config(trainer_config).retriever_transport
     if transport not in ("auto", "ray") or not _ray_initialized():
         return None
-    from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
-
     section = retriever_section(trainer_config)
-    kb_dir = _require_kb_dir(section, "ray")
-    return get_or_create_retriever_actor(
-        kb_dir, section.retrieval, name=section.actor_name, serving=section.serving
-    )
+    return section.spec(_require_kb_dir(section, "ray")).create()
 
 
 def wait_retriever_ready(handle: Any, kb_dir: Any, timeout_s: float = READY_TIMEOUT_S) -> Any:

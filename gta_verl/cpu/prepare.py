@@ -53,14 +53,14 @@ def _ensure_kb(kb_dir: Path) -> Path:
 
 
 def _ensure_stage1(kb_dir: Path, out: Path, seed: int) -> Path:
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
     from gta_verl.synth.generators.registry import make_generator
     from gta_verl.synth.pipeline import synthesize
     from gta_verl.synth.writer import write_stage1_parquet
 
     if out.is_file():
         return out
-    retriever = GraphRetriever.from_kb_dir(kb_dir)  # the deployed default config, as in training
+    retriever = open_retriever(kb_dir)  # the deployed default config, as in training
     kb = retriever.kb
     result = synthesize(
         kb, retriever, make_generator("template", seed=seed), n=N_SYNTH, seed=seed, progress=False

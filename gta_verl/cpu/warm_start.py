@@ -131,12 +131,12 @@ def layout(root: Path) -> WarmStart:
 
 def _write_questions(kb_dir: Path, ws: WarmStart, s: SFTSettings) -> dict[str, Any]:
     from gta_verl.data.split import split_by_document_communities, split_sft_rl_heldout
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
     from gta_verl.synth.generators.registry import make_generator
     from gta_verl.synth.pipeline import synthesize
     from gta_verl.synth.writer import write_stage1_parquet
 
-    retriever = GraphRetriever.from_kb_dir(kb_dir)
+    retriever = open_retriever(kb_dir)
     res = synthesize(
         retriever.kb,
         retriever,

@@ -18,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-HitSource = Literal["graph", "dense", "both"]
+HitSource = Literal["graph", "dense", "both", "bm25"]
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
@@ -96,7 +96,7 @@ class RetrievalHit:
     score: float
     """PPR probability for graph hits, cosine for dense-only hits (see ``source``)."""
     source: HitSource
-    """Which retriever found it: ``graph``, ``dense`` or ``both``."""
+    """Which retriever found it: ``graph``, ``dense`` or ``both`` (graph backend), ``bm25``."""
 
     def to_dict(self) -> dict[str, Any]:
         return _as_dict(self)

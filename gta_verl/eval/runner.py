@@ -271,12 +271,12 @@ def build_policy(settings: EvalSettings) -> tuple[Any, Any]:
 
 def build_retriever_client(kb_dir: Path | str, knobs: Mapping[str, Any]) -> Any:
     """The in-process client over the training retriever (``gta.retriever`` knobs)."""
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
     from gta_verl.retrieval.section import RetrieverSection
     from gta_verl.retrieval.serving.clients import InProcessRetrieverClient
 
     section = RetrieverSection.from_mapping({**dict(knobs), "kb_dir": str(kb_dir)})
-    return InProcessRetrieverClient(GraphRetriever.from_kb_dir(str(kb_dir), section.retrieval))
+    return InProcessRetrieverClient(open_retriever(str(kb_dir), section.retrieval))
 
 
 # ------------------------------------------------------------------ conversion

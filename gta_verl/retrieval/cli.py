@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from gta_verl.retrieval.config import FUSIONS, MODES, RetrieverConfig
+from gta_verl.retrieval.config import BACKENDS, FUSIONS, INDEX_KINDS, MODES, RetrieverConfig
 from gta_verl.retrieval.serving.http_limits import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
@@ -20,6 +20,12 @@ from gta_verl.retrieval.serving.http_limits import (
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     d = RetrieverConfig()
     p.add_argument("--kb", required=True, help="KB directory (gta-verl kb build --out DIR)")
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=d.backend,
+        help=f"retriever: graph = GTA-RAG hybrid, dense = Search-R1 dense, bm25 (default {d.backend})",
+    )
     p.add_argument("--k-graph", type=int, default=d.k_graph, help=f"K_g (default {d.k_graph})")
     p.add_argument("--k-dense", type=int, default=d.k_dense, help=f"K_d (default {d.k_dense})")
     p.add_argument(
@@ -44,9 +50,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
         default=d.passage_seed_top,
         help=f"documents seeded with their dense score, 0 = all (default {d.passage_seed_top})",
     )
-    p.add_argument(
-        "--index", choices=("flat", "ivf", "hnsw"), default=d.index, help="triple index (default flat)"
-    )
+    p.add_argument("--index", choices=INDEX_KINDS, default=d.index, help="triple index (default flat)")
     p.add_argument(
         "--allow-download",
         action="store_true",
@@ -56,6 +60,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 def _config(args: argparse.Namespace, **extra: Any) -> RetrieverConfig:
     return RetrieverConfig(
+        backend=args.backend,
         k_graph=args.k_graph,
         k_dense=args.k_dense,
         alpha=args.alpha,
@@ -93,12 +98,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from gta_verl.retrieval.backends import open_retriever
     from gta_verl.retrieval.evaluate import evaluate_retrieval, format_recall_table, load_qa
-    from gta_verl.retrieval.retriever import GraphRetriever
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     ks = [int(k) for k in args.k.split(",") if k.strip()]
-    retriever = GraphRetriever.from_kb_dir(args.kb, _config(args), allow_download=args.allow_download)
+    config = _config(args)
+    if args.backends or config.backend != "graph":
+        if args.tune_fusion:
+            msg = "--tune-fusion orders the graph backend's hybrid list: drop --backend/--backends"
+            print(msg, file=sys.stderr)
+            return 2
+        return _eval_backends(args, config, ks)
+    retriever = open_retriever(args.kb, config, allow_download=args.allow_download)
     qa = load_qa(args.qa, retriever.kb.passages)
     if args.limit:
         qa = qa[: args.limit]
@@ -106,6 +118,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return _tune(args, retriever, qa)
     result = evaluate_retrieval(retriever, qa, modes, ks, dataclasses.replace(retriever.config))
     print(json.dumps(result, indent=2) if args.json else format_recall_table(result))
+    return 0
+
+
+def _eval_backends(args: argparse.Namespace, config: RetrieverConfig, ks: list[int]) -> int:
+    """``--backends`` (or a non-graph ``--backend``): one recall row per backend over one loaded KB."""
+    from gta_verl.kb.store import load_kb
+    from gta_verl.retrieval.evaluate import evaluate_backends, format_recall_table, load_qa
+    from gta_verl.retrieval.passages import load_query_encoder
+
+    names = [b.strip() for b in (args.backends or config.backend).split(",") if b.strip()]
+    kb = load_kb(args.kb)
+    qa = load_qa(args.qa, kb.passages)[: args.limit or None]
+    enc = load_query_encoder(kb, config, args.allow_download) if set(names) - {"bm25"} else None
+    result = evaluate_backends(kb, qa, names, ks, config, enc)
+    print(json.dumps(result, indent=2) if args.json else format_recall_table(result, "backend"))
     return 0
 
 
@@ -164,11 +191,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     s.set_defaults(func=cmd_serve)
     r.set_defaults(func=lambda a: (r.print_help(), 2)[1])
+    _add_eval_parser(subparsers)
 
+
+def _add_eval_parser(subparsers: argparse._SubParsersAction) -> None:
     e = subparsers.add_parser("eval-retrieval", help="recall@k of gold documents per retrieval mode")
     _add_config_args(e)
     e.add_argument("--qa", required=True, help="QA parquet (data prep) or HippoRAG/FlashRAG question file")
     e.add_argument("--modes", default="dense,graph,hybrid", help="comma list of dense,graph,hybrid")
+    e.add_argument(
+        "--backends",
+        default="",
+        help=f"comma list of {','.join(BACKENDS)}: one row per backend (graph: the hybrid order) "
+        "instead of one per mode",
+    )
     e.add_argument("--k", default="1,2,5,10", help="comma list of cut-offs")
     e.add_argument("--limit", type=int, default=0, help="evaluate only the first N questions")
     e.add_argument("--json", action="store_true", help="print JSON instead of markdown")

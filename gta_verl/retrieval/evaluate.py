@@ -1,8 +1,10 @@
-"""Retrieval evaluation: recall@k of gold supporting documents, per mode and hop count.
+"""Retrieval evaluation: recall@k of gold supporting documents, per mode or backend and hop count.
 
 Recall@k of one question = |top-k ∩ gold| / |gold|; reported as the mean over
 questions with at least one gold document (questions without gold are counted and
 skipped). The same definition as the recall anchors quoted in ``docs/retrieval.md``.
+:func:`evaluate_retrieval` compares the graph backend's modes on one KB and encoder;
+:func:`evaluate_backends` compares backends (``graph``, ``dense``, ``bm25``) on one KB.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gta_verl.data.types import QAExample
-from gta_verl.retrieval.config import MODES, RetrieverConfig, as_mode
+from gta_verl.retrieval.config import BACKENDS, MODES, RetrieverConfig, as_mode
 
 logger = logging.getLogger(__name__)
 
@@ -158,8 +160,8 @@ def evaluate_retrieval(
     """Recall@k of gold documents for each retrieval mode.
 
     Args:
-        kb_or_retriever: A KB directory, or a ready :class:`GraphRetriever` (its KB,
-            encoder and graph are shared across modes).
+        kb_or_retriever: A KB directory, or a ready ``graph`` backend (its KB, encoder and
+            graph are shared across modes).
         qa_examples: Questions with ``supporting_doc_ids``; those without are skipped.
         modes: Any of ``dense``, ``graph``, ``hybrid``.
         ks: Cut-offs.
@@ -170,46 +172,104 @@ def evaluate_retrieval(
         ``{"n_questions", "n_skipped_no_gold", "ks", "config", "modes": {mode:
         {"recall": {"R@k": v}, "by_hops": {hops: {"n", "recall"}}, "flags"}}}``.
     """
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
 
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise ValueError(f"unknown modes {bad}; choose from {MODES}")
     if not ks or min(ks) < 1:
         raise ValueError(f"ks must be positive integers, got {list(ks)}")
+    if (config or getattr(kb_or_retriever, "config", None) or RetrieverConfig()).backend != "graph":
+        raise ValueError("modes are the graph backend's: compare other backends with evaluate_backends")
     if isinstance(kb_or_retriever, (str, Path)):
-        base = GraphRetriever.from_kb_dir(kb_or_retriever, config)
+        base = open_retriever(kb_or_retriever, config)
     else:
         base = kb_or_retriever
     config = config or base.config
-    qa = [q for q in qa_examples if q.supporting_doc_ids]
-    if not qa:
-        raise ValueError("no question has gold supporting documents: cannot compute recall")
-    ks = sorted({int(k) for k in ks})
-    out: dict[str, Any] = {
-        "n_questions": len(qa),
-        "n_skipped_no_gold": len(qa_examples) - len(qa),
-        "ks": ks,
-        "config": dataclasses.asdict(config),
-        "modes": {},
-    }
+    qa, out = _frame(qa_examples, ks, config)
+    ks = out["ks"]
     for mode in modes:
         retriever = base.with_config(dataclasses.replace(config, mode=as_mode(mode)))
         out["modes"][mode] = _mode_recall(retriever, qa, ks)
     return out
 
 
-def format_recall_table(result: dict[str, Any]) -> str:
-    """Markdown table of :func:`evaluate_retrieval` output (overall, then per hop count)."""
+def _frame(
+    qa_examples: Sequence[QAExample], ks: Sequence[int], config: RetrieverConfig
+) -> tuple[list[QAExample], dict[str, Any]]:
+    """The questions with gold documents and the result's header fields (``modes`` still empty)."""
+    qa = [q for q in qa_examples if q.supporting_doc_ids]
+    if not qa:
+        raise ValueError("no question has gold supporting documents: cannot compute recall")
+    out: dict[str, Any] = {
+        "n_questions": len(qa),
+        "n_skipped_no_gold": len(qa_examples) - len(qa),
+        "ks": sorted({int(k) for k in ks}),
+        "config": dataclasses.asdict(config),
+        "modes": {},
+    }
+    return qa, out
+
+
+def evaluate_backends(
+    kb: Any,
+    qa_examples: Sequence[QAExample],
+    backends: Sequence[str] = BACKENDS,
+    ks: Sequence[int] = DEFAULT_KS,
+    config: RetrieverConfig | None = None,
+    embedder: Any = None,
+) -> dict[str, Any]:
+    """Recall@k of gold documents for each retriever backend over one loaded KB.
+
+    Each backend ranks with :meth:`rank` (``graph``: its configured mode's full ordering, the
+    hybrid one by default), opened by :func:`gta_verl.retrieval.backends.open_kb_retriever`.
+
+    Args:
+        kb: The loaded knowledge base every backend serves.
+        qa_examples: Questions with ``supporting_doc_ids``; those without are skipped.
+        backends: Any of :data:`~gta_verl.retrieval.config.BACKENDS`.
+        ks: Cut-offs.
+        config: Base config (its ``backend`` is set per row); default the defaults.
+        embedder: The query encoder of ``graph`` and ``dense`` (default: the KB's own, loaded once).
+
+    Returns:
+        As :func:`evaluate_retrieval`, the rows under ``"modes"`` keyed by backend.
+
+    Raises:
+        ValueError: An unknown backend (listing the valid ones), bad ``ks`` or no gold.
+    """
+    from gta_verl.retrieval.backends import check_backend, open_kb_retriever
+    from gta_verl.retrieval.passages import load_query_encoder
+
+    for name in backends:
+        check_backend(name)
+    if not backends or not ks or min(ks) < 1:
+        raise ValueError(f"need a backend and positive ks, got {list(backends)}, {list(ks)}")
+    config = config or RetrieverConfig()
+    qa, out = _frame(qa_examples, ks, config)
+    if embedder is None and set(backends) - {"bm25"}:
+        embedder = load_query_encoder(kb, config)
+    for name in backends:
+        cfg = dataclasses.replace(config, backend=check_backend(name))
+        retriever = open_kb_retriever(kb, cfg, embedder)
+        out["modes"][name] = _mode_recall(retriever, qa, out["ks"])
+    return out
+
+
+def format_recall_table(result: dict[str, Any], label: str = "mode") -> str:
+    """Markdown table of :func:`evaluate_retrieval` / :func:`evaluate_backends` output.
+
+    Overall, then per hop count; ``label`` heads the first column (``mode`` or ``backend``).
+    """
     ks = result["ks"]
-    head = "| mode | " + " | ".join(f"R@{k}" for k in ks) + " |"
+    head = f"| {label} | " + " | ".join(f"R@{k}" for k in ks) + " |"
     sep = "|---|" + "---|" * len(ks)
     lines = [f"Recall@k over {result['n_questions']} questions", "", head, sep]
     for mode, r in result["modes"].items():
         lines.append(f"| {mode} | " + " | ".join(f"{r['recall'][f'R@{k}']:.3f}" for k in ks) + " |")
     lines += [
         "",
-        "| mode | hops (n) | " + " | ".join(f"R@{k}" for k in ks) + " |",
+        f"| {label} | hops (n) | " + " | ".join(f"R@{k}" for k in ks) + " |",
         "|---|---|" + "---|" * len(ks),
     ]
     for mode, r in result["modes"].items():

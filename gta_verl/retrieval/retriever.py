@@ -17,9 +17,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-import unicodedata
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +28,7 @@ from gta_verl.retrieval import gemm
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.fusion import fuse
 from gta_verl.retrieval.index import VectorIndex
+from gta_verl.retrieval.passages import check_encoder
 from gta_verl.retrieval.ppr import (
     PassageBasis,
     Solver,
@@ -42,6 +41,7 @@ from gta_verl.retrieval.ppr import (
     ppr_top_docs,
     topk_stable,
 )
+from gta_verl.retrieval.queries import FLAG_TRUNCATED, prepare_queries, query_cost
 from gta_verl.retrieval.seeds import entity_doc_frequency, seed_entities
 
 __all__ = [
@@ -56,18 +56,12 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 FLAG_NO_ENTITIES = "no_entities_dense_only"
-FLAG_TRUNCATED = "query_truncated"
-
-
-def _visible(q: str) -> str:
-    """``q`` with control (Cc) and format (Cf: zero-width, bidi marks, BOM) characters turned into spaces."""
-    if q.isprintable():
-        return q
-    return "".join(" " if unicodedata.category(ch) in ("Cc", "Cf") else ch for ch in q)
 
 
 class GraphRetriever:
     """R(q): dense + PPR graph retrieval over a :class:`~gta_verl.kb.knowledge_base.KnowledgeBase`.
+
+    The ``graph`` backend: open it with :func:`gta_verl.retrieval.backends.open_retriever`.
 
     Args:
         kb: The knowledge base.
@@ -83,11 +77,7 @@ class GraphRetriever:
         self.kb = kb
         self.embedder = embedder
         self.config = config or RetrieverConfig()
-        kb_name, emb_name = getattr(kb, "embedder_name", ""), getattr(embedder, "name", "")
-        if kb_name and emb_name and kb_name != emb_name:
-            raise ValueError(f"the KB was embedded with {kb_name!r} but the query encoder is {emb_name!r}")
-        if kb.passage_emb.shape[1] != getattr(embedder, "dim", kb.passage_emb.shape[1]):
-            raise ValueError(f"embedder dim {embedder.dim} != KB embedding dim {kb.passage_emb.shape[1]}")
+        check_encoder(kb, embedder)
         self._passage_emb = np.ascontiguousarray(kb.passage_emb, dtype=np.float32)
         self._doc_freq = entity_doc_frequency(kb)
         self._fact_pairs, fact_emb = self._unique_facts(kb)
@@ -97,49 +87,12 @@ class GraphRetriever:
         self._transition: Transition | None = None
         self._basis: PassageBasis | None = None
 
-    @classmethod
-    def from_kb_dir(
-        cls,
-        kb_dir: str | Path,
-        config: RetrieverConfig | None = None,
-        embedder: Any = None,
-        allow_download: bool = False,
-    ) -> GraphRetriever:
-        """Load the KB at ``kb_dir`` and its encoder (``load_embedder(kb.embedder_name)``)."""
-        from gta_verl.kb.store import load_kb
-
-        return cls.from_kb(load_kb(kb_dir), config, embedder, allow_download=allow_download)
-
-    @classmethod
-    def from_kb(
-        cls,
-        kb: Any,
-        config: RetrieverConfig | None = None,
-        embedder: Any = None,
-        allow_download: bool = False,
-    ) -> GraphRetriever:
-        """Serve an already loaded KB with its own encoder (``load_embedder(kb.embedder_name)``).
-
-        The encoder named by the KB manifest is never downloaded unless ``allow_download``.
-        """
-        if embedder is None:
-            from gta_verl.kb.embed import load_embedder
-
-            # no disk cache for queries: RL issues millions of distinct ones
-            name, device = kb.embedder_name or "all-MiniLM-L6-v2", getattr(config, "encoder_device", "cpu")
-            embedder = load_embedder(name, device=device, cache=False, allow_download=allow_download)
-        return cls(kb, embedder, config)
-
     def with_config(self, config: RetrieverConfig) -> GraphRetriever:
         """A retriever sharing this one's KB, encoder and graph, with another config."""
         other = copy.copy(self)
         other.config = config
-        if (config.index, config.ivf_nprobe, config.hnsw_m, config.triple_scan) != (
-            self.config.index,
-            self.config.ivf_nprobe,
-            self.config.hnsw_m,
-            self.config.triple_scan,
-        ):
+        knobs = ("index", "ivf_nprobe", "hnsw_m", "hnsw_ef_search", "index_refine", "triple_scan")
+        if any(getattr(config, k) != getattr(self.config, k) for k in knobs):
             other._build_fact_index()
         return other
 
@@ -158,7 +111,15 @@ class GraphRetriever:
     def _build_fact_index(self) -> None:
         c = self.config
         if len(self._fact_pairs):
-            self._fact_index = VectorIndex(self._fact_emb, c.index, c.ivf_nprobe, c.hnsw_m, c.triple_scan)
+            self._fact_index = VectorIndex(
+                self._fact_emb,
+                c.index,
+                c.ivf_nprobe,
+                c.hnsw_m,
+                c.triple_scan,
+                c.hnsw_ef_search,
+                c.index_refine,
+            )
         else:
             logger.warning("KB has no triples: graph retrieval falls back to dense for every query")
             self._fact_index = None
@@ -180,39 +141,12 @@ class GraphRetriever:
 
     # ------------------------------------------------------------------ queries
     def prepare_queries(self, queries: Sequence[str]) -> tuple[list[str], list[tuple[str, ...]]]:
-        """Validate and truncate queries; returns texts and per-query flags.
-
-        Raises:
-            TypeError: If ``queries`` is a bare string or holds non-strings.
-            ValueError: If a query is empty or whitespace.
-        """
-        if isinstance(queries, str):
-            raise TypeError("retrieve() takes a sequence of queries, not a single string: wrap it in a list")
-        texts: list[str] = []
-        flags: list[tuple[str, ...]] = []
-        c = self.config
-        for i, q in enumerate(queries):
-            if not isinstance(q, str):
-                raise TypeError(f"query {i} is {type(q).__name__}, expected str")
-            text = " ".join(_visible(q).split())  # NUL-, zero-width- or bidi-only is as empty as blank
-            if not text:
-                raise ValueError(
-                    f"query {i} is empty or has only whitespace/invisible characters; "
-                    "a search query needs text"
-                )
-            truncated = False
-            if c.max_query_words and len(words := text.split(" ")) > c.max_query_words:
-                text, truncated = " ".join(words[: c.max_query_words]), True
-            if len(text) > c.max_query_chars:
-                text, truncated = text[: c.max_query_chars], True
-            texts.append(text)
-            flags.append((FLAG_TRUNCATED,) if truncated else ())
-        return texts, flags
+        """:func:`gta_verl.retrieval.queries.prepare_queries` under this config's limits."""
+        return prepare_queries(queries, self.config)
 
     def query_cost(self, query: str) -> int:
-        """The characters of ``query`` that retrieval works on (at most ``max_query_chars``): the
-        batcher's measure of its cost, cheap enough to take on the event loop before the cut."""
-        return min(len(query), self.config.max_query_chars)
+        """:func:`gta_verl.retrieval.queries.query_cost` under this config's limits."""
+        return query_cost(query, self.config)
 
     # ------------------------------------------------------------------ scoring
     def entity_seeds(

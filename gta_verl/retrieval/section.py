@@ -101,6 +101,24 @@ class RetrieverSection(StrictConfig):
         """The :class:`~gta_verl.retrieval.serving.config.ServingConfig` of the service keys."""
         return self.serving
 
+    def spec(self, kb_dir: str | None = None) -> Any:
+        """The :class:`~gta_verl.retrieval.serving.service.RetrieverSpec` of the job's retriever service.
+
+        The one creation path of the trainer and the agent loop: the section's typed retriever
+        and serving configs as they are, ``kb_dir`` (default the section's) made absolute by the spec.
+
+        Raises:
+            ValueError: Neither ``kb_dir`` nor the section's is set.
+        """
+        from gta_verl.retrieval.serving.service import RetrieverSpec
+
+        kb = kb_dir or self.kb_dir
+        if not kb:
+            raise ValueError("gta.retriever.kb_dir is not set: set gta.retriever.kb_dir=/path/to/kb")
+        return RetrieverSpec(
+            kb_dir=str(kb), config=self.retrieval, serving=self.serving, name=self.actor_name
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The flat node as YAML writes it; :meth:`from_mapping` takes it back."""
         own = {k: getattr(self, k) for k in self.OWN_KEYS}

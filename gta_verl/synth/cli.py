@@ -137,11 +137,11 @@ def _retriever(args: argparse.Namespace, kb: Any) -> Any:
         if not ray.is_initialized():
             ray.init(address="auto", namespace=args.ray_namespace, log_to_driver=False)
         return RayRetrieverClient(args.retriever_actor, namespace=args.ray_namespace)
+    from gta_verl.retrieval.backends import open_kb_retriever
     from gta_verl.retrieval.config import RetrieverConfig
-    from gta_verl.retrieval.retriever import GraphRetriever
 
     fields = json.loads(Path(args.retriever_config).read_text()) if args.retriever_config else {}
-    return GraphRetriever.from_kb(kb, RetrieverConfig(**fields))  # the KB is already loaded
+    return open_kb_retriever(kb, RetrieverConfig.from_mapping(fields))  # the KB is already loaded
 
 
 def _config(args: argparse.Namespace) -> Any:

@@ -3,7 +3,8 @@
 An example (x, y*, S(x), τ*) is kept only if, at every search turn t, its
 designated document d*_t is in R(q_t), the evidence the *deployed* retriever
 returns for the turn's query — any :class:`gta_verl.retrieval.base.Retriever`
-(in-process ``GraphRetriever`` or the Ray client) with the training config.
+(an in-process backend of :mod:`gta_verl.retrieval.backends` or the Ray client) with the
+training config.
 Cheap rule checks run first; only rule-passing examples cost retrieval calls.
 
 Every rejection carries one reason code (the first failing check):

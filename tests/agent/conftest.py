@@ -65,6 +65,6 @@ def fake_retriever() -> FakeRetriever:
 def musique_retriever_client(musique_kb_dir, embedder):
     """The real graph retriever on the bundled MuSiQue KB, in-process."""
     from gta_verl.agent.retriever_access import in_process_client
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
 
-    return in_process_client(GraphRetriever.from_kb_dir(musique_kb_dir, embedder=embedder))
+    return in_process_client(open_retriever(musique_kb_dir, embedder=embedder))

@@ -13,12 +13,12 @@ from gta_verl.eval.replay import reference_script
 def stage1_rows(musique_kb_dir, tmp_path_factory):
     import pandas as pd
 
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
     from gta_verl.synth.generators.registry import make_generator
     from gta_verl.synth.pipeline import synthesize
     from gta_verl.synth.writer import write_stage1_parquet
 
-    r = GraphRetriever.from_kb_dir(musique_kb_dir)
+    r = open_retriever(musique_kb_dir)
     res = synthesize(r.kb, r, make_generator("template", seed=3), n=6, seed=3, progress=False)
     path = tmp_path_factory.mktemp("s1") / "s1.parquet"
     write_stage1_parquet(res.validated, path, {p.doc_id: p for p in r.kb.passages})

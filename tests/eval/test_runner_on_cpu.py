@@ -213,7 +213,7 @@ def test_tiny_random_qwen2_policy_runs(tmp_path, musique, data_parquet):
 
 def test_real_retriever_on_bundled_kb(tmp_path, musique, tokenizer, data_parquet, musique_kb_dir):
     """The default path: in-process GraphRetriever over the bundled MuSiQue KB, timed per search."""
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
 
     qa, corpus = musique
     q0 = qa[0]
@@ -230,7 +230,7 @@ def test_real_retriever_on_bundled_kb(tmp_path, musique, tokenizer, data_parquet
         progress=False,
     )
     (rec,) = read_records(res.records_dir)
-    expected = GraphRetriever.from_kb_dir(musique_kb_dir).retrieve(titles)
+    expected = open_retriever(musique_kb_dir).retrieve(titles)
     assert rec.rollout.turn_doc_ids == tuple(tuple(r.doc_ids) for r in expected)
     assert len(rec.retrieval_latency_ms) == 2 and all(ms > 0 for ms in rec.retrieval_latency_ms)
     found = {d for r in expected for d in r.doc_ids} & set(q0.supporting_doc_ids)

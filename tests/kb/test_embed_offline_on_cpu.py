@@ -26,12 +26,12 @@ SCRIPT = textwrap.dedent("""
     import dataclasses, sys
     from gta_verl.kb.store import save_kb
     from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
 
     kb = dataclasses.replace(make_toy_kb(HashEmbedder()), embedder_name="some-org/unknown-encoder")
     save_kb(kb, sys.argv[1])
     try:
-        GraphRetriever.from_kb_dir(sys.argv[1])
+        open_retriever(sys.argv[1])
     except Exception as exc:
         print(f"{type(exc).__name__}: {exc}")
     else:

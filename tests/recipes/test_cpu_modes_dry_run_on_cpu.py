@@ -76,3 +76,14 @@ def test_tool_agent_knob(monkeypatch):
 def test_tool_agent_with_path_router_stops_in_one_line():
     with pytest.raises(SystemExit, match="^gta_verl: PathRouter needs .*gta_search_agent"):
         _launch("path_router", AGENT="tool_agent")
+
+
+@pytest.mark.parametrize("backend", ["dense", "bm25"])
+def test_retriever_backend_override(backend, monkeypatch):
+    """``gta.retriever.backend=…`` (no ``+``: the YAML declares the key) reaches the service spec."""
+    from gta_verl.agent.retriever_access import retriever_section
+
+    cfg = _launch("gta_stage1", f"gta.retriever.backend={backend}")
+    spec = retriever_section(cfg).spec()
+    assert spec.config.backend == backend and spec.kb_dir.startswith("/")
+    assert "TaskRunnerV1" in run_main_ppo_until_ray(cfg, monkeypatch)  # verl's validate_config passes

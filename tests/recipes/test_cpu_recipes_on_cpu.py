@@ -152,6 +152,15 @@ def test_gta_recipe_runs_two_steps(recipe, cpu_inputs, tmp_path):
     _evidence(recipe, steps)
 
 
+@pytest.mark.parametrize("backend", ["dense", "bm25"])
+def test_gta_recipe_runs_on_a_baseline_retriever(backend, cpu_inputs, tmp_path):
+    """``gta.retriever.backend`` serves the Search-R1 dense or the BM25 baseline through the same Ray
+    service: the rollouts search it, rewards and evidence metrics come out, no retrieval error."""
+    proc, steps = run_recipe("gta_stage1", cpu_inputs, tmp_path, f"gta.retriever.backend={backend}")
+    _check_common("gta_stage1", proc, steps)
+    _evidence("gta_stage1", steps)
+
+
 def test_shuffled_control_with_fewshot_prompts_runs_two_steps(cpu_inputs, tmp_path):
     """The learning experiments' control (``gta_shuffled_grpo``, resolved from verl's registry inside the
     trainer) and ``PROMPT_STYLE=fewshot`` rows (rewritten by run.sh) in one stock ``main_ppo`` run."""

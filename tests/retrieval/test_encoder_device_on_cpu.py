@@ -6,8 +6,8 @@ import types
 
 import pytest
 
+from gta_verl.retrieval.backends import open_kb_retriever
 from gta_verl.retrieval.config import RetrieverConfig
-from gta_verl.retrieval.retriever import GraphRetriever
 from gta_verl.retrieval.section import RetrieverSection
 
 
@@ -19,7 +19,7 @@ class _Loaded(Exception):
     ("config", "device"),
     [(None, "cpu"), (RetrieverConfig(), "cpu"), (RetrieverConfig(encoder_device="cuda:1"), "cuda:1")],
 )
-def test_from_kb_loads_the_encoder_on_the_configured_device(monkeypatch, config, device):
+def test_open_kb_retriever_loads_the_encoder_on_the_configured_device(monkeypatch, config, device):
     seen = {}
 
     def fake_load(name, device="cpu", cache=True, allow_download=False):
@@ -28,7 +28,7 @@ def test_from_kb_loads_the_encoder_on_the_configured_device(monkeypatch, config,
 
     monkeypatch.setattr("gta_verl.kb.embed.load_embedder", fake_load)
     with pytest.raises(_Loaded):
-        GraphRetriever.from_kb(types.SimpleNamespace(embedder_name="enc"), config)
+        open_kb_retriever(types.SimpleNamespace(embedder_name="enc"), config)
     assert seen == {"name": "enc", "device": device, "cache": False}
 
 

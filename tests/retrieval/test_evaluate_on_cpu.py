@@ -8,6 +8,7 @@ import pytest
 
 from gta_verl.bundled import MUSIQUE_QA
 from gta_verl.data.types import QAExample
+from gta_verl.retrieval.backends import open_retriever
 from gta_verl.retrieval.evaluate import evaluate_retrieval, format_recall_table, load_qa, recall_at_k
 from gta_verl.retrieval.retriever import GraphRetriever
 
@@ -44,7 +45,7 @@ def test_evaluate_on_toy_kb(toy_kb, hash_embedder) -> None:
 
 
 def test_eval_on_musique_kb(musique_kb_dir, musique_qa, embedder, capsys) -> None:
-    retriever = GraphRetriever.from_kb_dir(musique_kb_dir, embedder=embedder)
+    retriever = open_retriever(musique_kb_dir, embedder=embedder)
     res = evaluate_retrieval(retriever, musique_qa, ks=(1, 2, 5, 10))
     with capsys.disabled():
         print("\n" + format_recall_table(res))
@@ -66,16 +67,10 @@ def test_load_qa_musique_file(musique_kb) -> None:
 
 
 def test_cli_eval_retrieval_json(toy_kb_dir, tmp_path, capsys, monkeypatch) -> None:
-    import gta_verl.retrieval.retriever as rmod
     from gta_verl.cli import main
     from gta_verl.testing.toy_kb import TOY_DOCS, HashEmbedder
 
-    orig = rmod.GraphRetriever.from_kb_dir.__func__
-    monkeypatch.setattr(
-        rmod.GraphRetriever,
-        "from_kb_dir",
-        classmethod(lambda cls, d, config=None, embedder=None, **kw: orig(cls, d, config, HashEmbedder())),
-    )
+    monkeypatch.setattr("gta_verl.kb.embed.load_embedder", lambda *a, **kw: HashEmbedder())
     title, text, _ = TOY_DOCS[7]
     qa = [
         {

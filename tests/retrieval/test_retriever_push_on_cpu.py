@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from gta_verl.retrieval.backends import open_retriever
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.evaluate import evaluate_retrieval
 from gta_verl.retrieval.retriever import GraphRetriever, topk_stable
@@ -22,7 +23,7 @@ def test_topk_stable_equals_full_stable_sort() -> None:
 
 @pytest.fixture(scope="module")
 def musique_retriever(musique_kb_dir, embedder) -> GraphRetriever:
-    r = GraphRetriever.from_kb_dir(musique_kb_dir, embedder=embedder)
+    r = open_retriever(musique_kb_dir, embedder=embedder)
     _ = r.transition  # shared by every with_config copy
     return r
 

@@ -152,16 +152,10 @@ def test_held_out_shortfalls_names_each_k_below_a_single_retriever() -> None:
 def test_cli_tune_fusion_prints_the_held_out_table(toy_kb_dir, tmp_path, capsys, monkeypatch) -> None:
     import json
 
-    import gta_verl.retrieval.retriever as rmod
     from gta_verl.cli import main
     from gta_verl.testing.toy_kb import TOY_DOCS, HashEmbedder
 
-    orig = rmod.GraphRetriever.from_kb_dir.__func__
-
-    def from_kb_dir(cls, d, config=None, embedder=None, **kw):
-        return orig(cls, d, config, HashEmbedder())
-
-    monkeypatch.setattr(rmod.GraphRetriever, "from_kb_dir", classmethod(from_kb_dir))
+    monkeypatch.setattr("gta_verl.kb.embed.load_embedder", lambda *a, **kw: HashEmbedder())
     qa = [
         {
             "id": f"q{i}",

@@ -262,7 +262,7 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     max_request_chars: int = MAX_REQUEST_CHARS,
 ) -> Any:
-    """Build the FastAPI app serving ``retriever`` (a :class:`GraphRetriever`)."""
+    """Build the FastAPI app serving ``retriever`` (any backend of :mod:`gta_verl.retrieval.backends`)."""
     from fastapi import FastAPI, HTTPException
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
@@ -294,6 +294,7 @@ def create_app(
         return {
             "status": "ok",
             "n_docs": retriever.kb.n_docs,
+            "backend": retriever.config.backend,
             "mode": retriever.config.mode,
             **batcher.stats(),
         }
@@ -337,9 +338,9 @@ def serve(
     """
     import sys
 
-    from gta_verl.retrieval.retriever import GraphRetriever
+    from gta_verl.retrieval.backends import open_retriever
 
-    retriever = GraphRetriever.from_kb_dir(kb_dir, config, allow_download=allow_download)
+    retriever = open_retriever(kb_dir, config, allow_download=allow_download)
     print(bind_message(host, port), file=sys.stderr, flush=True)
     serve_app(
         create_app(retriever, **app_kwargs),

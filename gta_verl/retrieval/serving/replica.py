@@ -1,5 +1,8 @@
 """One retriever replica: a Ray actor that loads the KB and answers batched queries.
 
+The replica serves whichever backend its config names (``graph``, ``dense``, ``bm25``), opened
+through :mod:`gta_verl.retrieval.backends`.
+
 The service (:mod:`gta_verl.retrieval.serving.service`) starts these; nothing else creates
 them. Each replica loads the KB from its directory inside ``__init__`` (nothing large travels
 through closures or the object store) and, with ``share_arrays``, memory-maps the big arrays
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gta_verl.data.types import RetrievalResult
+from gta_verl.retrieval.base import RetrievalBackend
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.serving.batching import MicroBatcher
 
@@ -78,7 +82,7 @@ class RetrieverReplica:
 
     Args:
         kb_dir: KB directory, loaded here in the replica process.
-        config: ``RetrieverConfig.to_dict()`` (a plain dict pickles across versions).
+        config: The retriever config, ``backend`` included (a mapping of its fields is accepted).
         max_batch: Most queries in one batched call.
         max_wait_ms: How long a call waits for others to join its batch.
         embedder: ``"module:callable"`` import path of a zero-argument factory of the
@@ -93,7 +97,7 @@ class RetrieverReplica:
     def __init__(
         self,
         kb_dir: str,
-        config: dict[str, Any] | None = None,
+        config: RetrieverConfig | dict[str, Any] | None = None,
         max_batch: int = 256,
         max_wait_ms: float = 5.0,
         embedder: str | None = None,
@@ -101,7 +105,7 @@ class RetrieverReplica:
     ) -> None:
         import socket
 
-        from gta_verl.retrieval.retriever import GraphRetriever
+        from gta_verl.retrieval.backends import open_retriever
         from gta_verl.retrieval.serving.shared_arrays import load_shared_retriever
 
         self.kb_dir = str(kb_dir)
@@ -111,12 +115,11 @@ class RetrieverReplica:
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
         self.threads = limit_threads(replica_threads(cpus))  # no more threads than reserved CPUs
         enc = _import_factory(embedder)() if embedder else None
-        cfg = RetrieverConfig.from_mapping(config)
-        if share_arrays:
-            self.retriever = load_shared_retriever(kb_dir, cfg, enc)
-        else:
-            self.retriever = GraphRetriever.from_kb_dir(kb_dir, cfg, enc)
-        self.retriever.warm()  # transition (and passage basis) before health answers, not in a rollout
+        cfg = config if isinstance(config, RetrieverConfig) else RetrieverConfig.from_mapping(config)
+        self.retriever: RetrievalBackend = (
+            load_shared_retriever(kb_dir, cfg, enc) if share_arrays else open_retriever(kb_dir, cfg, enc)
+        )
+        self.retriever.warm()  # graph: transition (and passage basis) before health answers, not in a rollout
         self.batcher = MicroBatcher(
             self.retriever.retrieve,
             validate=lambda q: self.retriever.prepare_queries([q]),
@@ -171,6 +174,7 @@ class RetrieverReplica:
             "host": socket.gethostname(),
             "node_id": ray.get_runtime_context().get_node_id(),
             "n_docs": self.retriever.kb.n_docs,
+            "backend": self.retriever.config.backend,
             "threads": self.threads,
             "kb_digest": self.kb_digest,
         }

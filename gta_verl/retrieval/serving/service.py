@@ -22,7 +22,7 @@ import random
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,15 +63,16 @@ class RetrieverService:
     """Named Ray actor in front of the replicas (create it with ``RetrieverSpec.create``).
 
     Args:
-        spec: ``asdict(RetrieverSpec)``: KB directory, retriever and serving config, names.
+        spec: The :class:`RetrieverSpec` (or a mapping of its fields): KB directory, retriever
+            and serving config, names.
     """
 
     MAX_CREATE_FAILURES = 3
     PING_TIMEOUT_S = 10.0
 
-    def __init__(self, spec: dict[str, Any]) -> None:
-        self.spec = spec
-        self.serving = ServingConfig.from_mapping(spec.get("serving"))
+    def __init__(self, spec: RetrieverSpec | dict[str, Any]) -> None:
+        self.spec = spec if isinstance(spec, RetrieverSpec) else RetrieverSpec(**spec)
+        self.serving = self.spec.serving
         self.slots: list[_Slot] = []
         self.version = 0
         self.replaced = 0
@@ -98,18 +99,18 @@ class RetrieverService:
         handle = (
             ray.remote(RetrieverReplica)
             .options(
-                name=f"{self.spec['name']}.{self.incarnation}.replica{index}.g{generation}",
-                namespace=self.spec.get("namespace"),
-                max_restarts=self.spec.get("max_restarts", -1),
-                max_concurrency=self.spec.get("max_concurrency", 4096),
+                name=f"{self.spec.name}.{self.incarnation}.replica{index}.g{generation}",
+                namespace=self.spec.namespace,
+                max_restarts=self.spec.max_restarts,
+                max_concurrency=self.spec.max_concurrency,
                 **opts,
             )
             .remote(
-                self.spec["kb_dir"],
-                self.spec["config"],
+                self.spec.kb_dir,
+                self.spec.config,
                 s.max_batch,
                 s.max_wait_ms,
-                self.spec.get("embedder"),
+                self.spec.embedder,
                 s.share_arrays,
             )
         )
@@ -180,9 +181,7 @@ class RetrieverService:
     def _align_versions(self) -> None:
         """Apply :func:`plan_versions`: keep one pinned KB version, replace replicas off it."""
         ready = [s for s in self.slots if s.ready and not s.retiring]
-        pin, replace = plan_versions(
-            [s.digest for s in ready], self.kb_digest, disk_digest(self.spec["kb_dir"])
-        )
+        pin, replace = plan_versions([s.digest for s in ready], self.kb_digest, disk_digest(self.spec.kb_dir))
         if pin != self.kb_digest:
             logger.info("retriever service: serving KB version %s (was %s)", pin, self.kb_digest)
             self.kb_digest, self.version = pin, self.version + 1
@@ -263,13 +262,13 @@ class RetrieverService:
             if failed:
                 s = failed[0]
                 raise RuntimeError(
-                    f"retriever replica {s.index} could not load kb_dir={self.spec['kb_dir']}: {s.error}"
+                    f"retriever replica {s.index} could not load kb_dir={self.spec.kb_dir}: {s.error}"
                 )
             if all(s.ready for s in self.slots):
                 return {
                     "status": "ok",
                     "replicas": len(self.slots),
-                    "kb_dir": self.spec["kb_dir"],
+                    "kb_dir": self.spec.kb_dir,
                     "version": self.version,
                     "kb_digest": self.kb_digest,
                     "replica_kb_digests": [s.digest for s in self.slots],
@@ -325,9 +324,9 @@ class RetrieverService:
             "replaced": self.replaced,
             "version": self.version,
             "routed_retries": self.routed_retries,
-            "kb_dir": self.spec["kb_dir"],
+            "kb_dir": self.spec.kb_dir,
             "kb_digest": self.kb_digest,
-            "config": self.spec["config"],
+            "config": self.spec.config.to_dict(),
             "per_replica": good,
         }
 
@@ -349,19 +348,33 @@ class RetrieverService:
 class RetrieverSpec:
     """Everything needed to (re)create the named retriever service (picklable).
 
-    A client holding a spec may recreate a service that was killed for good
-    (``ray.kill(handle)``); without one it fails fast with a clear message.
+    The typed configs travel as they are to the service and from it to every replica, and
+    ``kb_dir`` is made absolute here, once, on the creating node (a Ray worker's working
+    directory is not the driver's). A client holding a spec may recreate a service that was
+    killed for good (``ray.kill(handle)``); without one it fails fast with a clear message.
+
+    Attributes:
+        kb_dir: KB directory, readable at this path on every replica's node.
+        config: The retriever config, ``backend`` included (a mapping of its fields is accepted).
+        serving: Replicas, placement, batching (a mapping of its fields is accepted).
     """
 
     kb_dir: str
-    config: dict[str, Any] = field(default_factory=dict)
-    serving: dict[str, Any] = field(default_factory=dict)
+    config: RetrieverConfig = field(default_factory=RetrieverConfig)
+    serving: ServingConfig = field(default_factory=ServingConfig)
     name: str = DEFAULT_ACTOR_NAME
     namespace: str | None = None
     lifetime: str | None = None
     embedder: str | None = None
     max_restarts: int = -1
     max_concurrency: int = 4096
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kb_dir", str(Path(self.kb_dir).resolve()))
+        if not isinstance(self.config, RetrieverConfig):
+            object.__setattr__(self, "config", RetrieverConfig.from_mapping(self.config))
+        if not isinstance(self.serving, ServingConfig):
+            object.__setattr__(self, "serving", ServingConfig.from_mapping(self.serving))
 
     def create(self) -> Any:
         """Create the service, or return the live one of that name (``get_if_exists``)."""
@@ -379,7 +392,7 @@ class RetrieverSpec:
                 max_restarts=self.max_restarts,
                 max_concurrency=self.max_concurrency,
             )
-            .remote(asdict(self))
+            .remote(self)
         )
 
 
@@ -432,15 +445,14 @@ def get_or_create_retriever_actor(
     serving = dataclasses.replace(
         serving or ServingConfig(), **{k: v for k, v in given.items() if v is not None}
     )
-    spec = RetrieverSpec(
-        kb_dir=str(Path(kb_dir).resolve()),
-        config=(config or RetrieverConfig()).to_dict(),
-        serving=serving.to_dict(),
+    return RetrieverSpec(
+        kb_dir=str(kb_dir),
+        config=config or RetrieverConfig(),
+        serving=serving,
         name=name,
         namespace=namespace,
         lifetime=lifetime,
         embedder=embedder,
         max_restarts=max_restarts,
         max_concurrency=max_concurrency,
-    )
-    return spec.create()
+    ).create()

@@ -1,6 +1,6 @@
 """One read-only copy of a KB's retrieval arrays per node, shared by every replica there.
 
-A retriever replica needs the passage embeddings, the unique-fact vectors and their
+A ``graph`` retriever replica needs the passage embeddings, the unique-fact vectors and their
 faiss index, the entity document frequencies, the PPR transition (CSR) and, for
 ``ppr_method="linear"``, the passage basis. Built
 separately, every replica holds its own copy of each. Here the first replica on a
@@ -161,7 +161,8 @@ def _map_index(path: Path, kind: str) -> Any:
     import faiss
 
     # Flat codes (IndexFlat*) and IVF lists can be memory-mapped; HNSW's graph cannot.
-    flags = {"flat": faiss.IO_FLAG_MMAP_IFC, "ivf": faiss.IO_FLAG_MMAP}.get(kind, 0)
+    mmap = faiss.IO_FLAG_MMAP
+    flags = {"flat": faiss.IO_FLAG_MMAP_IFC, "ivf": mmap, "ivfpq": mmap}.get(kind, 0)
     return faiss.read_index(str(path), flags)
 
 
@@ -174,6 +175,8 @@ def attach_shared_arrays(retriever: Any, cache_dir: Path) -> Any:
     if meta["fact_index"] and retriever._fact_index is not None:
         retriever._fact_index._index = _map_index(cache_dir / "fact_index.faiss", retriever.config.index)
         retriever._fact_index.__dict__.pop("_keep", None)  # the mapped IVF index owns its quantizer
+        if retriever._fact_index.vectors is not None:  # exact rescoring reads the mapped rows
+            retriever._fact_index.vectors = retriever._fact_emb
     retriever._transition = _load_transition(cache_dir, meta["transition"])
     if meta.get("bf16") and retriever._fact_index is not None and retriever._fact_index._bf16 is not None:
         from gta_verl.retrieval.index import Bf16Scan, _flat_vectors
@@ -204,7 +207,11 @@ def mapped_kb(kb: Any, kb_dir: str | Path) -> Any:
 def load_shared_retriever(
     kb_dir: str | Path, config: Any = None, embedder: Any = None, cache_root: str | Path | None = None
 ) -> Any:
-    """A :class:`GraphRetriever` whose large arrays are node-shared memory maps.
+    """The ``config.backend`` retriever of ``kb_dir`` with its large arrays node-shared memory maps.
+
+    Every backend reads the KB's embedding matrices as maps of its ``.npy`` files; the ``graph``
+    backend also maps its derived arrays (fact vectors and index, transition, passage basis)
+    from the node cache. ``bm25`` keeps its own inverted index (built from the passage texts).
 
     Args:
         kb_dir: KB directory (checksums verified by ``load_kb``).
@@ -213,16 +220,18 @@ def load_shared_retriever(
         cache_root: Node-local cache root (default ``$GTA_VERL_CACHE/retriever-shared``).
 
     Returns:
-        The retriever; its answers equal ``GraphRetriever.from_kb_dir(kb_dir, config, embedder)``.
+        The retriever; its answers equal ``open_retriever(kb_dir, config, embedder)``'s.
     """
     from gta_verl.kb.embed import cache_root as default_root
     from gta_verl.kb.store import load_kb
+    from gta_verl.retrieval.backends import open_kb_retriever
     from gta_verl.retrieval.config import RetrieverConfig
-    from gta_verl.retrieval.retriever import GraphRetriever
 
     config = config or RetrieverConfig()
     kb = mapped_kb(load_kb(kb_dir), kb_dir)
-    retriever = GraphRetriever.from_kb(kb, config, embedder)
+    retriever = open_kb_retriever(kb, config, embedder)
+    if config.backend != "graph":
+        return retriever
     root = Path(cache_root) if cache_root else default_root() / "retriever-shared"
     cache_dir = root / shared_cache_key(kb.manifest, config)[:24]
     ensure_node_cache(kb_dir, retriever, cache_dir)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from gta_verl.retrieval.backends import open_retriever
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.evaluate import evaluate_retrieval
 from gta_verl.retrieval.ppr.batched import batched_ppr
@@ -84,7 +85,7 @@ def test_linear_rejects_an_all_zero_personalization() -> None:
 
 @pytest.fixture(scope="module")
 def retriever(musique_kb_dir, embedder) -> GraphRetriever:
-    r = GraphRetriever.from_kb_dir(musique_kb_dir, embedder=embedder)
+    r = open_retriever(musique_kb_dir, embedder=embedder)
     _ = r.transition
     return r
 

@@ -16,16 +16,16 @@ def spec_of(monkeypatch: pytest.MonkeyPatch, toy_kb_dir):
 
 def test_caller_serving_config_is_kept(spec_of) -> None:
     serving = ServingConfig(num_cpus=3.0, max_batch=32, max_wait_ms=20.0, num_replicas=2)
-    assert ServingConfig.from_mapping(spec_of(serving=serving).serving) == serving
+    assert spec_of(serving=serving).serving == serving
 
 
 def test_explicit_arguments_replace_only_what_they_name(spec_of) -> None:
     spec = spec_of(serving=ServingConfig(max_batch=32, max_wait_ms=20.0), num_cpus=0.5)
-    kept = {k: spec.serving[k] for k in ("num_cpus", "max_batch", "max_wait_ms")}
+    kept = {k: getattr(spec.serving, k) for k in ("num_cpus", "max_batch", "max_wait_ms")}
     assert kept == {"num_cpus": 0.5, "max_batch": 32, "max_wait_ms": 20.0}
 
 
 def test_defaults_without_a_serving_config_are_unchanged(spec_of) -> None:
     spec = spec_of()
-    kept = {k: spec.serving[k] for k in ("num_cpus", "max_batch", "max_wait_ms")}
+    kept = {k: getattr(spec.serving, k) for k in ("num_cpus", "max_batch", "max_wait_ms")}
     assert kept == {"num_cpus": 1.0, "max_batch": 256, "max_wait_ms": 5.0}

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gta_verl.retrieval.backends import open_kb_retriever
 from gta_verl.retrieval.config import RetrieverConfig
-from gta_verl.retrieval.retriever import GraphRetriever
 from gta_verl.retrieval.serving.shared_arrays import load_shared_retriever
 
 
 @pytest.mark.parametrize("index", ["flat", "ivf"])
 def test_shared_equals_in_process(musique_kb_dir, musique_kb, musique_qa, embedder, tmp_path, index) -> None:
     cfg = RetrieverConfig(index=index)
-    local = GraphRetriever.from_kb(musique_kb, cfg, embedder)
+    local = open_kb_retriever(musique_kb, cfg, embedder)
     first = load_shared_retriever(musique_kb_dir, cfg, embedder, cache_root=tmp_path)
     second = load_shared_retriever(musique_kb_dir, cfg, embedder, cache_root=tmp_path)  # reads the cache
     (cache,) = [p for p in tmp_path.iterdir() if p.is_dir()]  # written once
