@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gta_verl.cpu.warm_start import SFTSettings, layout, sft_command, sft_env
+from gta_verl.cpu.warm_start import SFTSettings, WarmStart, layout, sft_command, sft_env
 
 POLICY_SFT_VERSION = 1
 COMPLETE = "policy_sft.json"
@@ -77,6 +77,30 @@ def _replay(policy: Path, rows: list[dict[str, Any]], kb_dir: Path, s: PolicySFT
     }
 
 
+def _run_sft(ws: WarmStart, s: PolicySFTSettings, n_train: int) -> Path:
+    """verl's SFT trainer from ``ws.init_model``; returns its HF checkpoint of the last step."""
+    sft = ws.root / "sft"
+    knobs = SFTSettings(
+        steps=s.steps,
+        batch_size=s.batch_size,
+        micro_batch=s.micro_batch,
+        lr=s.lr,
+        warmup_ratio=s.warmup_ratio,
+        seed=s.seed,
+    )
+    cmd = sft_command(ws, knobs, sft / "checkpoints", sum(s.budgets[:2]), n_train, s.param_dtype)
+    log_path = sft / "verl_sft.log"
+    with open(log_path, "w") as logf:
+        env = {**sft_env(), "VERL_FILE_LOGGER_PATH": str(sft / "metrics.jsonl")}
+        proc = subprocess.run(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, cwd=ws.root)
+    if proc.returncode != 0:
+        raise RuntimeError(f"verl SFT of {ws.init_model} failed (exit {proc.returncode}); see {log_path}")
+    ckpt = sft / "checkpoints" / f"global_step_{s.steps}" / "huggingface"
+    if not ckpt.is_dir():
+        raise RuntimeError(f"verl SFT exited 0 but wrote no {ckpt}; see {log_path}")
+    return ckpt
+
+
 def build_policy_sft(
     policy: str | Path,
     train_qa: str | Path,
@@ -113,31 +137,11 @@ def build_policy_sft(
     train = _rows(Path(train_qa), settings.max_rows)
     report: dict[str, Any] = {"key": key}
     report["train"] = _replay(policy, train, Path(kb_dir), settings, sft / "train.parquet")
-    report["val"] = _replay(
-        policy, _rows(Path(heldout_qa), settings.val_rows), Path(kb_dir), settings, sft / "val.parquet"
-    )
+    held = _rows(Path(heldout_qa), settings.val_rows)
+    report["val"] = _replay(policy, held, Path(kb_dir), settings, sft / "val.parquet")
     report["prepare_s"] = round(time.perf_counter() - t0, 1)
-    knobs = SFTSettings(
-        steps=settings.steps,
-        batch_size=settings.batch_size,
-        micro_batch=settings.micro_batch,
-        lr=settings.lr,
-        warmup_ratio=settings.warmup_ratio,
-        seed=settings.seed,
-    )
-    cmd = sft_command(
-        ws, knobs, sft / "checkpoints", sum(settings.budgets[:2]), len(train), settings.param_dtype
-    )
     t1 = time.perf_counter()
-    log_path = sft / "verl_sft.log"
-    with open(log_path, "w") as logf:
-        env = {**sft_env(), "VERL_FILE_LOGGER_PATH": str(sft / "metrics.jsonl")}
-        proc = subprocess.run(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT, cwd=root)
-    if proc.returncode != 0:
-        raise RuntimeError(f"verl SFT of {policy} failed (exit {proc.returncode}); see {log_path}")
-    ckpt = sft / "checkpoints" / f"global_step_{settings.steps}" / "huggingface"
-    if not ckpt.is_dir():
-        raise RuntimeError(f"verl SFT exited 0 but wrote no {ckpt}; see {log_path}")
+    ckpt = _run_sft(ws, settings, len(train))
     report["sft_s"] = round(time.perf_counter() - t1, 1)
     _export(ckpt, ws.model)
     tmp = done.with_suffix(".tmp")
