@@ -3,6 +3,7 @@
 Usage:
     python -m benchmarks.learning_pretrained [--out runs/learning_pretrained] [--steps 20] [--batch 4] [--n 8]
         [--conditions a,b,e,r] [--seeds-ab 0,1,2] [--seeds-cd 0] [--lr 1e-6] [--eval-questions N]
+        [--sft-steps 40] [--start auto|fewshot|sft]
 
 1. KB: the bundled MuSiQue KB (cached like the CPU recipes'); the HotpotQA set's KB over its own context
    paragraphs (``assets/hotpotqa_train``, 100 questions, 994 paragraphs, spaCy OpenIE; built once under
@@ -12,11 +13,14 @@ Usage:
    side.
 3. Policy: Gemma-3-270M with its vocabulary cut to both KBs and every question set
    (:mod:`gta_verl.policies.vocab_cut`); every prompt in the ``fewshot`` style. The warm start is the few-shot
-   prompt alone (no SFT).
-4. GRPO through ``recipes/cpu/run.sh`` (stock ``main_ppo``, ``hf_cpu``, our Ray retriever): (a) answer-only,
-   (b) trajectory-guided (GTA Stage I), (e) (b) with the coverage bonus over turns, (r) (b) with its rewards
-   shuffled within each group (``gta_shuffled_grpo``: the control), (c) PathRouter; the same data order per
-   seed (``data.seed``) across conditions.
+   prompt alone (i); ``--sft-steps N`` adds (ii), verl SFT on τ* replays with the instructions prompt
+   (:mod:`gta_verl.cpu.policy_sft`).
+4. GRPO from ``--start`` (``auto``: the warm start with the higher mean held-out TargetDocCov over the three
+   sets, the choice and its numbers recorded in ``results.json``) through ``recipes/cpu/run.sh`` (stock
+   ``main_ppo``, ``hf_cpu``, our Ray retriever): (a) answer-only, (b) trajectory-guided (GTA Stage I), (e) (b)
+   with the coverage bonus over turns, (r) (b) with its rewards shuffled within each group
+   (``gta_shuffled_grpo``: the control), (c) PathRouter; the same data order per seed (``data.seed``) across
+   conditions.
 5. The warm start and every final checkpoint on three held-out sets — the synthetic held-out split, the
    bundled 100 real MuSiQue questions, the 100 HotpotQA questions over their own paragraphs — in GTA-RAG's
    Table-3 layout (mean ± std over seeds), the learning curves (PNG), verl's step cost, settings and wall time
@@ -159,18 +163,61 @@ def sft_warm_start(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
         inputs["model"], plain["train"], plain["sets"]["synthetic"][0], inputs["kb"], out / "sft", settings
     )
     print(f"SFT warm start ready ({time.perf_counter() - t0:.0f} s): {model}", flush=True)
+    inputs["sft_model"] = model
     return {
         key: evaluate(str(model), data, kb, out / "eval" / f"sft_{key}", args.eval_questions, "sft")
         for key, (data, kb) in plain["sets"].items()
     }
 
 
-def run_one(cond: str, seed: int, inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> dict:
-    """Train (cond, seed) unless ``done.json`` records it (a killed run resumes), then evaluate it."""
+def choose_start(
+    requested: str, warm: dict[str, dict], sft: dict[str, dict] | None, inputs: dict[str, Any]
+) -> dict[str, Any]:
+    """The policy, training prompts and held-out sets GRPO starts from, with the reason.
+
+    ``auto`` takes the warm start whose TargetDocCov, averaged over the three held-out sets, is higher (issue
+    item 3); ties keep the few-shot prompt (no extra training). (ii) trains and evaluates with the
+    instructions prompt, so its GRPO prompts and held-out sets are the plain parquets.
+    """
+    cov = {"fewshot": _mean_cov(warm)} | ({"sft": _mean_cov(sft)} if sft else {})
+    if requested == "sft" and sft is None:
+        raise ValueError("--start sft needs warm start (ii): pass --sft-steps N > 0")
+    start = (
+        requested if requested != "auto" else ("sft" if cov.get("sft", -1.0) > cov["fewshot"] else "fewshot")
+    )
+    why = ", ".join(f"{k} {v:.3f}" for k, v in cov.items())
+    reason = f"{'chosen' if requested == 'auto' else 'requested'}; mean held-out TargetDocCov: {why}"
+    if start == "fewshot":
+        return {
+            "start": start,
+            "reason": reason,
+            "model": inputs["model"],
+            "train": inputs["train"],
+            "sets": inputs["sets"],
+            "prefix": "",
+        }
+    plain = inputs["plain"]
+    return {
+        "start": start,
+        "reason": reason,
+        "model": inputs["sft_model"],
+        "train": plain["train"],
+        "sets": plain["sets"],
+        "prefix": "sft_",
+    }
+
+
+def _mean_cov(res: dict[str, dict]) -> float:
+    return sum(float(res[k]["target_doc_cov"]) for k in SETS) / len(SETS)
+
+
+def run_one(cond: str, seed: int, start: dict[str, Any], out: Path, args: argparse.Namespace) -> dict:
+    """Train (cond, seed) from ``start`` unless ``done.json`` records it (a killed run resumes), then
+    evaluate it."""
     from gta_verl.cpu.recipe_run import run_cpu_recipe
     from gta_verl.cpu.warm_start import checkpoint_dir
 
-    run_dir = out / "runs" / f"{cond}_s{seed}"
+    run_dir = out / "runs" / f"{start['prefix']}{cond}_s{seed}"
     done = run_dir / "done.json"
     if done.is_file():
         result = json.loads(done.read_text())
@@ -180,10 +227,10 @@ def run_one(cond: str, seed: int, inputs: dict[str, Any], out: Path, args: argpa
             metrics.rename(run_dir / f"metrics.before-{int(time.time())}.jsonl")
         _, recipe, extra = CONDITIONS[cond]
         env = {
-            "MODEL_PATH": str(inputs["model"]),
-            "KB_DIR": str(inputs["kb"]),
-            "STAGE1_TRAIN": str(inputs["train"]),
-            "QA_FILES": str(inputs["train"]),
+            "MODEL_PATH": str(start["model"]),
+            "KB_DIR": str(start["sets"]["synthetic"][1]),
+            "STAGE1_TRAIN": str(start["train"]),
+            "QA_FILES": str(start["train"]),
             "STEPS": str(args.steps),
         }
         run = run_cpu_recipe(recipe, run_dir, env, step_overrides(args, seed) + extra, timeout_s=args.timeout)
@@ -195,12 +242,18 @@ def run_one(cond: str, seed: int, inputs: dict[str, Any], out: Path, args: argpa
         merged.write_text(
             "".join(p.read_text() for p in sorted(run_dir.glob("metrics*.jsonl")) if p != merged)
         )
-        result = {"condition": cond, "seed": seed, "seconds": run.seconds, "metrics": str(merged)}
+        result = {
+            "condition": cond,
+            "seed": seed,
+            "start": start["start"],
+            "seconds": run.seconds,
+            "metrics": str(merged),
+        }
     todo = [s for s in SETS if s not in result]
     if todo:
         ckpt = str(checkpoint_dir(run_dir, args.steps))
         for key in todo:
-            data, kb = inputs["sets"][key]
+            data, kb = start["sets"][key]
             result[key] = evaluate(
                 ckpt, data, kb, run_dir / f"eval_{key}", args.eval_questions, f"{cond}_s{seed}"
             )
@@ -210,10 +263,16 @@ def run_one(cond: str, seed: int, inputs: dict[str, Any], out: Path, args: argpa
 
 
 def report(
-    out: Path, warm: dict[str, dict], sft: dict[str, dict] | None, results: list[dict], args: Any
+    out: Path,
+    warm: dict[str, dict],
+    sft: dict[str, dict] | None,
+    results: list[dict],
+    args: Any,
+    start: dict[str, Any] | None = None,
 ) -> str:
     conds = conditions(args)
-    label = {c: f"({c}) {CONDITIONS[c][0]}" for c in conds}
+    frm = " from (ii)" if start and start["start"] == "sft" else ""
+    label = {c: f"({c}) {CONDITIONS[c][0]}{frm}" for c in conds}
     md = ""
     for key in SETS:
         rows = [("warm start (i): few-shot prompt, no training", [warm[key]])]
@@ -227,7 +286,15 @@ def report(
         md += "\n\nWall time per run (s): " + ", ".join(
             f"({r['condition']}) s{r['seed']} {r['seconds']:.0f}" for r in results
         )
-    summary = {"settings": vars(args), "warm_start": warm, "sft_warm_start": sft, "runs": results}
+    if start:
+        md += f"\n\nGRPO starts from {start['start']} ({start['reason']})."
+    summary = {
+        "settings": vars(args),
+        "warm_start": warm,
+        "sft_warm_start": sft,
+        "start": {k: start[k] for k in ("start", "reason")} if start else None,
+        "runs": results,
+    }
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
     (out / "table.md").write_text(md.strip() + "\n")
     return md
@@ -257,6 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sft-steps", type=int, default=0, help="warm start (ii): verl SFT steps (0: not built)")
     p.add_argument("--sft-rows", type=int, default=160, help="training questions replayed for SFT")
     p.add_argument("--sft-lr", type=float, default=1e-5)
+    p.add_argument(
+        "--start",
+        choices=("auto", "fewshot", "sft"),
+        default="auto",
+        help="GRPO's start: (i) few-shot, (ii) SFT, or auto (the higher mean held-out TargetDocCov)",
+    )
     p.add_argument("--timeout", type=float, default=6 * 3600)
     args = p.parse_args(argv)
     unknown = set(conditions(args)) - set(CONDITIONS)
@@ -274,11 +347,13 @@ def main(argv: list[str] | None = None) -> int:
         for key, (data, kb) in inputs["sets"].items()
     }
     sft = sft_warm_start(inputs, out, args) if args.sft_steps > 0 else None
+    start = choose_start(args.start, warm, sft, inputs)
+    print(f"GRPO starts from {start['start']}: {start['reason']}", flush=True)
     results = []
     for cond, seed in run_order(conditions(args), args.seeds_ab, args.seeds_cd):
-        print(f"run ({cond}) seed {seed}", flush=True)
-        results.append(run_one(cond, seed, inputs, out, args))
-    print(report(out, warm, sft, results, args))
+        print(f"run ({cond}) seed {seed} from {start['start']}", flush=True)
+        results.append(run_one(cond, seed, start, out, args))
+    print(report(out, warm, sft, results, args, start))
     return 0
 
 

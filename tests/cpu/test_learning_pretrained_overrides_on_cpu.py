@@ -70,3 +70,38 @@ def test_the_controls_estimator_is_registered_and_shuffles(monkeypatch):
     adv, _ = fn(token_level_rewards=scores, response_mask=torch.ones(4, 2), index=index, config=cfg.algorithm)
     perm = group_permutation(index)
     assert adv[:, 0].tolist() == pytest.approx([rewards[p] - 2.0 for p in perm])
+
+
+def _cov(synthetic: float, musique: float, hotpotqa: float) -> dict[str, dict]:
+    return {
+        k: {"target_doc_cov": v}
+        for k, v in zip(("synthetic", "musique", "hotpotqa"), (synthetic, musique, hotpotqa), strict=True)
+    }
+
+
+def test_auto_start_takes_the_warm_start_with_the_higher_mean_held_out_coverage(tmp_path):
+    from benchmarks.learning_pretrained import choose_start
+
+    inputs = {
+        "model": tmp_path / "cut",
+        "sft_model": tmp_path / "sft",
+        "train": tmp_path / "train.fewshot.parquet",
+        "sets": {"synthetic": (tmp_path / "s.fewshot.parquet", tmp_path / "kb")},
+        "plain": {
+            "train": tmp_path / "train.parquet",
+            "sets": {"synthetic": (tmp_path / "s.parquet", tmp_path / "kb")},
+        },
+    }
+    # (i): (0.433 + 0.526 + 0.500) / 3 = 0.486; (ii): (0.629 + 0.605 + 0.300) / 3 = 0.511 → (ii)
+    start = choose_start("auto", _cov(0.433, 0.526, 0.500), _cov(0.629, 0.605, 0.300), inputs)
+    assert start["start"] == "sft" and start["model"] == tmp_path / "sft"
+    assert start["train"] == tmp_path / "train.parquet" and start["prefix"] == "sft_"
+    assert "fewshot 0.486" in start["reason"] and "sft 0.511" in start["reason"]
+    # (ii): (0.629 + 0.605 + 0.200) / 3 = 0.478 < 0.486 → (i), its few-shot prompts and run names
+    start = choose_start("auto", _cov(0.433, 0.526, 0.500), _cov(0.629, 0.605, 0.200), inputs)
+    assert start["start"] == "fewshot" and start["train"] == tmp_path / "train.fewshot.parquet"
+    assert start["prefix"] == ""
+    assert choose_start("auto", _cov(0.4, 0.4, 0.4), None, inputs)["start"] == "fewshot"
+    assert choose_start("fewshot", _cov(0.1, 0.1, 0.1), _cov(0.9, 0.9, 0.9), inputs)["start"] == "fewshot"
+    with pytest.raises(ValueError, match="--sft-steps"):
+        choose_start("sft", _cov(0.4, 0.4, 0.4), None, inputs)
