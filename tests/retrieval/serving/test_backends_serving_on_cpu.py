@@ -4,9 +4,6 @@ from node-shared arrays; and the service spec that carries the typed configs to 
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 
 import httpx
 import pytest
@@ -17,6 +14,7 @@ from gta_verl.retrieval.section import RetrieverSection
 from gta_verl.retrieval.serving.clients import HTTPRetrieverClient, RayRetrieverClient
 from gta_verl.retrieval.serving.config import ServingConfig
 from gta_verl.retrieval.serving.service import RetrieverSpec
+from tests.retrieval.serving.loopback import free_port, serving, uvicorn_server
 
 EMB = "gta_verl.testing.toy_kb:HashEmbedder"
 QS = ["Where was Olaf Scholz born? Osnabrueck", "capital of Japan", "Somme river", "Mount Fuji height"]
@@ -62,36 +60,14 @@ def test_shared_loader_serves_every_backend(backend, toy_kb_dir, toy_kb, hash_em
 
 
 # ---------------------------------------------------------------- HTTP /retrieve
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module", params=NON_GRAPH)
 def served(request, toy_kb, hash_embedder):
-    import uvicorn
-
     from gta_verl.retrieval.serving.http import create_app
 
     retriever = open_kb_retriever(toy_kb, RetrieverConfig(backend=request.param), hash_embedder)
-    port = _free_port()
-    config = uvicorn.Config(
-        create_app(retriever, max_wait_ms=2), host="127.0.0.1", port=port, log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    yield url, retriever
-    server.should_exit = True
-    thread.join(timeout=10)
+    port = free_port()
+    with serving(uvicorn_server(create_app(retriever, max_wait_ms=2), port), port) as url:
+        yield url, retriever
 
 
 def test_http_retrieve_answers_as_in_process(served) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 
@@ -13,13 +12,9 @@ import pytest
 from gta_verl.retrieval.base import AsyncRetriever, Retriever
 from gta_verl.retrieval.retriever import GraphRetriever
 from gta_verl.retrieval.serving.clients import HTTPRetrieverClient, InProcessRetrieverClient
+from tests.retrieval.serving.loopback import free_port, serving, uvicorn_server
 
 QS = ["Where was the president of France born?", "capital of Japan"]
-
-
-@pytest.fixture(scope="module")
-def retriever(toy_kb, hash_embedder) -> GraphRetriever:
-    return GraphRetriever(toy_kb, hash_embedder)
 
 
 def test_in_process_client(retriever: GraphRetriever) -> None:
@@ -69,34 +64,13 @@ def test_in_process_client_batches_concurrent_calls(retriever: GraphRetriever) -
             assert r.ok and r.doc_ids == retriever.retrieve([q])[0].doc_ids
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_url(retriever: GraphRetriever):
-    import uvicorn
-
     from gta_verl.retrieval.serving.http import create_app
 
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(retriever, max_wait_ms=2), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    yield url
-    server.should_exit = True
-    thread.join(timeout=10)
+    port = free_port()
+    with serving(uvicorn_server(create_app(retriever, max_wait_ms=2), port), port) as url:
+        yield url
 
 
 def test_http_search_r1_protocol(server_url: str, retriever: GraphRetriever) -> None:
@@ -131,7 +105,7 @@ def test_http_client_round_trip_and_limits(server_url: str, retriever: GraphRetr
 
 
 def test_http_client_failure_is_error_result() -> None:
-    client = HTTPRetrieverClient(f"http://127.0.0.1:{_free_port()}", timeout_s=2)
+    client = HTTPRetrieverClient(f"http://127.0.0.1:{free_port()}", timeout_s=2)
     (r,) = client.retrieve(["anything"])
     assert r.error and "failed" in r.error and not r.hits
     (r,) = asyncio.run(client.aretrieve(["anything"]))

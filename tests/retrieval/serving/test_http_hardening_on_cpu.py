@@ -8,49 +8,24 @@ from __future__ import annotations
 import inspect
 import json
 import socket
-import threading
-import time
 
 import httpx
 import pytest
 
 from gta_verl.retrieval.retriever import GraphRetriever
+from tests.retrieval.serving.loopback import free_port, serving, uvicorn_server
 
 BODY_LIMIT = 10_000
 
 
 @pytest.fixture(scope="module")
-def retriever(toy_kb, hash_embedder) -> GraphRetriever:
-    return GraphRetriever(toy_kb, hash_embedder)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
 def url(retriever: GraphRetriever):
-    import uvicorn
-
     from gta_verl.retrieval.serving.http import create_app
 
     app = create_app(retriever, max_wait_ms=2, max_body_bytes=BODY_LIMIT, max_request_chars=2_000)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    yield base
-    server.should_exit = True
-    thread.join(timeout=10)
+    port = free_port()
+    with serving(uvicorn_server(app, port), port) as base:
+        yield base
 
 
 def _post(url: str, content: bytes | object, **kw) -> httpx.Response:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 import time
 from contextlib import contextmanager
 
@@ -19,19 +18,9 @@ import pytest
 from gta_verl.retrieval.retriever import GraphRetriever
 from gta_verl.retrieval.serving.http_limits import Limits, RateLimitFilter, fd_capped
 from gta_verl.retrieval.serving.http_protocol import make_server
+from tests.retrieval.serving.loopback import free_port, serving
 
 HEADER_S, BODY_S = 0.5, 1.0
-
-
-@pytest.fixture(scope="module")
-def retriever(toy_kb, hash_embedder) -> GraphRetriever:
-    return GraphRetriever(toy_kb, hash_embedder)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
@@ -39,22 +28,10 @@ def _serve(retriever: GraphRetriever, limits: Limits):
     """A uvicorn server built as ``serve()`` builds it; yields (base url, uvicorn.Server)."""
     from gta_verl.retrieval.serving.http import create_app
 
-    port = _free_port()
+    port = free_port()
     server = make_server(create_app(retriever, max_wait_ms=2), "127.0.0.1", port, limits, log_level="warning")
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    try:
+    with serving(server, port) as base:
         yield base, server
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -325,7 +302,7 @@ def test_460_in_request_connections_under_ulimit_1024_do_not_lock_out_a_client(t
     import subprocess
     import sys
 
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "server.log"
     cmd = f"ulimit -n 1024 && exec {sys.executable} -c '{_CHILD_SERVER}' {port}"
