@@ -292,19 +292,9 @@ def cli_builds_trial(root: Path, existing: bool) -> dict[str, Any]:
         from gta_verl.kb.store import save_kb
 
         save_kb(_toy("v1"), out)
-    cmd = [
-        str(Path(sys.executable).with_name("gta-verl")),
-        "kb",
-        "build",
-        "--corpus",
-        str(root / "a.json"),
-        "--openie",
-        "spacy",
-        "--out",
-        str(out),
-        "--no-progress",
-        "--no-openie-cache",
-    ]
+    from gta_verl.testing.kb_argv import spacy_build_argv
+
+    cmd = [str(Path(sys.executable).with_name("gta-verl")), *spacy_build_argv(root / "a.json", out)]
     procs = [
         subprocess.Popen(cmd, cwd=root, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(2)

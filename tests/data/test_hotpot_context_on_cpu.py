@@ -26,6 +26,7 @@ from gta_verl.data.hotpot_context import (
 )
 from gta_verl.data.loaders import DataFormatError, read_corpus
 from gta_verl.data.prep import prepare_hotpot_context
+from gta_verl.testing.kb_argv import spacy_build_argv
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "assets" / "hotpotqa_train" / "hotpotqa_train.json"
@@ -267,16 +268,10 @@ def test_kb_from_the_corpus_covers_its_questions_and_the_gate_stops_others(tmp_p
     cli = [sys.executable, "-m", "gta_verl", "kb"]
     subprocess.run(
         [
-            *cli,
-            "build",
-            "--corpus",
-            str(tmp_path / "a" / "hotpotqa_train_corpus.parquet"),
-            "--openie",
-            "spacy",
-            "--no-openie-cache",
-            "--no-progress",
-            "--out",
-            str(kb),
+            sys.executable,
+            "-m",
+            "gta_verl",
+            *spacy_build_argv(tmp_path / "a" / "hotpotqa_train_corpus.parquet", kb),
         ],
         check=True,
         capture_output=True,

@@ -16,6 +16,7 @@ from gta_verl.data.loaders import (
     read_musique_qa,
     reason_counts,
 )
+from gta_verl.testing.kb_argv import spacy_build_argv
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "assets" / "hipporag_sample" / "sample_corpus.json"
@@ -139,47 +140,14 @@ def test_kb_build_with_bad_byte_keeps_going(tmp_path: Path, capsys: pytest.Captu
     f = tmp_path / "c.json"
     f.write_bytes(raw[:at] + b"\xfe" + raw[at + 1 :])
     out = tmp_path / "kb"
-    assert (
-        main(
-            [
-                "kb",
-                "build",
-                "--corpus",
-                str(f),
-                "--openie",
-                "spacy",
-                "--out",
-                str(out),
-                "--no-progress",
-                "--no-openie-cache",
-            ]
-        )
-        == 0
-    )
+    assert main(spacy_build_argv(f, out)) == 0
     capsys.readouterr()
     assert main(["kb", "stats", str(out), "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     # 3 records in = 2 documents + 1 rejected "not UTF-8"
     assert obj["document_nodes"] == 2
     assert (obj["corpus"]["n_in"], obj["corpus"]["n_loaded"], obj["corpus"]["n_rejected"]) == (3, 2, 1)
-    assert (
-        main(
-            [
-                "kb",
-                "build",
-                "--corpus",
-                str(f),
-                "--openie",
-                "spacy",
-                "--out",
-                str(out),
-                "--strict",
-                "--no-progress",
-                "--no-openie-cache",
-            ]
-        )
-        == 2
-    )
+    assert main(spacy_build_argv(f, out, "--strict")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"gta-verl: error: {f}:2: not UTF-8: byte 0xfe") and "Traceback" not in "".join(
         err

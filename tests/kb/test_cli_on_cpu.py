@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from gta_verl.cli import main
+from gta_verl.testing.kb_argv import spacy_build_argv
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,23 +26,7 @@ def test_build_and_add_with_spacy(tmp_path, capsys):
     (tmp_path / "a.json").write_text(json.dumps(corpus[:2]))
     (tmp_path / "b.json").write_text(json.dumps(corpus))
     out = tmp_path / "kb"
-    assert (
-        main(
-            [
-                "kb",
-                "build",
-                "--corpus",
-                str(tmp_path / "a.json"),
-                "--openie",
-                "spacy",
-                "--out",
-                str(out),
-                "--no-progress",
-                "--no-openie-cache",
-            ]
-        )
-        == 0
-    )
+    assert main(spacy_build_argv(tmp_path / "a.json", out)) == 0
     assert (
         main(
             [
