@@ -29,19 +29,13 @@ from gta_verl.agent.loop import MAX_GLOBAL_STEPS, MIN_GLOBAL_STEPS, merge_global
 from gta_verl.agent.runner import make_trainer_config, run_agent_rollouts
 from gta_verl.data.schema import make_verl_row
 from gta_verl.data.types import QAExample
+from tests.support.in_process_actors import OneServerLoadBalancer, Remote
 
 llm_server = pytest.importorskip("verl.workers.rollout.llm_server")
 agent_loop_tq = pytest.importorskip("verl.trainer.ppo.v1.agent_loop_tq")
 trainer_base = pytest.importorskip("verl.trainer.ppo.v1.trainer_base")
 
 QUESTION = QAExample("q1", "Who directed the film that won?", ("Nolan",), ("dA", "dB"), 2, "toy")
-
-
-class _Remote:
-    """``handle.method.remote(...)`` of a Ray actor, run in-process."""
-
-    def __init__(self, fn: Any) -> None:
-        self.remote = fn
 
 
 class _Replica:
@@ -57,21 +51,7 @@ class _Replica:
             out.extra_fields["global_steps"] = self.versions[request_id].pop(0)
             return out
 
-        self.generate = _Remote(generate)
-
-
-class _LoadBalancer:
-    def __init__(self, replica: _Replica) -> None:
-        async def no_fields():
-            return []
-
-        async def acquire_server(request_id, **kw):
-            return "server-0", replica
-
-        self.require_acquire_fields = _Remote(no_fields)
-        self.require_release_fields = _Remote(no_fields)
-        self.acquire_server = _Remote(acquire_server)
-        self.release_server = _Remote(lambda **kw: None)  # fire-and-forget in verl
+        self.generate = Remote(generate)
 
 
 def test_merge_global_steps_is_min_max_over_turns():
@@ -89,7 +69,7 @@ def _rollout_through_llm_server_client(tokenizer, fake_retriever, scripts, versi
     cfg.actor_rollout_ref.rollout.name = "vllm"
     cfg.actor_rollout_ref.rollout.full_determinism = True
     replica = _Replica(ScriptedServerManager(tokenizer, scripts), {})
-    client = llm_server.LLMServerClient(cfg, load_balancer_handle=_LoadBalancer(replica))
+    client = llm_server.LLMServerClient(cfg, load_balancer_handle=OneServerLoadBalancer(replica))
     rows = [make_verl_row(QUESTION, 0)]
     # The runner creates one request id per rollout; map each to its version list in call order.
     ids: list[str] = []

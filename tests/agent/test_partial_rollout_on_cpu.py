@@ -33,6 +33,7 @@ from gta_verl.data.types import QAExample, RetrievalHit
 from gta_verl.protocol import format_observation
 from gta_verl.rewards.managers import TrajectoryGuidedRewardManager
 from gta_verl.verl_compat import FullyAsyncLLMServerClient, TokenOutput
+from tests.support.in_process_actors import OneServerLoadBalancer, Remote
 
 agent_loop_tq = pytest.importorskip("verl.trainer.ppo.v1.agent_loop_tq")
 
@@ -42,13 +43,6 @@ QUESTION = QAExample(
 TURNS = ["I need the film. <search> film </search>", " <search> award </search>", " <answer> Nolan </answer>"]
 ABORT_AFTER = {0: 3, 1: 2}  # turn → tokens generated before the abort
 OLD_LP, NEW_LP = -0.25, -0.5  # log-prob reported before / after a weight update
-
-
-class _Remote:
-    """``handle.method.remote(...)`` of a Ray actor, run in-process."""
-
-    def __init__(self, fn: Any) -> None:
-        self.remote = fn
 
 
 class AbortingServer:
@@ -63,7 +57,7 @@ class AbortingServer:
             self.prompts.append(list(prompt_ids))
             return self._next(list(prompt_ids))
 
-        self.generate = _Remote(generate)
+        self.generate = Remote(generate)
 
     def _next(self, prompt_ids: list[int]) -> TokenOutput:
         tokens = self.turns[self.turn]
@@ -90,20 +84,6 @@ class AbortingServer:
         )
 
 
-class _LoadBalancer:
-    def __init__(self, server: AbortingServer) -> None:
-        async def no_fields():
-            return []
-
-        async def acquire_server(request_id, **kw):
-            return "server-0", server
-
-        self.require_acquire_fields = _Remote(no_fields)
-        self.require_release_fields = _Remote(no_fields)
-        self.acquire_server = _Remote(acquire_server)
-        self.release_server = _Remote(lambda **kw: None)
-
-
 def _trainer_config():
     cfg = make_trainer_config(prompt_length=1024, response_length=512)
     cfg.actor_rollout_ref.rollout.name = "vllm"
@@ -116,7 +96,7 @@ def _trainer_config():
 def _score_and_capture(rollout, cfg, tokenizer, monkeypatch) -> dict[str, Any]:
     """verl's worker postprocess with our reward manager behind the reward worker handle."""
     manager = TrajectoryGuidedRewardManager(config=cfg, tokenizer=tokenizer)
-    handle = type("RewardWorker", (), {"compute_score": _Remote(manager.run_single)})()
+    handle = type("RewardWorker", (), {"compute_score": Remote(manager.run_single)})()
     captured: dict[str, Any] = {}
 
     async def put(keys, fields, tags, partition_id):
@@ -134,7 +114,7 @@ def _score_and_capture(rollout, cfg, tokenizer, monkeypatch) -> dict[str, Any]:
 def test_aborted_turns_keep_provenance(qwen_tokenizer, fake_retriever, monkeypatch):
     cfg = _trainer_config()
     server = AbortingServer(qwen_tokenizer)
-    client = FullyAsyncLLMServerClient(cfg, load_balancer_handle=_LoadBalancer(server))
+    client = FullyAsyncLLMServerClient(cfg, load_balancer_handle=OneServerLoadBalancer(server))
     rows = [make_verl_row(QUESTION, 0)]
     (rollout,) = run_agent_rollouts(rows, client, qwen_tokenizer, fake_retriever, cfg, n_samples=1)
     assert len(server.prompts) == 5  # 3 turns, 2 of them resumed once

@@ -37,6 +37,7 @@ from gta_verl.verl_compat import (
     ToolListWrap,
     load_all_tools,
 )
+from tests.support.in_process_actors import Remote
 
 agent_loop_tq = pytest.importorskip("verl.trainer.ppo.v1.agent_loop_tq")
 
@@ -52,11 +53,6 @@ def _call(query: str) -> str:
 
 
 TURNS = ["I need the film." + _call("film"), "Now the award." + _call("award"), "<answer> Nolan </answer>"]
-
-
-class _Remote:
-    def __init__(self, fn: Any) -> None:
-        self.remote = fn
 
 
 @pytest.fixture()
@@ -112,7 +108,7 @@ def _run_tool_agent(cfg, tokenizer, row):
 
 def _postprocess(output, row, cfg, tokenizer, monkeypatch) -> dict[str, Any]:
     manager = TrajectoryGuidedRewardManager(config=cfg, tokenizer=tokenizer)
-    handle = type("RewardWorker", (), {"compute_score": _Remote(manager.run_single)})()
+    handle = type("RewardWorker", (), {"compute_score": Remote(manager.run_single)})()
     captured: dict[str, Any] = {}
 
     async def put(keys, fields, tags, partition_id):

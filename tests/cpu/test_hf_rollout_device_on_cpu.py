@@ -127,13 +127,6 @@ ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")
-def model_path():
-    from gta_verl.cpu.tiny_model import build_tiny_model
-
-    return str(build_tiny_model(seed=0))
-
-
-@pytest.fixture(scope="module")
 def ray_one_logical_gpu():
     if ray.is_initialized():
         pytest.skip("needs its own Ray cluster with one logical GPU")

@@ -18,13 +18,6 @@ ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")
-def model_path():
-    from gta_verl.cpu.tiny_model import build_tiny_model
-
-    return str(build_tiny_model(seed=0))
-
-
-@pytest.fixture(scope="module")
 def ray_local():
     started = not ray.is_initialized()
     if started:

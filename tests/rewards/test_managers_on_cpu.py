@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from gta_verl.agent.tokenizer import load_qwen_tokenizer
 from gta_verl.data.schema import EF_INVALID_ACTIONS, EF_TURN_DOC_IDS
 from gta_verl.protocol import build_messages
 from gta_verl.rewards.scoring import scoring_request_from_data
@@ -34,11 +33,6 @@ EXTRA_KEYS = {
     "turn_rewards_json",
     "reward_error",
 }
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return load_qwen_tokenizer()
 
 
 @pytest.fixture(scope="module")

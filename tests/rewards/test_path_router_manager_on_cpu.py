@@ -9,7 +9,6 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from gta_verl.agent.tokenizer import load_qwen_tokenizer
 from gta_verl.data.schema import (
     EF_BUDGET_EXHAUSTED,
     EF_NUM_SEARCHES,
@@ -43,11 +42,6 @@ OTHERS = (
     "Omega Club\nOmega Club plays chess weekly",
     "Sigma Lab\nSigma Lab studies ocean tides",
 )
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return load_qwen_tokenizer()
 
 
 def make_data(tok, response, turns, answers=("Lyon",), gold=GOLD, budget_exhausted=False, as_numpy=False):

@@ -154,6 +154,16 @@ def tiny_kb() -> KnowledgeBase:
 
 
 @pytest.fixture()
+def obama_honolulu(tiny_kb: KnowledgeBase):
+    """The tiny KB's two-hop path Barack Obama → Honolulu (the bridge entity: honolulu)."""
+    from gta_verl.synth.paths import build_path, build_path_index
+
+    index = build_path_index(tiny_kb)
+    titles = [p.title for p in tiny_kb.passages]
+    return build_path(index, [titles.index("Barack Obama"), titles.index("Honolulu")], [["honolulu"]])
+
+
+@pytest.fixture()
 def lexical_retriever(tiny_kb: KnowledgeBase) -> LexicalRetriever:
     return LexicalRetriever(tiny_kb.passages)
 

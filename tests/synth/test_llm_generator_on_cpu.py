@@ -15,7 +15,7 @@ from gta_verl.synth.generators.llm_prompt import (
     select_distractors,
 )
 from gta_verl.synth.generators.openai_gen import LLMSamplingConfig, OpenAIGenerator
-from gta_verl.synth.paths import build_path, build_path_index
+from gta_verl.synth.paths import build_path_index
 from tests.support.openai_server import openai_stub_server
 
 GOOD = {
@@ -37,27 +37,20 @@ GOOD = {
 }
 
 
-@pytest.fixture()
-def path(tiny_kb):
-    index = build_path_index(tiny_kb)
-    titles = [p.title for p in tiny_kb.passages]
-    return build_path(index, [titles.index("Barack Obama"), titles.index("Honolulu")], [["honolulu"]])
-
-
-def test_prompt_shows_chain_in_order_and_distractors(tiny_kb, path):
+def test_prompt_shows_chain_in_order_and_distractors(tiny_kb, obama_honolulu):
     import numpy as np
 
     index = build_path_index(tiny_kb)
-    distractors = select_distractors(index, path, 3, np.random.default_rng(0))
-    assert len(distractors) == 3 and not set(distractors) & set(path.doc_indices)
-    system, user = build_synthesis_messages(path, tiny_kb, distractors)
+    distractors = select_distractors(index, obama_honolulu, 3, np.random.default_rng(0))
+    assert len(distractors) == 3 and not set(distractors) & set(obama_honolulu.doc_indices)
+    system, user = build_synthesis_messages(obama_honolulu, tiny_kb, distractors)
     assert system["role"] == "system" and "JSON" in system["content"]
     body = user["content"]
     assert body.index("[P1] Barack Obama") < body.index("[P2] Honolulu") < body.index("[X1]")
     assert "P1 -> P2 via: honolulu" in body and "exactly 2 turns" in body
 
 
-def test_well_formed_malformed_and_truncated_replies_over_http(tiny_kb, path):
+def test_well_formed_malformed_and_truncated_replies_over_http(tiny_kb, obama_honolulu):
     good = json.dumps(GOOD)
     fenced = (
         "Sure! Here it is:\n```json\n"
@@ -70,7 +63,7 @@ def test_well_formed_malformed_and_truncated_replies_over_http(tiny_kb, path):
         gen = OpenAIGenerator(
             ChatClient(base_url, "stub", max_retries=0), LLMSamplingConfig(concurrency=1, temperature=0.0)
         )
-        outs = gen.generate([path] * 6, tiny_kb)
+        outs = gen.generate([obama_honolulu] * 6, tiny_kb)
     assert len(requests) == 6 and requests[0]["model"] == "stub" and requests[0]["temperature"] == 0.0
     assert [o.reason for o in outs] == [
         None,
@@ -83,18 +76,18 @@ def test_well_formed_malformed_and_truncated_replies_over_http(tiny_kb, path):
     assert [o.stage for o in outs] == ["ok", "ok", "parse", "parse", "parse", "generate"]
     traj = outs[0].trajectory
     assert traj.answer == "Hawaii" and traj.generator == "openai"
-    assert [t.target_doc_id for t in traj.turns] == list(path.doc_ids)
+    assert [t.target_doc_id for t in traj.turns] == list(obama_honolulu.doc_ids)
     assert outs[1].trajectory.turns[1].query == "Honolulu capital of"
 
 
-def test_truncation_after_required_fields_is_salvaged(tiny_kb, path):
+def test_truncation_after_required_fields_is_salvaged(tiny_kb, obama_honolulu):
     good = json.dumps(GOOD)
     cut = good[: good.index("Honolulu is the capital") + 5]  # inside final_reasoning
-    traj = parse_synthesis_reply(cut, path, tiny_kb, "openai")
+    traj = parse_synthesis_reply(cut, obama_honolulu, tiny_kb, "openai")
     assert traj.answer == "Hawaii" and len(traj.turns) == 2 and traj.final_reasoning == ""
     cut_turn = good[: good.index('"Honolulu capital of"')]  # second turn incomplete
     with pytest.raises(ParseFailure, match="parse:truncated"):
-        parse_synthesis_reply(cut_turn, path, tiny_kb, "openai")
+        parse_synthesis_reply(cut_turn, obama_honolulu, tiny_kb, "openai")
 
 
 @pytest.mark.parametrize(
@@ -115,13 +108,13 @@ def test_truncation_after_required_fields_is_salvaged(tiny_kb, path):
         ('{"question": "q?", "answer": "a", "steps": [{"reasoning": "r"}]}', "parse:missing_query"),
     ],
 )
-def test_parse_failure_reasons(tiny_kb, path, reply, reason):
+def test_parse_failure_reasons(tiny_kb, obama_honolulu, reply, reason):
     with pytest.raises(ParseFailure) as exc:
-        parse_synthesis_reply(reply, path, tiny_kb, "openai")
+        parse_synthesis_reply(reply, obama_honolulu, tiny_kb, "openai")
     assert exc.value.args[0] == reason
 
 
-def test_key_variants_and_target_forms(tiny_kb, path):
+def test_key_variants_and_target_forms(tiny_kb, obama_honolulu):
     reply = json.dumps(
         {
             "Question": "q?",
@@ -133,15 +126,15 @@ def test_key_variants_and_target_forms(tiny_kb, path):
             ],
         }
     )
-    traj = parse_synthesis_reply(reply, path, tiny_kb, "vllm")
+    traj = parse_synthesis_reply(reply, obama_honolulu, tiny_kb, "vllm")
     assert traj.answer == "Hawaii" and traj.answer_aliases == ("State of Hawaii",)
-    assert [t.target_doc_id for t in traj.turns] == list(path.doc_ids)
+    assert [t.target_doc_id for t in traj.turns] == list(obama_honolulu.doc_ids)
     assert [t.reasoning for t in traj.turns] == ["t1", "t2"]
 
 
-def test_builder_is_deterministic(tiny_kb, path):
+def test_builder_is_deterministic(tiny_kb, obama_honolulu):
     b = LLMPromptBuilder()
-    assert b.messages([path], tiny_kb) == LLMPromptBuilder().messages([path], tiny_kb)
+    assert b.messages([obama_honolulu], tiny_kb) == LLMPromptBuilder().messages([obama_honolulu], tiny_kb)
 
 
 def test_vllm_generator_import_guard():

@@ -8,16 +8,8 @@ import pytest
 from gta_verl.data.types import Triple
 from gta_verl.eval.replay import reference_script
 from gta_verl.synth.generators.template import TemplateConfig, TemplateGenerator, compose_comparison
-from gta_verl.synth.paths import build_path, build_path_index
 from gta_verl.synth.validate import check_rules
 from gta_verl.synth.writer import trajectory_to_dict, trajectory_to_row
-
-
-@pytest.fixture()
-def obama_honolulu(tiny_kb):
-    index = build_path_index(tiny_kb)
-    titles = [p.title for p in tiny_kb.passages]
-    return build_path(index, [titles.index("Barack Obama"), titles.index("Honolulu")], [["honolulu"]])
 
 
 def test_yes_comparison_from_the_shared_entity(tiny_kb, obama_honolulu):
