@@ -10,13 +10,14 @@ safetensors file and JSON file of its model intact.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gta_verl.kb.store import sha256_file
 
 COMPLETE_FILE = "complete.json"
 SCHEMA_VERSION = 1
@@ -38,14 +39,6 @@ class Checked:
         return any(b == _NO_RECORD or b == rel or b.startswith(rel.rstrip("/") + "/") for b in self.bad)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _files(root: Path, parts: list[Path]) -> list[Path]:
     out: list[Path] = []
     for p in parts:
@@ -58,7 +51,7 @@ def _files(root: Path, parts: list[Path]) -> list[Path]:
 
 def record(root: Path, parts: list[Path]) -> dict[str, str]:
     """Write ``root/complete.json`` with the sha256 of every file under ``parts`` (temp, fsync, rename)."""
-    files = {str(p.relative_to(root)): _sha256(p) for p in _files(root, parts)}
+    files = {str(p.relative_to(root)): sha256_file(p) for p in _files(root, parts)}
     body = json.dumps({"schema_version": SCHEMA_VERSION, "files": files}, indent=2, sort_keys=True)
     tmp = root / f".{COMPLETE_FILE}.tmp"
     with open(tmp, "w") as f:
@@ -102,7 +95,7 @@ def mismatches(root: Path, required: list[str]) -> Checked:
         if Path(rel).is_absolute() or ".." in Path(rel).parts:  # a record naming files outside its root
             return Checked((_NO_RECORD,))
         try:
-            if not path.is_file() or _sha256(path) != digest:
+            if not path.is_file() or sha256_file(path) != digest:
                 bad.append(rel)
         except OSError:
             bad.append(rel)
