@@ -1,4 +1,5 @@
-"""Atomic artifact writes shared by every stage (temp file in the target folder + rename)."""
+"""Atomic artifact writes shared by every stage (temp file in the target folder + rename), and the
+checked parquet read of the stages' inputs."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @contextmanager
@@ -43,3 +48,21 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)
+
+
+def read_parquet_frame(path: str | Path) -> pd.DataFrame:
+    """Read the parquet file ``path`` into a DataFrame.
+
+    Raises:
+        DataFormatError: Not a readable parquet file (names the file and the reader's first line).
+    """
+    import pandas as pd
+
+    from gta_verl.data.loaders import DataFormatError
+
+    try:
+        return pd.read_parquet(path)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise DataFormatError(
+            f"{path}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        ) from None

@@ -27,7 +27,7 @@ from typing import Any
 
 from gta_verl import SCHEMA_VERSION
 from gta_verl.data import schema
-from gta_verl.data.io import write_text_atomic
+from gta_verl.data.io import read_parquet_frame, write_text_atomic
 from gta_verl.data.types import RetrievalResult
 from gta_verl.eval.metrics import EvalSummary, score_record, summarize
 from gta_verl.eval.records import EvalRecord, RecordKey, RecordWriter, read_records
@@ -145,9 +145,6 @@ class EvalResult:
 # ------------------------------------------------------------------ inputs
 def load_rows(data_paths: Sequence[Path | str], max_questions: int | None = None) -> list[dict[str, Any]]:
     """Read verl-format parquet rows; ``max_questions`` keeps the first N rows *of each file*."""
-    import pandas as pd
-    import pyarrow as pa
-
     from gta_verl.data.loaders import DataFormatError
 
     rows: list[dict[str, Any]] = []
@@ -155,12 +152,7 @@ def load_rows(data_paths: Sequence[Path | str], max_questions: int | None = None
         p = Path(path)
         if not p.is_file():
             raise DataFormatError(f"{p}: no such parquet file (expected verl QA rows from data prep)")
-        try:
-            df = pd.read_parquet(p)
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise DataFormatError(
-                f"{p}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
-            ) from None
+        df = read_parquet_frame(p)
         missing = {"prompt", "reward_model"} - set(df.columns)
         if missing:
             raise DataFormatError(f"{p}: not a verl QA parquet, missing columns {sorted(missing)}")

@@ -74,18 +74,11 @@ def _load_parquet_qa(path: Path, corpus: Mapping[str, Any]) -> list[QAExample]:
     Raises:
         DataFormatError: Not a parquet file, or no ``reward_model`` column (names the file; row for bad rows).
     """
-    import pandas as pd
-    import pyarrow as pa
-
+    from gta_verl.data.io import read_parquet_frame
     from gta_verl.data.loaders import DataFormatError
     from gta_verl.data.schema import parse_ground_truth
 
-    try:
-        df = pd.read_parquet(path)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise DataFormatError(
-            f"{path}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
-        ) from None
+    df = read_parquet_frame(path)
     if "reward_model" not in df.columns:
         raise DataFormatError(
             f"{path}: not a verl QA parquet (no reward_model column; columns {list(df.columns)})"
