@@ -161,35 +161,23 @@ def test_resume_after_crash_and_rerun(tmp_path, musique, tokenizer, data_parquet
         batch_size=2,
     )
     crashing = FailingAfter(ScriptedServerManager(tokenizer, scripts), limit=4)  # chunk 1 = 2 questions × 2
+
+    def run(server_manager, policy="scripted", **over):
+        return evaluate_policy(
+            policy, [data_parquet], max_questions=6, server_manager=server_manager, **{**kw, **over}
+        )
+
     with pytest.raises(RuntimeError, match="simulated crash"):
-        evaluate_policy("scripted", [data_parquet], max_questions=6, server_manager=crashing, **kw)
+        run(crashing)
     assert len(read_records(tmp_path / "out" / "records")) == 4  # the finished chunk survived
-    res = evaluate_policy(
-        "scripted",
-        [data_parquet],
-        max_questions=6,
-        server_manager=ScriptedServerManager(tokenizer, scripts),
-        **kw,
-    )
+    res = run(ScriptedServerManager(tokenizer, scripts))
     assert (res.n_new, res.n_records) == (8, 12)
-    again = evaluate_policy(
-        "scripted",
-        [data_parquet],
-        max_questions=6,
-        server_manager=ScriptedServerManager(tokenizer, scripts),
-        **kw,
-    )
+    again = run(ScriptedServerManager(tokenizer, scripts))
     assert (again.n_new, again.n_records) == (0, 12)
     keys = [r.key for r in read_records(res.records_dir)]
     assert len(set(keys)) == 12 and {k[2] for k in keys} == {0, 1}
     with pytest.raises(ValueError, match="different settings"):
-        evaluate_policy(
-            "other-policy",
-            [data_parquet],
-            max_questions=6,
-            server_manager=crashing,
-            **{**kw, "settings": None},
-        )
+        run(crashing, "other-policy", settings=None)
 
 
 def test_tiny_random_qwen2_policy_runs(tmp_path, musique, data_parquet):

@@ -166,19 +166,11 @@ def test_cli_eval_retrieval_compares_backends(toy_kb_dir, tmp_path, capsys, monk
 
     from gta_verl.cli import main
     from gta_verl.testing.toy_kb import TOY_DOCS, HashEmbedder
+    from tests.retrieval.qa_json import qa_record, write_qa
 
     monkeypatch.setattr("gta_verl.kb.embed.load_embedder", lambda *a, **kw: HashEmbedder())
     title, text, _ = TOY_DOCS[6]  # "Olaf Scholz was born in Osnabrueck."
-    qa = [
-        {
-            "id": "q1",
-            "question": "Osnabrueck",
-            "answer": "Osnabrueck",
-            "paragraphs": [{"title": title, "paragraph_text": text, "is_supporting": True}],
-        }
-    ]
-    path = tmp_path / "qa.json"
-    path.write_text(json.dumps(qa))
+    path = write_qa(tmp_path / "qa.json", [qa_record("q1", "Osnabrueck", "Osnabrueck", title, text)])
     argv = ["eval-retrieval", "--kb", str(toy_kb_dir), "--qa", str(path), "--k", "1", "--json"]
     assert main([*argv, "--backends", "graph,dense,bm25"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -69,19 +69,11 @@ def test_load_qa_musique_file(musique_kb) -> None:
 def test_cli_eval_retrieval_json(toy_kb_dir, tmp_path, capsys, monkeypatch) -> None:
     from gta_verl.cli import main
     from gta_verl.testing.toy_kb import TOY_DOCS, HashEmbedder
+    from tests.retrieval.qa_json import qa_record, write_qa
 
     monkeypatch.setattr("gta_verl.kb.embed.load_embedder", lambda *a, **kw: HashEmbedder())
     title, text, _ = TOY_DOCS[7]
-    qa = [
-        {
-            "id": "q1",
-            "question": "capital of Japan",
-            "answer": "Tokyo",
-            "paragraphs": [{"title": title, "paragraph_text": text, "is_supporting": True}],
-        }
-    ]
-    path = tmp_path / "qa.json"
-    path.write_text(json.dumps(qa))
+    path = write_qa(tmp_path / "qa.json", [qa_record("q1", "capital of Japan", "Tokyo", title, text)])
     assert main(["eval-retrieval", "--kb", str(toy_kb_dir), "--qa", str(path), "--k", "1,3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n_questions"] == 1 and set(out["modes"]) == {"dense", "graph", "hybrid"}

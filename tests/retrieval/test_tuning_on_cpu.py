@@ -150,23 +150,17 @@ def test_held_out_shortfalls_names_each_k_below_a_single_retriever() -> None:
 
 
 def test_cli_tune_fusion_prints_the_held_out_table(toy_kb_dir, tmp_path, capsys, monkeypatch) -> None:
-    import json
 
     from gta_verl.cli import main
     from gta_verl.testing.toy_kb import TOY_DOCS, HashEmbedder
+    from tests.retrieval.qa_json import qa_record, write_qa
 
     monkeypatch.setattr("gta_verl.kb.embed.load_embedder", lambda *a, **kw: HashEmbedder())
     qa = [
-        {
-            "id": f"q{i}",
-            "question": f"{title} {text.split()[-1]}",
-            "answer": title,
-            "paragraphs": [{"title": title, "paragraph_text": text, "is_supporting": True}],
-        }
+        qa_record(f"q{i}", f"{title} {text.split()[-1]}", title, title, text)
         for i, (title, text, _) in enumerate(TOY_DOCS)
     ]
-    path = tmp_path / "qa.json"
-    path.write_text(json.dumps(qa))
+    path = write_qa(tmp_path / "qa.json", qa)
     argv = [
         "eval-retrieval",
         "--kb",
