@@ -13,6 +13,8 @@ recipe sets it through ``actor_rollout_ref.model.custom_chat_template``
 
 from __future__ import annotations
 
+from gta_verl.agent.tokenizer import QWEN25_SYSTEM_TURN
+
 __all__ = ["CHAT_TEMPLATES", "QWEN25_TOOL_CHAT_TEMPLATE", "chat_template", "register_resolver"]
 
 QWEN25_TOOL_CHAT_TEMPLATE = (
@@ -26,14 +28,7 @@ QWEN25_TOOL_CHAT_TEMPLATE = (
     "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments "
     'within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{"name": <function-name>, '
     '"arguments": <args-json-object>}\\n</tool_call><|im_end|>\\n\' }}'
-    "{%- else %}"
-    "{%- if messages[0]['role'] == 'system' %}"
-    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
-    "{%- else %}"
-    "{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. "
-    "You are a helpful assistant.<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- endif %}"
+    "{%- else %}" + QWEN25_SYSTEM_TURN + "{%- endif %}"
     "{%- for message in messages %}"
     "{%- if (message.role == 'user') or (message.role == 'system' and not loop.first)"
     " or (message.role == 'assistant' and not message.tool_calls) %}"

@@ -30,16 +30,21 @@ SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 EXPECTED_SPECIAL_IDS = (151643, 151644, 151645)
 QWEN2_VOCAB_SIZE = 151646  # 151,643 BPE ranks + the 3 specials above
 
-#: Qwen2.5-Instruct's ChatML template (tool-calling branches dropped: the agent
-#: loop speaks ``<search>``/``<answer>`` tags inside plain assistant text).
-QWEN25_CHAT_TEMPLATE = (
+#: The system turn of Qwen2.5's ChatML template: the first message if it is a system one, else
+#: Qwen's default (also the no-tools branch of ``chat_templates.QWEN25_TOOL_CHAT_TEMPLATE``).
+QWEN25_SYSTEM_TURN = (
     "{%- if messages[0]['role'] == 'system' %}"
     "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
     "{%- else %}"
     "{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. "
     "You are a helpful assistant.<|im_end|>\\n' }}"
     "{%- endif %}"
-    "{%- for message in messages %}"
+)
+
+#: Qwen2.5-Instruct's ChatML template (tool-calling branches dropped: the agent
+#: loop speaks ``<search>``/``<answer>`` tags inside plain assistant text).
+QWEN25_CHAT_TEMPLATE = (
+    QWEN25_SYSTEM_TURN + "{%- for message in messages %}"
     "{%- if not (message['role'] == 'system' and loop.first) %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
     "{%- endif %}"
