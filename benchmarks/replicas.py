@@ -187,14 +187,20 @@ def bench_serve(
     return result_row("Ray Serve + @serve.batch", n, (res, lat, wall), expected, qs, ready_s, mem)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--replicas", default="1,2,4")
+def replica_parser(doc: str | None, replicas: str, callers: int) -> argparse.ArgumentParser:
+    """The options of the replica benchmarks: replica counts, calls, callers, Ray CPUs, KB."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--replicas", default=replicas)
     ap.add_argument("--calls", type=int, default=512)
-    ap.add_argument("--callers", type=int, default=64)
+    ap.add_argument("--callers", type=int, default=callers)
     ap.add_argument("--num-cpus", type=int, default=2)
-    ap.add_argument("--serve", action="store_true")
     ap.add_argument("--kb", type=Path, default=None)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = replica_parser(__doc__, "1,2,4", 64)
+    ap.add_argument("--serve", action="store_true")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import ray

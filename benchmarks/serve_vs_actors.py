@@ -29,7 +29,6 @@ docs/benchmarks/serve_vs_actors.md; the decision in docs/scale.md, "Serving: act
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import time
@@ -46,6 +45,7 @@ from benchmarks.replicas import (
     memory_mib,
     musique_kb_dir,
     questions,
+    replica_parser,
     result_row,
 )
 
@@ -208,12 +208,7 @@ def replica_infos(handle: Any, n: int) -> dict[int, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--replicas", default="1,2")
-    ap.add_argument("--calls", type=int, default=512)
-    ap.add_argument("--callers", type=int, default=256)
-    ap.add_argument("--num-cpus", type=int, default=2)
-    ap.add_argument("--kb", type=Path, default=None)
+    ap = replica_parser(__doc__, "1,2", 256)
     ap.add_argument(
         "--serve-wait-ms",
         default=None,
