@@ -110,3 +110,10 @@ COMMON_ARGS=(
 # run / require_file / submit_ray_job are shared by every recipe folder.
 # shellcheck source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+
+# The launch of run_qwen2_5_{3b,7b}_fsdp.sh: check the inputs, then run verl with "$@" (Hydra overrides) last.
+run_one_node() {
+  require_file "$TRAIN_FILES" "training parquet" "prepare it as in recipes/path_router/README.md (rows need support_texts)"
+  require_file "$KB_DIR" "KB directory" "run \`gta-verl kb build ... --out \$KB_DIR\`"
+  run "${LAUNCH[@]}" "${COMMON_ARGS[@]}" "${ABLATION_ARGS[@]}" "$@"
+}

@@ -18,7 +18,4 @@ MODEL=3b
 # shellcheck source=common.sh
 source "$HERE/common.sh"
 
-require_file "$TRAIN_FILES" "training parquet" "prepare it as in recipes/path_router/README.md (rows need support_texts)"
-require_file "$KB_DIR" "KB directory" "run \`gta-verl kb build ... --out \$KB_DIR\`"
-
-run "${LAUNCH[@]}" "${COMMON_ARGS[@]}" "${ABLATION_ARGS[@]}" "$@"
+run_one_node "$@"
