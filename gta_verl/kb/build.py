@@ -243,6 +243,34 @@ def check_not_empty(openie: Mapping[str, Any], corpus_path: str | Path) -> None:
         )
 
 
+def read_corpus_logged(corpus_path: str | Path, corpus_format: str | None, strict: bool) -> Any:
+    """The corpus's load report: its summary and first 20 rejections logged, an empty corpus refused.
+
+    Raises:
+        ValueError: No passage was loaded.
+    """
+    from gta_verl.data.loaders import read_corpus
+
+    rep = read_corpus(corpus_path, corpus_format, strict=strict)
+    log.info(rep.summary())
+    for r in rep.rejected[:20]:
+        log.warning("rejected %s", r)
+    if not rep.records:
+        raise ValueError(f"{corpus_path}: no passages loaded ({rep.summary()})")
+    return rep
+
+
+def corpus_manifest(corpus_path: str | Path, corpus_format: str | None, rep: Any) -> dict[str, Any]:
+    """The manifest's ``corpus`` entry: path, format, records in / loaded / rejected."""
+    return {
+        "path": str(corpus_path),
+        "format": corpus_format,
+        "n_in": rep.n_in,
+        "n_loaded": rep.n_ok,
+        "n_rejected": len(rep.rejected),
+    }
+
+
 def build_kb_from_files(
     corpus_path: str | Path,
     corpus_format: str | None,
@@ -264,25 +292,13 @@ def build_kb_from_files(
     Rejected corpus records are logged with reasons and counted in the manifest
     (``corpus``: in / loaded / rejected).
     """
-    from gta_verl.data.loaders import read_corpus
     from gta_verl.kb.store import save_kb
 
-    rep = read_corpus(corpus_path, corpus_format, strict=strict)
-    log.info(rep.summary())
-    for r in rep.rejected[:20]:
-        log.warning("rejected %s", r)
-    if not rep.records:
-        raise ValueError(f"{corpus_path}: no passages loaded ({rep.summary()})")
+    rep = read_corpus_logged(corpus_path, corpus_format, strict)
     extractions, openie = extract_passages(rep.records, openie_spec, config, progress)
     if not allow_empty:
         check_not_empty(openie, corpus_path)
-    corpus_info = {
-        "path": str(corpus_path),
-        "format": corpus_format,
-        "n_in": rep.n_in,
-        "n_loaded": rep.n_ok,
-        "n_rejected": len(rep.rejected),
-    }
+    corpus_info = corpus_manifest(corpus_path, corpus_format, rep)
     embedder = load_embedder(config.embedder, device=config.device, allow_download=allow_download)
     kb = build_kb(
         rep.records,

@@ -41,7 +41,14 @@ from typing import Any
 import numpy as np
 
 from gta_verl.data.types import Passage
-from gta_verl.kb.build import KBConfig, build_kb, extract_passages, make_backend
+from gta_verl.kb.build import (
+    KBConfig,
+    build_kb,
+    corpus_manifest,
+    extract_passages,
+    make_backend,
+    read_corpus_logged,
+)
 from gta_verl.kb.embed import EmbeddingCache, cache_root, load_embedder, text_key
 from gta_verl.kb.openie.base import Extraction, OpenIEReport
 from gta_verl.kb.ray_shards import (
@@ -398,7 +405,7 @@ def build_kb_ray(
         lists = ([p.contents for p in passages], list(nodes.entities), [t.text for t in nodes.triples])
         embedder, st = ray_embed(lists, config, work, opts, allow_download)
         stats.append(st)
-        manifest = {"openie": openie, "corpus": _corpus_info(corpus_path, corpus_format, rep)}
+        manifest = {"openie": openie, "corpus": corpus_manifest(corpus_path, corpus_format, rep)}
         kb, st = _graph_and_save(passages, exs, embedder, config, out, manifest, progress, force)
         stats.append(st)
     finally:
@@ -411,31 +418,13 @@ def _read_corpus(
     corpus_path: str | Path, corpus_format: str | None, strict: bool
 ) -> tuple[Any, list[StageStats]]:
     """The corpus's report (rejections logged; an empty corpus refused) and the corpus stage's stats."""
-    from gta_verl.data.loaders import read_corpus
-
     t0 = time.perf_counter()
-    rep = read_corpus(corpus_path, corpus_format, strict=strict)
-    log.info(rep.summary())
-    for r in rep.rejected[:20]:
-        log.warning("rejected %s", r)
-    if not rep.records:
-        raise ValueError(f"{corpus_path}: no passages loaded ({rep.summary()})")
+    rep = read_corpus_logged(corpus_path, corpus_format, strict)
     rejected = [str(r) for r in rep.rejected[:5]]
     stage = StageStats(
         "corpus", rep.n_in, None, len(rep.rejected), seconds=time.perf_counter() - t0, failed_ids=rejected
     )
     return rep, [stage]
-
-
-def _corpus_info(corpus_path: str | Path, corpus_format: str | None, rep: Any) -> dict[str, Any]:
-    """The manifest's ``corpus`` entry, as the single-process build writes it."""
-    return {
-        "path": str(corpus_path),
-        "format": corpus_format,
-        "n_in": rep.n_in,
-        "n_loaded": rep.n_ok,
-        "n_rejected": len(rep.rejected),
-    }
 
 
 def _graph_and_save(
