@@ -9,7 +9,7 @@ import pytest
 
 from gta_verl.retrieval.retriever import GraphRetriever
 from gta_verl.retrieval.serving.clients import RayRetrieverClient
-from gta_verl.retrieval.serving.service import get_or_create_retriever_actor
+from gta_verl.retrieval.serving.service import RetrieverSpec, get_or_create_retriever_actor
 
 ray = pytest.importorskip("ray")
 
@@ -102,22 +102,22 @@ def _service(toy_kb_dir, name: str, **kw):
     return handle
 
 
+def _spec(kb_dir, name: str) -> RetrieverSpec:
+    """The spec a client holds to recreate the test service ``name`` over ``kb_dir``."""
+    return RetrieverSpec(
+        kb_dir=str(kb_dir), name=name, namespace="gta_verl_test", embedder=EMB, serving={"num_cpus": 0.25}
+    )
+
+
 def test_plain_kill_fails_fast_or_is_recreated(ray_session, toy_kb_dir, toy_kb, hash_embedder) -> None:
     """ray.kill(handle) defaults to no_restart=True, which overrides max_restarts.
 
     A client that may not recreate the service says it is gone instead of waiting out
     its deadline on every call; a client holding the spec recreates it.
     """
-    from gta_verl.retrieval.serving.service import RetrieverSpec
 
     handle = _service(toy_kb_dir, "rt_plain_kill")
-    spec = RetrieverSpec(
-        kb_dir=str(toy_kb_dir),
-        name="rt_plain_kill",
-        namespace="gta_verl_test",
-        embedder=EMB,
-        serving={"num_cpus": 0.25},
-    )
+    spec = _spec(toy_kb_dir, "rt_plain_kill")
     plain = RayRetrieverClient("rt_plain_kill", timeout_s=300, namespace="gta_verl_test")
     allowed = RayRetrieverClient(
         "rt_plain_kill", timeout_s=120, namespace="gta_verl_test", recreate=spec.create
@@ -175,19 +175,13 @@ def test_health_names_unreadable_kb_dir(ray_session, tmp_path) -> None:
     """A replica whose node cannot read kb_dir fails the health call loudly (not per search)."""
     from dataclasses import asdict
 
-    from gta_verl.retrieval.serving.service import RetrieverService, RetrieverSpec
+    from gta_verl.retrieval.serving.service import RetrieverService
 
     missing = tmp_path / "kb_not_on_this_node"
     with pytest.raises(FileNotFoundError, match="kb_not_on_this_node"):
         get_or_create_retriever_actor(missing, name="rt_bad", namespace="gta_verl_test")
     # the creator's node has it but the replica's node does not: create the service past the local check
-    spec = RetrieverSpec(
-        kb_dir=str(missing),
-        name="rt_bad",
-        namespace="gta_verl_test",
-        embedder=EMB,
-        serving={"num_cpus": 0.25},
-    )
+    spec = _spec(missing, "rt_bad")
     svc = ray.remote(RetrieverService).options(num_cpus=0).remote(asdict(spec))
     with pytest.raises(ray.exceptions.RayTaskError, match="could not load kb_dir=.*kb_not_on_this_node"):
         ray.get(svc.health.remote(timeout_s=120))
