@@ -11,16 +11,5 @@ def spacy_build_argv(corpus: str | Path, out: str | Path, *extra: str) -> list[s
     >>> spacy_build_argv("c.json", "kb", "--strict")[:3]
     ['kb', 'build', '--corpus']
     """
-    return [
-        "kb",
-        "build",
-        "--corpus",
-        str(corpus),
-        "--openie",
-        "spacy",
-        "--out",
-        str(out),
-        "--no-progress",
-        "--no-openie-cache",
-        *extra,
-    ]
+    build = ["kb", "build", "--corpus", str(corpus), "--openie", "spacy", "--out", str(out)]
+    return [*build, "--no-progress", "--no-openie-cache", *extra]
