@@ -3,8 +3,8 @@
 verl 0.9.1 agent loops call ``await server_manager.generate(request_id=...,
 prompt_ids=..., sampling_params=..., image_data=None, **kw) -> TokenOutput``
 (``verl/workers/rollout/llm_server.py``); the vLLM server honours ``stop``,
-``include_stop_str_in_output`` and ``max_tokens`` in ``sampling_params``. The two
-backends here implement the same call without a GPU server:
+``include_stop_str_in_output`` and ``max_tokens`` in ``sampling_params``. The backends
+here implement that call once (:class:`TurnServerManager`), each its own ``turn``, without a GPU server:
 
 * :class:`ScriptedServerManager` returns the token ids of scripted text (tests,
   evaluation of known trajectories);
@@ -43,7 +43,30 @@ def cut_at_stop(text: str, stops: Sequence[str]) -> str:
     return text[: pos + len(stop)]
 
 
-class ScriptedServerManager:
+class TurnServerManager:
+    """verl's server-manager call, written once: :meth:`generate` hands :meth:`turn` copies of the
+    prompt ids and sampling parameters (``image_data`` and other keywords are not used)."""
+
+    async def generate(
+        self,
+        request_id: str,
+        *,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        image_data: Any = None,
+        **kw: Any,
+    ) -> TokenOutput:
+        """The next turn of rollout ``request_id`` (verl 0.9.1's ``generate``)."""
+        return await self.turn(request_id, list(prompt_ids), dict(sampling_params))
+
+    async def turn(
+        self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any]
+    ) -> TokenOutput:
+        """One turn's tokens for ``prompt_ids`` under ``sampling_params`` (both the caller's copies)."""
+        raise NotImplementedError
+
+
+class ScriptedServerManager(TurnServerManager):
     """Server manager returning scripted text, one script (list of turns) per rollout.
 
     A plain class on purpose: ``hydra.utils.instantiate`` (how verl builds agent
@@ -87,14 +110,8 @@ class ScriptedServerManager:
         view._bound = (row_index * n_samples + sample_index) % len(self.scripts)
         return view
 
-    async def generate(
-        self,
-        request_id: str,
-        *,
-        prompt_ids: list[int],
-        sampling_params: dict[str, Any],
-        image_data: Any = None,
-        **kw: Any,
+    async def turn(
+        self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any]
     ) -> TokenOutput:
         """Return the next scripted turn of this rollout as a :class:`TokenOutput`."""
         with self._lock:
@@ -121,7 +138,7 @@ class ScriptedServerManager:
         return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason="completed")
 
 
-class HFServerManager:
+class HFServerManager(TurnServerManager):
     """Generation with a ``transformers`` causal LM behind verl's server-manager call.
 
     Args:
@@ -173,14 +190,8 @@ class HFServerManager:
         )
         return view
 
-    async def generate(
-        self,
-        request_id: str,
-        *,
-        prompt_ids: list[int],
-        sampling_params: dict[str, Any],
-        image_data: Any = None,
-        **kw: Any,
+    async def turn(
+        self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any]
     ) -> TokenOutput:
         """Generate up to ``max_tokens`` tokens; see the class docstring."""
         call = self._calls.get(request_id, 0)
@@ -281,7 +292,7 @@ class HFServerManager:
         return int(torch.multinomial(probs.cpu(), 1, generator=self._gen))
 
 
-class BatchedHFServerManager:
+class BatchedHFServerManager(TurnServerManager):
     """A ``transformers`` causal LM behind the server-manager call, concurrent turns batched.
 
     The evaluation's free-generation backend: the rollouts in flight queue their turns at one
@@ -303,14 +314,8 @@ class BatchedHFServerManager:
     def for_rollout(self, row_index: int, sample_index: int, n_samples: int = 1) -> BatchedHFServerManager:
         return self
 
-    async def generate(
-        self,
-        request_id: str,
-        *,
-        prompt_ids: list[int],
-        sampling_params: dict[str, Any],
-        image_data: Any = None,
-        **kw: Any,
+    async def turn(
+        self, request_id: str, prompt_ids: list[int], sampling_params: dict[str, Any]
     ) -> TokenOutput:
         """Queue this turn with the other rollouts' and return its :class:`TokenOutput`."""
         from gta_verl.llm.hf_batch_generate import GenerationBatcher
