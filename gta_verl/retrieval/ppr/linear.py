@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from gta_verl.retrieval import gemm
 from gta_verl.retrieval.ppr.fused_power import fused_power_block
-from gta_verl.retrieval.ppr.push import _push_graph, _push_one, push_scratch, push_threshold
+from gta_verl.retrieval.ppr.push import _push_graph, _push_row, push_scratch, push_threshold
 from gta_verl.retrieval.ppr.transition import Transition
 
 
@@ -160,20 +160,10 @@ def _push_add(
     """
     n_q = len(s_ptr) - 1
     for t in numba.prange(n_threads):
-        est, res, inq, seen, touched, queue = (
-            est_t[t],
-            res_t[t],
-            inq_t[t],
-            seen_t[t],
-            touched_t[t],
-            queue_t[t],
-        )
+        est, res, seen, touched = est_t[t], res_t[t], seen_t[t], touched_t[t]
         for b in range(t, n_q, n_threads):
-            seeds = s_ids[s_ptr[b] : s_ptr[b + 1]]
-            vals = s_vals[s_ptr[b] : s_ptr[b + 1]]
-            nt = _push_one(
-                indptr, indices, probs, thresh, seeds, vals, alpha, est, res, inq, seen, touched, queue
-            )
+            nt = _push_row(indptr, indices, probs, thresh, s_ptr, s_ids, s_vals, alpha, b, t,
+                           est_t, res_t, inq_t, seen_t, touched_t, queue_t)  # fmt: skip
             out_touched[b] = nt
             for i in range(nt):
                 u = touched[i]

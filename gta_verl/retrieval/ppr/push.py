@@ -87,6 +87,17 @@ def _push_one(indptr, indices, probs, thresh, seeds, vals, alpha, est, res, inq,
 
 
 @numba.njit(**_JIT)
+def _push_row(indptr, indices, probs, thresh, s_ptr, s_ids, s_vals, alpha, b, t,
+              est_t, res_t, inq_t, seen_t, touched_t, queue_t):  # fmt: skip
+    """:func:`_push_one` of query ``b`` (row ``b`` of the seed CSR ``s_ptr/s_ids/s_vals``) on
+    thread ``t``'s scratch rows (``*_t``: :func:`push_scratch`); returns the number of touched nodes."""
+    seeds = s_ids[s_ptr[b] : s_ptr[b + 1]]
+    vals = s_vals[s_ptr[b] : s_ptr[b + 1]]
+    return _push_one(indptr, indices, probs, thresh, seeds, vals, alpha,
+                     est_t[t], res_t[t], inq_t[t], seen_t[t], touched_t[t], queue_t[t])  # fmt: skip
+
+
+@numba.njit(**_JIT)
 def _topk_of_touched(touched, nt, is_target, perm, est, res, alpha, scale, k, out_ids, out_vals):
     """Write the best ``k`` target nodes (score desc, original id asc) and reset the scratch."""
     cand_ids = np.empty(nt, np.int64)
@@ -125,26 +136,16 @@ def _push_batch(indptr, indices, probs, thresh, is_target, perm, isolated, s_ptr
     """Top-``k`` targets of every query's push; ``*_t`` = per-thread :func:`push_scratch` rows."""
     n_q = len(s_ptr) - 1
     for t in numba.prange(n_threads):
-        est, res, inq, seen, touched, queue = (
-            est_t[t],
-            res_t[t],
-            inq_t[t],
-            seen_t[t],
-            touched_t[t],
-            queue_t[t],
-        )
+        est, res, seen, touched = est_t[t], res_t[t], seen_t[t], touched_t[t]
         for b in range(t, n_q, n_threads):
-            seeds = s_ids[s_ptr[b] : s_ptr[b + 1]]
-            vals = s_vals[s_ptr[b] : s_ptr[b + 1]]
             lost = 0.0
-            for i in range(len(seeds)):
-                if isolated[seeds[i]]:
-                    lost += vals[i]
+            for i in range(s_ptr[b], s_ptr[b + 1]):
+                if isolated[s_ids[i]]:
+                    lost += s_vals[i]
             # rows sum to 1 and Σπ = 1 − (1−α) p(isolated): an isolated seed keeps only α of its mass
             scale = 1.0 / (1.0 - (1.0 - alpha) * lost)
-            nt = _push_one(
-                indptr, indices, probs, thresh, seeds, vals, alpha, est, res, inq, seen, touched, queue
-            )
+            nt = _push_row(indptr, indices, probs, thresh, s_ptr, s_ids, s_vals, alpha, b, t,
+                           est_t, res_t, inq_t, seen_t, touched_t, queue_t)  # fmt: skip
             out_touched[b] = nt
             _topk_of_touched(touched, nt, is_target, perm, est, res, alpha, scale, k, out_ids[b], out_vals[b])
             for i in range(nt):
