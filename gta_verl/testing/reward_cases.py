@@ -7,7 +7,7 @@ complete). ``total`` is R_traj; ``em`` is also R_EM (eq 19).
 
 The pure-function tests (``tests/rewards/test_trajectory_on_cpu.py``, ``test_shaping_on_cpu.py``),
 the verl reward-manager tests (``test_managers_on_cpu.py``, through
-:mod:`gta_verl.testing.reward_data`) and ``benchmarks/reliability_stress.py`` read them.
+:mod:`gta_verl.testing.reward_data`) and ``benchmarks/reliability_batch.py`` read them.
 """
 
 from __future__ import annotations
