@@ -1,4 +1,4 @@
-"""Faiss's BLAS threshold and the size-sweep builders of ``benchmarks/retriever.py``.
+"""Faiss's BLAS threshold and the size-sweep builders of ``benchmarks/retriever_synth.py``.
 
 No timings here: speed is in ``benchmarks/retriever.py``; these tests check that the
 settings and builders the benchmark relies on give the same answers.
@@ -87,7 +87,7 @@ def test_make_scaled_graph_counts_uniqueness_and_seed() -> None:
 
 def test_sweep_retriever_equals_igraph_built_one() -> None:
     """The sweep's retriever (edgeless igraph + attached CSR) answers like one built from igraph."""
-    from benchmarks.retriever import PrecomputedEncoder, attach_graph, query_vectors, synthetic_kb
+    from benchmarks.retriever_synth import PrecomputedEncoder, attach_graph, query_vectors, synthetic_kb
     from gta_verl.retrieval.retriever import FLAG_NO_ENTITIES, GraphRetriever
 
     sg = make_scaled_graph(scale_spec(HOTPOTQA_10K, 300), seed=0)
