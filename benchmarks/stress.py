@@ -39,14 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.stress_serving import (
-    musique_kb_dir,
-    section_actor,
-    section_hostile,
-    section_http,
-    section_stall,
-    stop_musique_server,
-)
+from benchmarks.stress_actor import section_actor
+from benchmarks.stress_musique import musique_kb_dir, stop_musique_server
+from benchmarks.stress_serving import section_hostile, section_http, section_stall
 
 SECTIONS = ("corpus", "kb", "hostile", "stall", "http", "actor", "fuzz")
 

@@ -1,128 +1,24 @@
-"""Serving sections of the reliability suite: hostile HTTP input, stall, load, actor kills.
+"""HTTP sections of the reliability suite: hostile input, stall, load.
 
-Imported by ``benchmarks/stress.py`` (run that); each ``section_*`` prints markdown tables.
-Everything listens on 127.0.0.1 only.
+Imported by ``benchmarks/stress.py`` (run that); each ``section_*`` prints markdown tables. The
+MuSiQue server they share is in ``benchmarks/stress_musique.py``, the actor kills in
+``benchmarks/stress_actor.py``. Everything listens on 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
-import functools
 import json
-import os
 import select
-import shutil
-import signal
 import socket
-import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-TIMEOUT_S = 30.0  # the agent loop's default gta.retriever.timeout_s: what a caller waits
+from benchmarks.stress_musique import TIMEOUT_S, Server, long_queries, musique_questions, musique_server, pct
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _pct(xs: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
-
-
-def musique_kb_dir() -> Path:
-    """The cached MuSiQue KB of the test suite (built once if absent, behind the suite's lock)."""
-    from gta_verl.kb.embed import cache_root
-    from gta_verl.kb.store import KBLoadError, verify_kb
-    from gta_verl.testing.musique_kb import build_musique_kb, musique_kb_key
-
-    root = cache_root() / "kb"
-    root.mkdir(parents=True, exist_ok=True)
-    out = root / f"musique-{musique_kb_key()[:16]}"
-    with open(root / "musique.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a parallel pytest session may be building it
-        try:
-            verify_kb(out)
-        except KBLoadError:
-            build_musique_kb(out)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    return out
-
-
-def musique_questions() -> list[str]:
-    """Bundled MuSiQue questions, then distinct passage titles (short, realistic queries)."""
-    from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_QA
-
-    qs = [q["question"] for q in json.loads(MUSIQUE_QA.read_text())]
-    return qs + list(dict.fromkeys(p["title"] for p in json.loads(MUSIQUE_CORPUS.read_text())))
-
-
-def long_queries(n: int, chars: int) -> list[str]:
-    """``n`` distinct slices of ``chars`` characters of MuSiQue passage text (entity-dense)."""
-    from gta_verl.bundled import MUSIQUE_CORPUS
-
-    text = " ".join(p["text"] for p in json.loads(MUSIQUE_CORPUS.read_text()))
-    return [text[i * chars : (i + 1) * chars] for i in range(n)]
-
-
-# ------------------------------------------------------------------------------------------ HTTP
-class Server:
-    """uvicorn in a thread on 127.0.0.1, built as ``serve()`` builds it (deadlines, cap); stop() ends it."""
-
-    def __init__(self, app: Any) -> None:
-        import httpx
-
-        from gta_verl.retrieval.serving.http import KEEP_ALIVE_S
-        from gta_verl.retrieval.serving.http_protocol import make_server
-
-        self.port = _free_port()
-        self.server = make_server(
-            app, "127.0.0.1", self.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.port}"
-        for _ in range(400):
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        raise RuntimeError("the HTTP retriever did not come up within 20 s")
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
-_MUSIQUE: dict[str, Any] = {}
-
-
-def musique_server() -> tuple[Any, Server]:
-    """(retriever, server) on the MuSiQue KB with the default limits, started once per run."""
-    if not _MUSIQUE:
-        from gta_verl.retrieval.backends import open_retriever
-        from gta_verl.retrieval.serving.http import create_app
-
-        retriever = open_retriever(musique_kb_dir())
-        _MUSIQUE.update(retriever=retriever, server=Server(create_app(retriever)))
-    return _MUSIQUE["retriever"], _MUSIQUE["server"]
-
-
-def stop_musique_server() -> None:
-    if _MUSIQUE:
-        _MUSIQUE.pop("server").stop()
-        _MUSIQUE.clear()
-
-
+# ------------------------------------------------------------------------------------------ hostile input
 def chunked_flood(port: int, total: int, chunk: int = 1 << 16) -> tuple[str, int]:
     """POST ``total`` bytes chunked; stop when the server answers. Returns (status line, bytes sent)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
@@ -166,26 +62,26 @@ def _post(url: str, content: bytes) -> Any:
     )
 
 
-def hostile_rows(srv: Server) -> list[tuple[str, str, str]]:
-    """(case, expected, got) for the hostile HTTP requests and the strict request schema."""
-    import httpx
-
-    rows = []
+def _flood_rows(srv: Server) -> list[tuple[str, str, str]]:
+    """The oversize bodies: 12 MB chunked, and a 12 MB Content-Length with 2 bytes sent."""
     status, sent = chunked_flood(srv.port, 12_000_000)
-    rows.append(
+    return [
         (
             "12 MB body, chunked transfer",
             "413",
             f"{status.split(' ', 1)[-1]} (client had pushed {sent:,} bytes into the socket)",
-        )
-    )
-    rows.append(
+        ),
         (
             "Content-Length 12,000,000 (2 bytes sent)",
             "413",
             declared_flood(srv.port, 12_000_000).split(" ", 1)[-1],
-        )
-    )
+        ),
+    ]
+
+
+def _schema_rows(srv: Server) -> list[tuple[str, str, str]]:
+    """Bodies the strict request schema refuses with 422 (bad text, bad ``topk``, bad shapes)."""
+    rows = []
     for name, raw in (
         ("lone surrogate escape `\\ud800`", b'{"queries": ["\\ud800 x"]}'),
         ("lone low surrogate `\\udfff` after a valid query", b'{"queries": ["ok", "\\udfff"]}'),
@@ -199,6 +95,12 @@ def hostile_rows(srv: Server) -> list[tuple[str, str, str]]:
         r = _post(srv.url, raw)
         echo = ", body echoes no input" if "\\ud800" not in r.text else ""
         rows.append((name, "422", f"{r.status_code}{echo}"))
+    return rows
+
+
+def _empty_query_rows(srv: Server) -> list[tuple[str, str, str]]:
+    """An empty, NUL or blank query next to a good one: 200, the same per-query error with or without topk."""
+    rows = []
     for bad, shown in (("", '`""`'), ("\u0000", '`"\\u0000"`'), ("  \t", "blank")):
         errs = []
         for extra in ({}, {"topk": 3}):
@@ -215,6 +117,14 @@ def hostile_rows(srv: Server) -> list[tuple[str, str, str]]:
                 ("same: " + errs[0].split(":", 1)[1][:60]) if same else f"DIFFER: {errs}",
             )
         )
+    return rows
+
+
+def hostile_rows(srv: Server) -> list[tuple[str, str, str]]:
+    """(case, expected, got) for the hostile HTTP requests and the strict request schema."""
+    import httpx
+
+    rows = _flood_rows(srv) + _schema_rows(srv) + _empty_query_rows(srv)
     long_q = json.dumps({"queries": long_queries(400, 2300)}).encode()  # 920,000 query characters
     t = time.perf_counter()
     r = _post(srv.url, long_q)
@@ -253,8 +163,8 @@ class _Calls:
     def row(self) -> str:
         n = len(self.ms)
         return (
-            f"{n} | {self.ok} | {self.late + self.timeouts} | {self.other} | {_pct(self.ms, 50):.0f} | "
-            f"{_pct(self.ms, 95):.0f} | {max(self.ms, default=float('nan')):.0f}"
+            f"{n} | {self.ok} | {self.late + self.timeouts} | {self.other} | {pct(self.ms, 50):.0f} | "
+            f"{pct(self.ms, 95):.0f} | {max(self.ms, default=float('nan')):.0f}"
         )
 
 
@@ -409,184 +319,6 @@ def section_http(n: int, clients: int) -> None:
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(
-        f"| {len(ok):,} | {same:,} | {_pct(lat, 50):.0f} | {_pct(lat, 95):.0f} | {max(lat):.0f} | "
+        f"| {len(ok):,} | {same:,} | {pct(lat, 50):.0f} | {pct(lat, 95):.0f} | {max(lat):.0f} | "
         f"{wall:.1f} | {len(qs) / wall:.1f} | {inproc_s:.1f} | {wall / inproc_s:.2f} |"
     )
-
-
-# ------------------------------------------------------------------------------------------ actor kills
-KILLS = ("ray.kill(no_restart=True)", "ray.kill(no_restart=False)", "SIGKILL")
-
-
-def _service_pid(name_part: str) -> int:
-    """Pid of this driver's Ray worker running ``name_part`` (children of our own local cluster only)."""
-    import psutil
-
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if name_part in " ".join(p.cmdline()):
-                return p.pid
-        except psutil.Error:
-            continue
-    raise RuntimeError(f"no Ray worker process titled {name_part!r} under this driver")
-
-
-def kill(target: str, how: str, service: Any) -> None:
-    """Kill the service's first replica (``target="replica"``) or the service itself, one of :data:`KILLS`."""
-    import ray
-
-    if target == "replica":
-        ((_, handle),) = ray.get(service.replicas.remote())["replicas"][:1]
-        pid = ray.get(handle.health.remote())["pid"] if how == "SIGKILL" else None
-    else:
-        handle, pid = service, (_service_pid("ray::RetrieverService") if how == "SIGKILL" else None)
-    if how == "SIGKILL":
-        os.kill(pid, signal.SIGKILL)
-    else:
-        ray.kill(handle, no_restart=how == "ray.kill(no_restart=True)")
-
-
-@dataclass
-class KillRow:
-    target: str
-    how: str
-    calls: int
-    answered: int
-    equal: int
-    errors: int
-    slowest_ms: float
-    recovered_s: float
-    later_equal: bool
-    reasons: dict[str, int]
-
-
-async def kill_during_calls(
-    client: Any, qs: list[str], expected: list[list[str]], n_calls: int, do_kill: Any
-) -> tuple[list[Any], list[float]]:
-    """``n_calls`` concurrent one-query calls; ``do_kill()`` once they are all in flight."""
-
-    async def timed(i: int) -> tuple[Any, float]:
-        t = time.perf_counter()
-        (r,) = await client.aretrieve([qs[i % len(qs)]])
-        return r, (time.perf_counter() - t) * 1000
-
-    tasks = [asyncio.ensure_future(timed(i)) for i in range(n_calls)]
-    await asyncio.sleep(0)  # every task has sent its call
-    await asyncio.to_thread(do_kill)
-    done = await asyncio.gather(*tasks)
-    return [r for r, _ in done], [ms for _, ms in done]
-
-
-def wait_recovered(
-    client: Any, qs: list[str], expected: list[list[str]], limit_s: float
-) -> tuple[float, bool]:
-    """Seconds until one call of all ``qs`` succeeds again, and whether it equals ``expected``."""
-    t = time.perf_counter()
-    while True:
-        res = client.retrieve(qs)
-        if all(r.ok for r in res) or time.perf_counter() - t > limit_s:
-            return time.perf_counter() - t, [r.doc_ids for r in res] == expected
-        time.sleep(0.2)
-
-
-def section_actor(n_calls: int, kb: str, targets: list[str]) -> list[KillRow]:
-    """Kill the retriever (replica, then the service) three ways during ``n_calls`` concurrent calls."""
-    import ray
-
-    from gta_verl.retrieval.backends import open_retriever
-    from gta_verl.retrieval.config import RetrieverConfig
-    from gta_verl.retrieval.serving.clients import RayRetrieverClient
-    from gta_verl.retrieval.serving.config import ServingConfig
-    from gta_verl.retrieval.serving.service import RetrieverSpec
-
-    tmp = Path(tempfile.mkdtemp())
-    if kb == "toy":
-        from gta_verl.kb.store import save_kb
-        from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
-
-        emb = HashEmbedder()
-        save_kb(make_toy_kb(emb), tmp / "kb")
-        kb_dir, embedder = tmp / "kb", "gta_verl.testing.toy_kb:HashEmbedder"
-        qs = [
-            "Where was the president of France born?",
-            "capital of Japan",
-            "chancellor of Germany",
-            "Mount Fuji height",
-        ]
-        local = open_retriever(kb_dir, embedder=emb)
-    else:
-        kb_dir, embedder, qs = musique_kb_dir(), None, musique_questions()[:64]
-        local = _MUSIQUE.get("retriever") or open_retriever(kb_dir)
-    expected = [r.doc_ids for r in local.retrieve(qs)]
-    ns, name = "gta_verl_stress", "stress_retriever"
-    spec = RetrieverSpec(
-        kb_dir=str(Path(kb_dir).resolve()),
-        config=RetrieverConfig().to_dict(),
-        name=name,
-        namespace=ns,
-        embedder=embedder,
-        serving=ServingConfig(num_replicas=1, num_cpus=0.5, monitor_interval_s=0.2).to_dict(),
-    )
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace=ns)
-    rows: list[KillRow] = []
-    try:
-        service = spec.create()
-        ray.get(service.health.remote())
-        # as the agent loop builds it (gta_verl.agent.retriever_access): handle, name, allowed to recreate
-        client = RayRetrieverClient(service, timeout_s=TIMEOUT_S, recreate=spec.create, name=name)
-        before = [r.doc_ids for r in client.retrieve(qs)]
-        for target in targets:
-            for how in KILLS:
-                svc = ray.get_actor(name, namespace=ns)
-                ray.get(svc.health.remote())
-                out, ms = asyncio.run(
-                    kill_during_calls(
-                        client, qs, expected, n_calls, functools.partial(kill, target, how, svc)
-                    )
-                )
-                rec_s, later = wait_recovered(client, qs, expected, limit_s=180)
-                reasons: dict[str, int] = {}
-                for r in out:
-                    if not r.ok:
-                        key = (r.error or "")[:70]
-                        reasons[key] = reasons.get(key, 0) + 1
-                equal = sum(r.ok and r.doc_ids == expected[i % len(qs)] for i, r in enumerate(out))
-                rows.append(
-                    KillRow(
-                        target,
-                        how,
-                        n_calls,
-                        sum(r.ok for r in out),
-                        equal,
-                        sum(not r.ok for r in out),
-                        max(ms),
-                        rec_s,
-                        later and before == expected,
-                        reasons,
-                    )
-                )
-        svc = ray.get_actor(name, namespace=ns)
-        ray.get(svc.shutdown.remote())
-        ray.kill(svc)
-    finally:
-        ray.shutdown()
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(
-        f"\n### Retriever killed during {n_calls} concurrent calls ({kb} KB, {len(qs)} distinct queries, "
-        f"client timeout {TIMEOUT_S:g} s, client built as the agent loop builds it)\n"
-    )
-    print(
-        "| killed | how | calls | answered | equal to in-process | error results | slowest call ms "
-        "| ≤ timeout | recovered after s | later results equal |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|---|---:|---|")
-    for r in rows:
-        print(
-            f"| {r.target} | `{r.how}` | {r.calls} | {r.answered} | {r.equal} | {r.errors} | "
-            f"{r.slowest_ms:.0f} | {'yes' if r.slowest_ms <= TIMEOUT_S * 1000 + 500 else 'NO'} | "
-            f"{r.recovered_s:.1f} | {'yes' if r.later_equal else 'NO'} |"
-        )
-    errs = {k: v for r in rows for k, v in r.reasons.items()}
-    if errs:
-        print(f"\nerror results seen: {errs}")
-    return rows

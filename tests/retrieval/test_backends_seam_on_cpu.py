@@ -54,7 +54,8 @@ CALLERS = {
     "benchmarks/retriever_sweep.py",
     "benchmarks/retriever_whole.py",
     "benchmarks/stress.py",
-    "benchmarks/stress_serving.py",
+    "benchmarks/stress_actor.py",
+    "benchmarks/stress_musique.py",
     "benchmarks/synth.py",
 }
 
