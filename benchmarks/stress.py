@@ -96,33 +96,16 @@ def fuzz_turn(rng: random.Random) -> str:
     return "".join(rng.choice(_FRAGMENTS) for _ in range(rng.randint(0, 12)))
 
 
-def section_fuzz(n: int, seed: int) -> None:
+def _fuzz_managers(tok: Any) -> dict[str, Any]:
+    """The three registered gta reward managers, each built as verl builds it."""
     from omegaconf import OmegaConf
 
     import gta_verl.rewards.managers  # registers trajectory_guided, exact_match
     import gta_verl.rewards.path_router_manager  # noqa: F401 - registers path_router
-    from gta_verl.agent.backends import ScriptedServerManager
-    from gta_verl.agent.retriever_access import in_process_client
-    from gta_verl.agent.runner import make_trainer_config, rollout_data_proto, run_agent_rollouts
-    from gta_verl.agent.spans import response_mask_from_spans
-    from gta_verl.agent.tokenizer import load_qwen_tokenizer
-    from gta_verl.data import schema
-    from gta_verl.data.schema import make_verl_row
-    from gta_verl.data.types import QAExample
-    from gta_verl.retrieval.backends import open_kb_retriever
-    from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
     from gta_verl.verl_compat import get_reward_manager_cls
 
-    rng = random.Random(seed)
-    tok = load_qwen_tokenizer()
-    emb = HashEmbedder()
-    client = in_process_client(open_kb_retriever(make_toy_kb(emb), None, emb))
-    scripts = [[fuzz_turn(rng) for _ in range(rng.randint(1, 6))] for _ in range(n)]
-    ex = QAExample("f", "Where was the president of France born?", ("Amiens",), (), 2, "toy")
-    rows = [make_verl_row(ex, i) for i in range(n)]
-    cfg = make_trainer_config(prompt_length=1024, response_length=768)
     mcfg = OmegaConf.create({"gta": {}, "reward": {}})
-    managers = {
+    return {
         name: get_reward_manager_cls(name)(
             config=mcfg,
             tokenizer=tok,
@@ -132,9 +115,30 @@ def section_fuzz(n: int, seed: int) -> None:
         )
         for name in ("trajectory_guided", "exact_match", "path_router")
     }
-    errors: dict[str, int] = {"loop": 0, **{k: 0 for k in managers}}
-    bad_masks, t0 = 0, time.perf_counter()
+
+
+def _fuzz_rollouts(n: int, rng: random.Random, tok: Any, errors: dict[str, int]) -> tuple[list[Any], float]:
+    """``n`` fuzzed scripted generations through the agent loop on the toy KB (loop exceptions counted).
+
+    Returns:
+        The rollouts and the seconds the loop took.
+    """
+    from gta_verl.agent.backends import ScriptedServerManager
+    from gta_verl.agent.retriever_access import in_process_client
+    from gta_verl.agent.runner import make_trainer_config, run_agent_rollouts
+    from gta_verl.data.schema import make_verl_row
+    from gta_verl.data.types import QAExample
+    from gta_verl.retrieval.backends import open_kb_retriever
+    from gta_verl.testing.toy_kb import HashEmbedder, make_toy_kb
+
+    emb = HashEmbedder()
+    client = in_process_client(open_kb_retriever(make_toy_kb(emb), None, emb))
+    scripts = [[fuzz_turn(rng) for _ in range(rng.randint(1, 6))] for _ in range(n)]
+    ex = QAExample("f", "Where was the president of France born?", ("Amiens",), (), 2, "toy")
+    rows = [make_verl_row(ex, i) for i in range(n)]
+    cfg = make_trainer_config(prompt_length=1024, response_length=768)
     rollouts: list[Any] = []
+    t0 = time.perf_counter()
     for s in range(0, n, 500):  # chunks: a loop exception costs one chunk, and is counted
         try:
             rollouts += run_agent_rollouts(
@@ -148,7 +152,15 @@ def section_fuzz(n: int, seed: int) -> None:
         except Exception as exc:  # counted, reported
             errors["loop"] += 1
             print(f"loop exception: {type(exc).__name__}: {exc}", file=sys.stderr)
-    t_loop = time.perf_counter() - t0
+    return rollouts, time.perf_counter() - t0
+
+
+def _bad_masks(rollouts: list[Any]) -> int:
+    """Rollouts whose turn spans do not tile the response or whose mask differs from the spans'."""
+    from gta_verl.agent.spans import response_mask_from_spans
+    from gta_verl.data import schema
+
+    bad = 0
     for r in rollouts:
         spans = r.extra_fields[schema.EF_TURN_SPANS]
         n_tok = len(r.response_ids)
@@ -163,22 +175,38 @@ def section_fuzz(n: int, seed: int) -> None:
             or r.response_mask != response_mask_from_spans(n_tok, spans)
             or len(r.response_mask) != n_tok
         ):
-            bad_masks += 1
+            bad += 1
+    return bad
 
-    async def score_all() -> None:
-        for r in rollouts:
-            for name, m in managers.items():
-                try:
-                    res = await m.run_single(rollout_data_proto(r))
-                    if not np.isfinite(float(res["reward_score"])):
-                        raise ValueError("non-finite reward")
-                except Exception as exc:  # counted, reported
-                    errors[name] += 1
-                    if errors[name] <= 3:
-                        print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
 
+async def _score_all(rollouts: list[Any], managers: dict[str, Any], errors: dict[str, int]) -> None:
+    """Every rollout through every manager; exceptions and non-finite rewards counted per manager."""
+    from gta_verl.agent.runner import rollout_data_proto
+
+    for r in rollouts:
+        for name, m in managers.items():
+            try:
+                res = await m.run_single(rollout_data_proto(r))
+                if not np.isfinite(float(res["reward_score"])):
+                    raise ValueError("non-finite reward")
+            except Exception as exc:  # counted, reported
+                errors[name] += 1
+                if errors[name] <= 3:
+                    print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def section_fuzz(n: int, seed: int) -> None:
+    from gta_verl.agent.tokenizer import load_qwen_tokenizer
+    from gta_verl.data import schema
+
+    rng = random.Random(seed)
+    tok = load_qwen_tokenizer()
+    managers = _fuzz_managers(tok)
+    errors: dict[str, int] = {"loop": 0, **{k: 0 for k in managers}}
+    rollouts, t_loop = _fuzz_rollouts(n, rng, tok, errors)
+    bad_masks = _bad_masks(rollouts)
     t1 = time.perf_counter()
-    asyncio.run(score_all())
+    asyncio.run(_score_all(rollouts, managers, errors))
     t_score = time.perf_counter() - t1
     kinds = {}
     for r in rollouts:
