@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import numpy as np
 
 from gta_verl.data.types import Passage
 from gta_verl.kb.embed import DEFAULT_EMBEDDER, Embedder, load_embedder
-from gta_verl.kb.graph import assemble_graph, collect_nodes, relation_edges, synonymy_edges
+from gta_verl.kb.graph import NodeTables, assemble_graph, collect_nodes, relation_edges, synonymy_edges
 from gta_verl.kb.knowledge_base import KnowledgeBase
 from gta_verl.kb.openie.base import Extraction, OpenIEBackend, make_extraction
 
@@ -132,30 +133,12 @@ def build_kb(
     if len(set(ids)) != len(ids):
         raise ValueError("build_kb: passages contain duplicate doc_ids; deduplicate the corpus first")
     timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    nodes = collect_nodes(passages, as_extractions(triples_by_doc), config.include_ner_entities)
-    timings["tables_s"] = time.perf_counter() - t0
-    kp, ke, kt = _known_vectors(reuse)
-    t0 = time.perf_counter()
-    b = config.embed_batch_size
-    passage_emb = _encode(embedder, [p.contents for p in passages], kp, b, progress)
-    entity_emb = _encode(embedder, nodes.entities, ke, b, progress)
-    triple_emb = _encode(embedder, [t.text for t in nodes.triples], kt, b, progress)
-    timings["embedding_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    syn = synonymy_edges(
-        entity_emb,
-        nodes.entities,
-        config.synonymy_threshold,
-        config.synonymy_k,
-        config.synonymy_min_alnum,
-        progress=progress,
-    )
-    timings["synonymy_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    rel = relation_edges(nodes.triple_entity_ids)
-    graph, syn_skipped = assemble_graph(len(passages), len(nodes.entities), nodes.doc_entity, rel, syn)
-    timings["graph_s"] = time.perf_counter() - t0
+    with _timed(timings, "tables_s"):
+        nodes = collect_nodes(passages, as_extractions(triples_by_doc), config.include_ner_entities)
+    known = _known_vectors(reuse)
+    with _timed(timings, "embedding_s"):
+        embs = _embed_nodes(embedder, passages, nodes, known, config.embed_batch_size, progress)
+    graph, syn_skipped = _build_graph(len(passages), nodes, embs[1], config, progress, timings)
     manifest = {
         "config": config.graph_dict(),
         "embedder": embedder.name,
@@ -164,6 +147,73 @@ def build_kb(
         "timings": {k: round(v, 3) for k, v in timings.items()},
         **(extra_manifest or {}),
     }
+    return _make_kb(passages, nodes, graph, embs, embedder.name, manifest)
+
+
+@contextmanager
+def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
+    """Record the block's wall seconds as ``timings[key]``."""
+    t0 = time.perf_counter()
+    yield
+    timings[key] = time.perf_counter() - t0
+
+
+def _embed_nodes(
+    embedder: Embedder,
+    passages: Sequence[Passage],
+    nodes: NodeTables,
+    known: tuple[dict[str, np.ndarray], ...],
+    batch: int,
+    progress: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Passage, entity and triple vectors (texts in ``known``, per kind, are not encoded again)."""
+    kp, ke, kt = known
+    return (
+        _encode(embedder, [p.contents for p in passages], kp, batch, progress),
+        _encode(embedder, nodes.entities, ke, batch, progress),
+        _encode(embedder, [t.text for t in nodes.triples], kt, batch, progress),
+    )
+
+
+def _build_graph(
+    n_docs: int,
+    nodes: NodeTables,
+    entity_emb: np.ndarray,
+    config: KBConfig,
+    progress: bool,
+    timings: dict[str, float],
+) -> tuple[Any, int]:
+    """The graph from the three edge kinds, timed as ``synonymy_s`` and ``graph_s``.
+
+    Returns:
+        (graph, synonymy pairs merged into a relation edge).
+    """
+    with _timed(timings, "synonymy_s"):
+        syn = synonymy_edges(
+            entity_emb,
+            nodes.entities,
+            config.synonymy_threshold,
+            config.synonymy_k,
+            config.synonymy_min_alnum,
+            progress=progress,
+        )
+    with _timed(timings, "graph_s"):
+        rel = relation_edges(nodes.triple_entity_ids)
+        return assemble_graph(n_docs, len(nodes.entities), nodes.doc_entity, rel, syn)
+
+
+def _make_kb(
+    passages: Sequence[Passage],
+    nodes: NodeTables,
+    graph: Any,
+    embs: tuple[np.ndarray, np.ndarray, np.ndarray],
+    embedder_name: str,
+    manifest: dict[str, Any],
+) -> KnowledgeBase:
+    """The :class:`KnowledgeBase` of the built tables, with its ``counts`` added to ``manifest``."""
+    from gta_verl.kb.stats import kb_stats
+
+    passage_emb, entity_emb, triple_emb = embs
     kb = KnowledgeBase(
         passages=tuple(passages),
         entities=tuple(nodes.entities),
@@ -173,11 +223,9 @@ def build_kb(
         passage_emb=passage_emb,
         entity_emb=entity_emb,
         triple_emb=triple_emb,
-        embedder_name=embedder.name,
+        embedder_name=embedder_name,
         manifest=manifest,
     )
-    from gta_verl.kb.stats import kb_stats
-
     kb.manifest["counts"] = kb_stats(kb)
     return kb
 

@@ -146,19 +146,35 @@ def synonymy_edges(
             emb[s : s + chunk], float(np.nextafter(threshold, -1, dtype=np.float32))
         )
         for r in range(len(lims) - 1):
-            sc, nb = scores[lims[r] : lims[r + 1]], nbrs[lims[r] : lims[r + 1]]
-            keep = sc >= threshold
-            sc, nb = sc[keep], nb[keep]
-            if len(sc) > k + 1:  # the k best besides the entity itself
-                top = np.argsort(-sc, kind="stable")[: k + 1]
-                sc, nb = sc[top], nb[top]
-            a = int(idx_ok[s + r])
-            for b_local, w in zip(nb.tolist(), sc.tolist(), strict=True):
-                b = int(idx_ok[b_local])
-                if a != b:
-                    key = (a, b) if a < b else (b, a)
-                    best[key] = max(best.get(key, -1.0), float(w))
+            hits = slice(lims[r], lims[r + 1])
+            _fold_hits(best, idx_ok, int(idx_ok[s + r]), scores[hits], nbrs[hits], threshold, k)
     return [(a, b, w) for (a, b), w in sorted(best.items())]
+
+
+def _fold_hits(
+    best: dict[tuple[int, int], float],
+    idx_ok: np.ndarray,
+    a: int,
+    sc: np.ndarray,
+    nb: np.ndarray,
+    threshold: float,
+    k: int,
+) -> None:
+    """Fold entity ``a``'s range-search hits into ``best``: cos ≥ δ, its k best, the pair's best cosine.
+
+    ``nb`` are rows of the searched subset (entity ``idx_ok[row]``); a pair is keyed ``(min, max)``
+    so either side's hit keeps it.
+    """
+    keep = sc >= threshold
+    sc, nb = sc[keep], nb[keep]
+    if len(sc) > k + 1:  # the k best besides the entity itself
+        top = np.argsort(-sc, kind="stable")[: k + 1]
+        sc, nb = sc[top], nb[top]
+    for b_local, w in zip(nb.tolist(), sc.tolist(), strict=True):
+        b = int(idx_ok[b_local])
+        if a != b:
+            key = (a, b) if a < b else (b, a)
+            best[key] = max(best.get(key, -1.0), float(w))
 
 
 def assemble_graph(
