@@ -153,7 +153,22 @@ def _answer_reward(em: float, complete: bool, cfg: TrajectoryRewardConfig) -> fl
 def _search_rewards(
     newly: Sequence[Sequence[str]], num_targets: int, cfg: TrajectoryRewardConfig
 ) -> tuple[list[float], float]:
-    """(r_search_t per turn from Δ_t, terminal term): eq 16 or F_t of ``step_shaping``; 0 when S = ∅."""
+    """(r_search_t per turn from Δ_t, terminal term): eq 16 or F_t of ``step_shaping``; 0 when S = ∅.
+
+    Examples:
+        Coverage bonus (γ = 1) after d1 then d1 again, S = {d1, d2}: Φ goes 0 → 1/2 → 1/2, so
+        F = (1/2, 0) and R = 1/2 + 0 + 1 = 1.5. Potential-based shaping adds F_end = −1/2:
+        R = 1 = r_ans.
+
+        >>> cfg = TrajectoryRewardConfig(step_shaping="coverage_bonus")
+        >>> r = trajectory_reward([["d1"], ["d1"]], ["d1", "d2"], "Paris", ["Paris"], cfg)
+        >>> r.search_rewards, r.total
+        ((0.5, 0.0), 1.5)
+        >>> cfg = TrajectoryRewardConfig(step_shaping="potential")
+        >>> r = trajectory_reward([["d1"], ["d1"]], ["d1", "d2"], "Paris", ["Paris"], cfg)
+        >>> r.search_rewards, r.terminal_shaping, r.total
+        ((0.5, 0.0), -0.5, 1.0)
+    """
     counts = [len(d) for d in newly]
     if cfg.step_shaping == "potential":
         per_turn, terminal = potential_shaping(counts, num_targets)
@@ -163,6 +178,24 @@ def _search_rewards(
     if not num_targets:
         return [0.0] * len(newly), 0.0
     return [cfg.hit_per_doc * len(d) if d else cfg.miss for d in newly], 0.0
+
+
+def _newly_covered(turn_doc_ids: Sequence[Iterable[str]], targets: set[str]) -> list[tuple[str, ...]]:
+    """Δ_t per search turn (eq 15): the targets first retrieved at turn t, in retrieval order.
+
+    >>> _newly_covered([["d1", "x", "d1"], ["d1", "d2"]], {"d1", "d2"})
+    [('d1',), ('d2',)]
+    """
+    covered: set[str] = set()
+    newly: list[tuple[str, ...]] = []
+    for turn in turn_doc_ids:
+        delta: list[str] = []
+        for doc in _doc_list(turn):
+            if doc in targets and doc not in covered and doc not in delta:
+                delta.append(doc)
+        covered.update(delta)
+        newly.append(tuple(delta))
+    return newly
 
 
 def trajectory_reward(
@@ -199,28 +232,11 @@ def trajectory_reward(
         >>> round(trajectory_reward([["d1"], ["d1"]], ["d1", "d2"], "Paris", ["Paris"]).total, 4)
         1.15
 
-        Coverage bonus (γ = 1): Φ goes 0 → 1/2 → 1/2, so F = (1/2, 0) and
-        R = 1/2 + 0 + 1 = 1.5. Potential-based shaping adds F_end = −1/2: R = 1 = r_ans.
-
-        >>> cfg = TrajectoryRewardConfig(step_shaping="coverage_bonus")
-        >>> r = trajectory_reward([["d1"], ["d1"]], ["d1", "d2"], "Paris", ["Paris"], cfg)
-        >>> r.search_rewards, r.total
-        ((0.5, 0.0), 1.5)
-        >>> cfg = TrajectoryRewardConfig(step_shaping="potential")
-        >>> r = trajectory_reward([["d1"], ["d1"]], ["d1", "d2"], "Paris", ["Paris"], cfg)
-        >>> r.search_rewards, r.terminal_shaping, r.total
-        ((0.5, 0.0), -0.5, 1.0)
+        The ``step_shaping`` variants: the examples of :func:`_search_rewards`.
     """
     targets = set(_doc_list(target_doc_ids))
-    covered: set[str] = set()
-    newly: list[tuple[str, ...]] = []
-    for turn in turn_doc_ids:
-        delta: list[str] = []
-        for doc in _doc_list(turn):
-            if doc in targets and doc not in covered and doc not in delta:
-                delta.append(doc)
-        covered.update(delta)
-        newly.append(tuple(delta))
+    newly = _newly_covered(turn_doc_ids, targets)
+    covered = {doc for delta in newly for doc in delta}
     search_rewards, terminal = _search_rewards(newly, len(targets), config)
 
     complete = covered >= targets
