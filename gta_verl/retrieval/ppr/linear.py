@@ -176,6 +176,67 @@ def _push_add(
                 seen[u] = False
 
 
+def _basis_scores(
+    basis: PassageBasis, seeds: sp.csr_matrix, q: np.ndarray, a: np.ndarray, c: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The basis part ``a E q + c 1_D`` of every document's score, and each row's personalization mass.
+
+    Returns:
+        ``(float64 [B, n_docs]`` scores divided by the row's mass, ``float64 [B]`` the masses ``‖p_b‖₁)``.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    c = np.asarray(c, dtype=np.float64)
+    # einsum, not @: a [B, dim] float64 GEMV would wake numpy's BLAS pool (see gemm.py)
+    total = (
+        seeds @ basis.node_mass
+        + a * np.einsum("bd,d->b", q.astype(np.float64), basis.emb_mass)
+        + c * basis.ones_mass
+    )
+    if np.any(total <= 0):
+        raise ValueError(f"personalization rows {np.flatnonzero(total <= 0)[:5].tolist()} are all zero")
+    out = gemm.scores(q, basis.doc_response).astype(np.float64)  # [B, n_docs]
+    out *= a[:, None]
+    out += c[:, None] * basis.ones_response[None, :]
+    out /= total[:, None]
+    return out, total
+
+
+def _add_seed_push(
+    tr: Transition,
+    basis: PassageBasis,
+    seeds: sp.csr_matrix,
+    total: np.ndarray,
+    eps: float,
+    n_threads: int | None,
+    out: np.ndarray,
+    touched: np.ndarray,
+) -> None:
+    """Add the sparse seeds' part of the documents' scores to ``out`` in place (forward push).
+
+    Row ``b`` is scaled by ``1 / total[b]``; ``touched[b]`` gets the nodes its push touched.
+    """
+    indptr, indices, probs, perm, inv = _push_graph(tr)
+    threads = max(1, min(int(n_threads or numba.get_num_threads()), seeds.shape[0]))
+    with push_scratch(tr, threads) as scratch:
+        _push_add(
+            indptr,
+            indices,
+            probs,
+            push_threshold(tr, eps),
+            perm,
+            basis.n_docs,
+            seeds.indptr.astype(np.int64),
+            inv[seeds.indices],
+            seeds.data,
+            float(basis.alpha),
+            1.0 / total,
+            threads,
+            out,
+            touched,
+            *scratch,
+        )
+
+
 def linear_ppr_docs(
     tr: Transition,
     basis: PassageBasis,
@@ -208,43 +269,9 @@ def linear_ppr_docs(
         document entries of ``batched_ppr``'s rows), ``int64 [B]`` nodes the push touched).
     """
     seeds = sp.csr_matrix(seeds, dtype=np.float64)
-    n_b = seeds.shape[0]
-    a = np.asarray(a, dtype=np.float64)
-    c = np.asarray(c, dtype=np.float64)
-    q = np.asarray(query_emb, dtype=np.float32)
-    # einsum, not @: a [B, dim] float64 GEMV would wake numpy's BLAS pool (see gemm.py)
-    total = (
-        seeds @ basis.node_mass
-        + a * np.einsum("bd,d->b", q.astype(np.float64), basis.emb_mass)
-        + c * basis.ones_mass
-    )
-    if np.any(total <= 0):
-        raise ValueError(f"personalization rows {np.flatnonzero(total <= 0)[:5].tolist()} are all zero")
-    out = gemm.scores(q, basis.doc_response).astype(np.float64)  # [B, n_docs]
-    out *= a[:, None]
-    out += c[:, None] * basis.ones_response[None, :]
-    out /= total[:, None]
-    touched = np.zeros(n_b, np.int64)
+    out, total = _basis_scores(basis, seeds, np.asarray(query_emb, dtype=np.float32), a, c)
+    touched = np.zeros(seeds.shape[0], np.int64)
     if seeds.nnz:
-        indptr, indices, probs, perm, inv = _push_graph(tr)
-        threads = max(1, min(int(n_threads or numba.get_num_threads()), n_b))
-        with push_scratch(tr, threads) as scratch:
-            _push_add(
-                indptr,
-                indices,
-                probs,
-                push_threshold(tr, eps),
-                perm,
-                basis.n_docs,
-                seeds.indptr.astype(np.int64),
-                inv[seeds.indices],
-                seeds.data,
-                float(basis.alpha),
-                1.0 / total,
-                threads,
-                out,
-                touched,
-                *scratch,
-            )
+        _add_seed_push(tr, basis, seeds, total, eps, n_threads, out, touched)
     np.maximum(out, 0.0, out=out)  # float32 GEMV round-off on documents with ~0 score
     return out, touched
