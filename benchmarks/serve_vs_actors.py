@@ -29,6 +29,7 @@ docs/benchmarks/serve_vs_actors.md; the decision in docs/scale.md, "Serving: act
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import time
@@ -207,27 +208,13 @@ def replica_infos(handle: Any, n: int) -> dict[int, dict[str, Any]]:
     return infos
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = replica_parser(__doc__, "1,2", 256)
-    ap.add_argument(
-        "--serve-wait-ms",
-        default=None,
-        help="comma list of Serve batch_wait_timeout_s in ms (default: the micro-batcher's wait)",
-    )
-    args = ap.parse_args(argv)
-    require_serve()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+def measure(
+    args: argparse.Namespace, kb_dir: Any, qs: list[str], expected: Any, batching: Any, waits: list[float]
+) -> tuple[list[dict[str, Any]], tuple[float, float]]:
+    """(a row per replica count and server: actors, then Serve per batch wait; Serve's request ceiling)."""
     import ray
     from ray import serve
 
-    from gta_verl.retrieval.serving.config import ServingConfig
-
-    batching = ServingConfig()  # the micro-batcher's defaults: the actors below use them too
-    waits = [float(x) for x in (args.serve_wait_ms or str(batching.max_wait_ms)).split(",")]
-    kb_dir = args.kb or musique_kb_dir()
-    qs = questions()
-    load0 = os.getloadavg()
-    ref_qps, expected = bench_reference(kb_dir, qs, args.calls)
     # address="local": a private instance even when another `ray start` cluster runs on this node
     ray.init(
         address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, namespace=NS
@@ -253,7 +240,19 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         serve.shutdown()
         ray.shutdown()
-    load1 = os.getloadavg()
+    return rows, ceiling
+
+
+def report(
+    args: argparse.Namespace,
+    batching: Any,
+    loads: tuple[Any, Any],
+    ref_qps: float,
+    rows: list[dict[str, Any]],
+    ceiling: tuple[float, float],
+) -> None:
+    """Print the serving table; ``loads``: the load averages at the start and at the end."""
+    load0, load1 = loads
     print(
         f"\n### Serving: {args.calls} single-query calls from {args.callers} concurrent callers "
         f"(MuSiQue KB, MiniLM encoder, Ray with {args.num_cpus} CPUs on {os.cpu_count()} cores, "
@@ -281,6 +280,28 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.callers} callers, batch handler returning its input): **{ceiling[0]:.1f} calls/s**, "
         f"mean batch {ceiling[1]:.1f}"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = replica_parser(__doc__, "1,2", 256)
+    ap.add_argument(
+        "--serve-wait-ms",
+        default=None,
+        help="comma list of Serve batch_wait_timeout_s in ms (default: the micro-batcher's wait)",
+    )
+    args = ap.parse_args(argv)
+    require_serve()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from gta_verl.retrieval.serving.config import ServingConfig
+
+    batching = ServingConfig()  # the micro-batcher's defaults: the actors below use them too
+    waits = [float(x) for x in (args.serve_wait_ms or str(batching.max_wait_ms)).split(",")]
+    kb_dir = args.kb or musique_kb_dir()
+    qs = questions()
+    load0 = os.getloadavg()
+    ref_qps, expected = bench_reference(kb_dir, qs, args.calls)
+    rows, ceiling = measure(args, kb_dir, qs, expected, batching, waits)
+    report(args, batching, (load0, os.getloadavg()), ref_qps, rows, ceiling)
     return 0
 
 
