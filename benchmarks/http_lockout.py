@@ -102,6 +102,64 @@ def _closed_by_server(socks: list[socket.socket]) -> int:
     return n
 
 
+def _wait_served(proc: subprocess.Popen, url: str, mode: str, log_path: Path) -> None:
+    """Wait (≤ 120 s) until the child server answers; its log tail in the error if it does not."""
+    deadline = time.monotonic() + 120
+    while not _served(url, 1.0):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{mode} server did not start: {log_path.read_text()[-2000:]}")
+        time.sleep(0.2)
+
+
+def _open_idle(port: int, args: argparse.Namespace, idle: list[socket.socket]) -> int:
+    """Open ``--idle`` sockets into ``idle`` (each sends the partial request under ``in-request``).
+
+    Returns:
+        How many failed to connect.
+    """
+    failed = 0
+    for _ in range(args.idle):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=2)
+            idle.append(s)
+            if args.attack == "in-request":
+                s.sendall(IN_REQUEST)
+        except OSError:
+            failed += 1
+    return failed
+
+
+def _probe(url: str, pid: int, window: float, t0: float, peak_fds: int) -> tuple[int, float | None, int, int]:
+    """A normal client's probes every 0.2 s until ``window`` s after ``t0``.
+
+    Returns:
+        (peak open fds of the server, seconds after ``t0`` of the first answer or None, probes, answered).
+    """
+    served_at, probes, answered = None, 0, 0
+    time.sleep(0.5)  # the attacker has refilled what the burst lost
+    while time.monotonic() - t0 < window:
+        probes += 1
+        if _served(url, 2.0):
+            answered += 1
+            served_at = time.monotonic() - t0 if served_at is None else served_at
+        peak_fds = max(peak_fds, _fds(pid))
+        time.sleep(0.2)
+    return peak_fds, served_at, probes, answered
+
+
+def _print_window_log(mode: str, log_path: Path, log0: int) -> None:
+    """The server's first log lines after the idle sockets opened, on stderr."""
+    with open(log_path, "rb") as f:
+        f.seek(log0)
+        window_log = f.read(4000).decode(errors="replace").splitlines()
+    print(
+        f"{mode}: first log lines after the idle sockets opened:",
+        *window_log[:4],
+        sep="\n  ",
+        file=sys.stderr,
+    )
+
+
 def measure(mode: str, args: argparse.Namespace, log_path: Path) -> dict:
     """One mode: start the child, open the idle sockets, probe, return the row."""
     port = _free_port()
@@ -115,43 +173,15 @@ def measure(mode: str, args: argparse.Namespace, log_path: Path) -> dict:
     idle: list[socket.socket] = []
     stop = threading.Event()
     try:
-        deadline = time.monotonic() + 120
-        while not _served(url, 1.0):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{mode} server did not start: {log_path.read_text()[-2000:]}")
-            time.sleep(0.2)
+        _wait_served(proc, url, mode, log_path)
         log0, t_open = log_path.stat().st_size, time.monotonic()
-        failed = 0
-        for _ in range(args.idle):
-            try:
-                s = socket.create_connection(("127.0.0.1", port), timeout=2)
-                idle.append(s)
-                if args.attack == "in-request":
-                    s.sendall(IN_REQUEST)
-            except OSError:
-                failed += 1
+        failed = _open_idle(port, args, idle)
         if args.attack == "in-request":  # an attacker reconnects at once whatever the server closes
             threading.Thread(target=_refill, args=(port, idle, stop), daemon=True).start()
         t0 = time.monotonic()  # every idle socket is open (or failed): the lock-out clock starts
-        peak_fds, served_at, probes, answered = _fds(proc.pid), None, 0, 0
-        time.sleep(0.5)  # the attacker has refilled what the burst lost
-        while time.monotonic() - t0 < args.window:
-            probes += 1
-            if _served(url, 2.0):
-                answered += 1
-                served_at = time.monotonic() - t0 if served_at is None else served_at
-            peak_fds = max(peak_fds, _fds(proc.pid))
-            time.sleep(0.2)
+        peak_fds, served_at, probes, answered = _probe(url, proc.pid, args.window, t0, _fds(proc.pid))
         log_bytes = log_path.stat().st_size - log0
-        with open(log_path, "rb") as f:
-            f.seek(log0)
-            window_log = f.read(4000).decode(errors="replace").splitlines()
-        print(
-            f"{mode}: first log lines after the idle sockets opened:",
-            *window_log[:4],
-            sep="\n  ",
-            file=sys.stderr,
-        )
+        _print_window_log(mode, log_path, log0)
         return {
             "mode": mode,
             "idle": args.idle,
