@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -291,12 +292,66 @@ def per_edge_graph(n: int, edges, weights, kinds):
     return g
 
 
+def _embedding_rows(texts: list[str], cold_sample: int) -> tuple[list[tuple[str, float, str]], np.ndarray]:
+    """(the cold and disk-cached embedding rows, the vectors of ``texts``)."""
+    from gta_verl.kb.embed import CachedEmbedder, EmbeddingCache, HFEmbedder, load_embedder
+
+    emb = load_embedder()
+    emb.encode(["warm up"] * 64)  # first forward in a process is 3-4x slower
+    with tempfile.TemporaryDirectory() as tmp:
+        inner = emb.inner if hasattr(emb, "inner") else emb
+        assert isinstance(inner, HFEmbedder)
+        cold = CachedEmbedder(inner, EmbeddingCache(inner.identity, Path(tmp)))
+        sample = texts[:: max(1, len(texts) // cold_sample)][:cold_sample]
+        _, t_cold = timed(cold.encode, sample)
+    rate = len(sample) / t_cold
+    _, t_cached = timed(emb.encode, texts)  # the second call is always a cache hit
+    vecs, t_cached = timed(emb.encode, texts)
+    rows = [
+        (
+            f"embedding, cold ({len(sample):,} texts, warm model)",
+            t_cold,
+            f"{rate:.0f} texts/s → all {len(texts):,} ≈ {len(texts) / rate:.0f} s",
+        ),
+        (
+            f"embedding, disk-cached (all {len(texts):,} texts)",
+            t_cached,
+            f"{(len(texts) / rate) / t_cached:.0f}× faster than cold",
+        ),
+    ]
+    return rows, vecs
+
+
+def _graph_rows(n_docs: int, nodes: Any, ent: np.ndarray) -> list[tuple[str, float, str]]:
+    """The synonymy row (vs faiss k-NN then threshold) and the graph row (vs per-edge ``add_edge``)."""
+    from gta_verl.kb.build import KBConfig
+    from gta_verl.kb.graph import assemble_graph, relation_edges, synonymy_edges
+    from gta_verl.kb.normalize import alnum_count
+
+    cfg = KBConfig()
+    syn, t_faiss = timed(synonymy_edges, ent, nodes.entities, cfg.synonymy_threshold, cfg.synonymy_k)
+    ok = np.array([alnum_count(e) >= 3 for e in nodes.entities])
+    n_ref, t_knn = timed(knn_synonymy, ent, ok, cfg.synonymy_threshold, cfg.synonymy_k)
+    rel = relation_edges(nodes.triple_entity_ids)
+    (g, _), t_graph = timed(assemble_graph, n_docs, len(nodes.entities), nodes.doc_entity, rel, syn)
+    _, t_ref = timed(per_edge_graph, g.vcount(), g.get_edgelist(), g.es["weight"], g.es["kind"])
+    return [
+        (
+            f"synonymy, faiss range search capped at k ({len(syn):,} pairs)",
+            t_faiss,
+            f"{t_knn / t_faiss:.1f}× vs faiss k-NN k=2047 then threshold ({t_knn:.1f} s, {n_ref:,} pairs)",
+        ),
+        (
+            f"graph, one igraph call ({g.ecount():,} edges)",
+            t_graph,
+            f"{t_ref / t_graph:.0f}× vs per-edge add_edge ({t_ref:.1f} s)",
+        ),
+    ]
+
+
 def bench_musique(cold_sample: int) -> list[tuple[str, float, str]]:
     from gta_verl.data.loaders import read_hipporag_corpus
-    from gta_verl.kb.build import KBConfig
-    from gta_verl.kb.embed import HFEmbedder, load_embedder
-    from gta_verl.kb.graph import assemble_graph, collect_nodes, relation_edges, synonymy_edges
-    from gta_verl.kb.normalize import alnum_count
+    from gta_verl.kb.graph import collect_nodes
     from gta_verl.kb.openie.base import run_openie
     from gta_verl.kb.openie.precomputed import PrecomputedOpenIE
 
@@ -309,56 +364,10 @@ def bench_musique(cold_sample: int) -> list[tuple[str, float, str]]:
         (f"normalize → tables ({len(nodes.entities):,} entities, {len(nodes.triples):,} triples)", t, "")
     )
     texts = [p.contents for p in passages] + nodes.entities + [tr.text for tr in nodes.triples]
-
-    emb = load_embedder()
-    emb.encode(["warm up"] * 64)  # first forward in a process is 3-4x slower
-    with tempfile.TemporaryDirectory() as tmp:
-        from gta_verl.kb.embed import CachedEmbedder, EmbeddingCache
-
-        inner = emb.inner if hasattr(emb, "inner") else emb
-        assert isinstance(inner, HFEmbedder)
-        cold = CachedEmbedder(inner, EmbeddingCache(inner.identity, Path(tmp)))
-        sample = texts[:: max(1, len(texts) // cold_sample)][:cold_sample]
-        _, t_cold = timed(cold.encode, sample)
-    rate = len(sample) / t_cold
-    rows.append(
-        (
-            f"embedding, cold ({len(sample):,} texts, warm model)",
-            t_cold,
-            f"{rate:.0f} texts/s → all {len(texts):,} ≈ {len(texts) / rate:.0f} s",
-        )
-    )
-    _, t_cached = timed(emb.encode, texts)  # the second call is always a cache hit
-    vecs, t_cached = timed(emb.encode, texts)
-    rows.append(
-        (
-            f"embedding, disk-cached (all {len(texts):,} texts)",
-            t_cached,
-            f"{(len(texts) / rate) / t_cached:.0f}× faster than cold",
-        )
-    )
+    embedding_rows, vecs = _embedding_rows(texts, cold_sample)
+    rows += embedding_rows
     ent = vecs[len(passages) : len(passages) + len(nodes.entities)]
-    cfg = KBConfig()
-    syn, t_faiss = timed(synonymy_edges, ent, nodes.entities, cfg.synonymy_threshold, cfg.synonymy_k)
-    ok = np.array([alnum_count(e) >= 3 for e in nodes.entities])
-    n_ref, t_knn = timed(knn_synonymy, ent, ok, cfg.synonymy_threshold, cfg.synonymy_k)
-    rows.append(
-        (
-            f"synonymy, faiss range search capped at k ({len(syn):,} pairs)",
-            t_faiss,
-            f"{t_knn / t_faiss:.1f}× vs faiss k-NN k=2047 then threshold ({t_knn:.1f} s, {n_ref:,} pairs)",
-        )
-    )
-    rel = relation_edges(nodes.triple_entity_ids)
-    (g, _), t_graph = timed(assemble_graph, len(passages), len(nodes.entities), nodes.doc_entity, rel, syn)
-    _, t_ref = timed(per_edge_graph, g.vcount(), g.get_edgelist(), g.es["weight"], g.es["kind"])
-    rows.append(
-        (
-            f"graph, one igraph call ({g.ecount():,} edges)",
-            t_graph,
-            f"{t_ref / t_graph:.0f}× vs per-edge add_edge ({t_ref:.1f} s)",
-        )
-    )
+    rows += _graph_rows(len(passages), nodes, ent)
     rows.append(("peak RSS after MuSiQue stages", 0.0, f"{peak_mb():,.0f} MB"))
     return rows
 
