@@ -22,7 +22,7 @@ import numpy as np
 
 from gta_verl.retrieval.ppr.batched import batched_ppr
 from gta_verl.retrieval.ppr.push import push_ppr
-from gta_verl.retrieval.ppr.transition import build_transition
+from gta_verl.retrieval.ppr.transition import Transition, build_transition
 from gta_verl.testing.synthetic_graphs import (
     HOTPOTQA_10K,
     TWOWIKI,
@@ -57,6 +57,74 @@ def _top10_agree(ours: np.ndarray, ref: np.ndarray, n_docs: int) -> float:
     return float(np.mean(np.all(a == b, axis=1)))
 
 
+def _batched_rows(
+    tr: Transition,
+    pers: np.ndarray,
+    ref: np.ndarray,
+    ig_ms: float,
+    var: dict,
+    batches: list[int],
+    n_ref: int,
+    n_docs: int,
+) -> list[str]:
+    """Rows of one ``batched_ppr`` variant at each batch size, against the igraph reference."""
+    lines = []
+    name = "batched " + ",".join(f"{k}={getattr(v, '__name__', v)}" for k, v in var.items())
+    batched_ppr(tr, pers[:2], **var)  # warm-up (torch CSR conversion is cached)
+    for b in batches:
+        reps = max(1, min(8, n_ref)) if b == 1 else 1
+        t = time.perf_counter()
+        if b == 1:
+            outs = [batched_ppr(tr, pers[i : i + 1], return_iterations=True, **var) for i in range(reps)]
+            out = np.concatenate([o[0] for o in outs])
+            iters = [o[1][0] for o in outs]
+        else:
+            out, iters = batched_ppr(tr, pers[:b], return_iterations=True, **var)
+        ms = (time.perf_counter() - t) * 1000 / (reps if b == 1 else b)
+        k = min(len(out), n_ref)
+        agree = _top10_agree(out[:k], ref[:k], n_docs)
+        diff = float(np.abs(out[:k] - ref[:k]).max())
+        lines.append(
+            f"| {name} | {b} | {ms:.2f} | {1000 / ms:.0f} | {ig_ms / ms:.0f}× | "
+            f"{agree * 100:.0f}% ({k}) | {diff:.1e} | {min(iters)}–{max(iters)} |"
+        )
+        print(lines[-1], flush=True)
+    return lines
+
+
+def _push_rows(
+    tr: Transition,
+    pers: np.ndarray,
+    ref: np.ndarray,
+    ig_ms: float,
+    eps: float,
+    batches: list[int],
+    n_ref: int,
+    n_docs: int,
+) -> list[str]:
+    """Rows of ``push_ppr`` at one ε at each batch size above 1, against the igraph reference's top 10."""
+    lines = []
+    push_ppr(tr, pers[:4], k=10, eps=eps, targets=n_docs)  # warm-up (numba compile/cache load)
+    for b in [x for x in batches if x > 1] or batches:
+        t = time.perf_counter()
+        res = push_ppr(tr, pers[:b], k=10, eps=eps, targets=n_docs)
+        ms = (time.perf_counter() - t) * 1000 / b
+        k = min(b, n_ref)
+        ref_top = np.argsort(-ref[:k, :n_docs], axis=1, kind="stable")[:, :10]
+        agree = float(np.mean(np.all(res.ids[:k] == ref_top, axis=1)))
+        sets = float(
+            np.mean([set(a) == set(r) for a, r in zip(res.ids[:k].tolist(), ref_top.tolist(), strict=True)])
+        )
+        diff = float(np.abs(res.scores[:k] - np.take_along_axis(ref[:k], res.ids[:k], 1)).max())
+        lines.append(
+            f"| push eps={eps:g} (top-10 docs; sets {sets * 100:.0f}%) | {b} | {ms:.2f} | "
+            f"{1000 / ms:.0f} | {ig_ms / ms:.0f}× | {agree * 100:.0f}% ({k}) | {diff:.1e} | "
+            f"{res.touched.mean():,.0f} nodes |"
+        )
+        print(lines[-1], flush=True)
+    return lines
+
+
 def bench_graph(
     key: str, batches: list[int], n_ref: int, seed: int, variants: list[dict], push_eps: list[float]
 ) -> list[str]:
@@ -80,47 +148,9 @@ def bench_graph(
         f"| igraph prpack (per query) | 1 | {ig_ms:.1f} | {1000 / ig_ms:.1f} | 1.0× | ref | ref | – |",
     ]
     for var in variants:
-        name = "batched " + ",".join(f"{k}={getattr(v, '__name__', v)}" for k, v in var.items())
-        batched_ppr(tr, pers[:2], **var)  # warm-up (torch CSR conversion is cached)
-        for b in batches:
-            reps = max(1, min(8, n_ref)) if b == 1 else 1
-            t = time.perf_counter()
-            if b == 1:
-                outs = [batched_ppr(tr, pers[i : i + 1], return_iterations=True, **var) for i in range(reps)]
-                out = np.concatenate([o[0] for o in outs])
-                iters = [o[1][0] for o in outs]
-            else:
-                out, iters = batched_ppr(tr, pers[:b], return_iterations=True, **var)
-            ms = (time.perf_counter() - t) * 1000 / (reps if b == 1 else b)
-            k = min(len(out), n_ref)
-            agree = _top10_agree(out[:k], ref[:k], spec.n_docs)
-            diff = float(np.abs(out[:k] - ref[:k]).max())
-            lines.append(
-                f"| {name} | {b} | {ms:.2f} | {1000 / ms:.0f} | {ig_ms / ms:.0f}× | "
-                f"{agree * 100:.0f}% ({k}) | {diff:.1e} | {min(iters)}–{max(iters)} |"
-            )
-            print(lines[-1], flush=True)
+        lines += _batched_rows(tr, pers, ref, ig_ms, var, batches, n_ref, spec.n_docs)
     for eps in push_eps:
-        push_ppr(tr, pers[:4], k=10, eps=eps, targets=spec.n_docs)  # warm-up (numba compile/cache load)
-        for b in [x for x in batches if x > 1] or batches:
-            t = time.perf_counter()
-            res = push_ppr(tr, pers[:b], k=10, eps=eps, targets=spec.n_docs)
-            ms = (time.perf_counter() - t) * 1000 / b
-            k = min(b, n_ref)
-            ref_top = np.argsort(-ref[:k, : spec.n_docs], axis=1, kind="stable")[:, :10]
-            agree = float(np.mean(np.all(res.ids[:k] == ref_top, axis=1)))
-            sets = float(
-                np.mean(
-                    [set(a) == set(r) for a, r in zip(res.ids[:k].tolist(), ref_top.tolist(), strict=True)]
-                )
-            )
-            diff = float(np.abs(res.scores[:k] - np.take_along_axis(ref[:k], res.ids[:k], 1)).max())
-            lines.append(
-                f"| push eps={eps:g} (top-10 docs; sets {sets * 100:.0f}%) | {b} | {ms:.2f} | "
-                f"{1000 / ms:.0f} | {ig_ms / ms:.0f}× | {agree * 100:.0f}% ({k}) | {diff:.1e} | "
-                f"{res.touched.mean():,.0f} nodes |"
-            )
-            print(lines[-1], flush=True)
+        lines += _push_rows(tr, pers, ref, ig_ms, eps, batches, n_ref, spec.n_docs)
     return lines
 
 
