@@ -13,7 +13,11 @@ import logging
 import math
 import random
 from collections import Counter
+from pathlib import Path
 from typing import Any
+
+#: The hand-computed reward cases the clean batch cycles through (the reward tests' table).
+CASES_TABLE = Path(__file__).resolve().parents[1] / "tests/rewards/reward_cases.yaml"
 
 # ----------------------------------------------------------------------------- case 3: malformed batch
 # name -> (gt override or None, tool_extra_fields patch, extra_info patch, drop reward_model / ground_truth,
@@ -88,7 +92,7 @@ class BatchCase:
         import gta_verl.verl_compat  # noqa: F401 - verl first, as the tests import it
         from gta_verl.agent.tokenizer import load_qwen_tokenizer
         from gta_verl.protocol import build_messages
-        from gta_verl.testing.reward_cases import CASES
+        from gta_verl.testing.reward_cases import load_cases
         from gta_verl.testing.reward_data import make_reward_data, make_reward_manager
 
         logging.getLogger("gta_verl.rewards.managers").setLevel(logging.ERROR)  # one warning per bad row
@@ -97,7 +101,8 @@ class BatchCase:
             build_messages("Which city?"), add_generation_prompt=True, tokenize=False
         )
         self.prompt_ids = self.tok.encode(text, add_special_tokens=False)
-        self.cases = [CASES[i % len(CASES)] for i in range(rows)]
+        cases = load_cases(CASES_TABLE)
+        self.cases = [cases[i % len(cases)] for i in range(rows)]
         self.clean_rows = [make_reward_data(self.tok, self.prompt_ids, c) for c in self.cases]
         self.managers = {
             n: make_reward_manager(n, self.tok) for n in ("trajectory_guided", "exact_match", "path_router")

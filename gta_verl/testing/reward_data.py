@@ -1,4 +1,4 @@
-"""verl reward-manager inputs built from :mod:`gta_verl.testing.reward_cases`, for tests and benchmarks.
+"""verl reward-manager inputs built from a reward case (:class:`~gta_verl.testing.reward_cases.Case`).
 
 :func:`make_reward_data` builds one agent-loop output as verl's ``AgentLoopWorker._compute_score``
 hands it to a reward manager; :func:`make_reward_manager` builds a registered manager from a

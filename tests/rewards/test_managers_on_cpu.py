@@ -11,9 +11,9 @@ import torch
 from gta_verl.data.schema import EF_INVALID_ACTIONS, EF_TURN_DOC_IDS
 from gta_verl.protocol import build_messages
 from gta_verl.rewards.scoring import scoring_request_from_data
-from gta_verl.testing.reward_cases import CASES
 from gta_verl.testing.reward_data import make_reward_data, make_reward_manager
 from gta_verl.verl_compat import DataProto
+from tests.rewards.cases import CASES
 
 EXTRA_KEYS = {
     "acc",

@@ -21,7 +21,7 @@ from gta_verl.rewards import shaping
 from gta_verl.rewards.scoring import ScoringRequest, score_exact_match, score_trajectory_guided
 from gta_verl.rewards.shaping import coverage_bonus_step_rewards, potential_shaping, target_potential
 from gta_verl.rewards.trajectory import TrajectoryRewardConfig, trajectory_reward
-from gta_verl.testing.reward_cases import CASES
+from tests.rewards.cases import CASES
 
 COVERAGE = TrajectoryRewardConfig(step_shaping="coverage_bonus")
 POTENTIAL = TrajectoryRewardConfig(step_shaping="potential")

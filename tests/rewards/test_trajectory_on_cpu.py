@@ -11,7 +11,7 @@ from gta_verl import protocol
 from gta_verl.protocol import final_answer
 from gta_verl.rewards import path_router, placement, qa, trajectory
 from gta_verl.rewards.trajectory import TrajectoryRewardConfig, em_reward, trajectory_reward
-from gta_verl.testing.reward_cases import CASES
+from tests.rewards.cases import CASES
 
 
 def test_table_has_enough_cases():
