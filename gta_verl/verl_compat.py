@@ -73,6 +73,7 @@ from verl.workers.utils.padding import (
 VERL_VERSION_PINNED = "0.9.1"
 
 __all__ = [
+    "retry_plugin_registration",
     "BaseRollout",
     "ROLLOUT_ADAPTER_REGISTRY",
     "RolloutReplica",
@@ -157,14 +158,17 @@ def allow_topk_teacher_engine(engine_name: str) -> None:
     DistillationTeacherModelConfig._validate_topk_logprobs = _validate_topk_logprobs  # type: ignore[method-assign]
 
 
-def _retry_plugin_registration() -> None:
-    """Re-import plugin modules that failed only because this module was half-imported.
+def retry_plugin_registration() -> None:
+    """Import the plugin modules whose import failed only because a module they need was half-imported.
 
-    When ``gta_verl.verl_compat`` is the first importer of verl in a process, verl's
-    ``__init__`` loads our ``verl.plugins`` entry point while this module is still
-    initialising, so e.g. ``gta_verl.rewards.managers`` fails on ``from gta_verl.verl_compat
-    import RewardManagerBase`` and its names never register. Every name is defined by now,
-    so retry those modules (modules absent from the build are skipped).
+    When one of our modules is the first importer of verl in a process, verl's ``__init__`` loads our
+    ``verl.plugins`` entry point while that module (and this one) are still initialising: e.g.
+    ``import gta_verl.rewards.managers`` → this module → verl → plugins → ``path_router_manager``, whose
+    ``from gta_verl.rewards.managers import GTARewardManager`` fails on the half-imported ``managers``. This
+    module calls the retry at its end (everything here is defined by then); a module that plugins import
+    names from calls it at its own end, so what waited on it registers too. A failure that is not such a
+    cycle is logged at ERROR as ``verl_plugins`` does; one still waiting is logged at DEBUG and retried at the
+    next call (``tests/test_verl_plugins_on_cpu.py`` imports each such module first and checks every name).
     """
     import importlib
     import logging
@@ -173,18 +177,29 @@ def _retry_plugin_registration() -> None:
     plugins = sys.modules.get("gta_verl.verl_plugins")
     if plugins is None:
         return
+    log = logging.getLogger("gta_verl.verl_plugins")
     for name, ok in list(getattr(plugins, "LOADED", {}).items()):
         if ok:
             continue
         try:
             importlib.import_module(name)
-            plugins.LOADED[name] = True
-        except Exception:  # log like verl_plugins does
-            logging.getLogger("gta_verl.verl_plugins").error(
+        except ImportError as exc:
+            if "partially initialized module" in str(exc):  # its provider retries at its own end
+                log.debug("gta-verl plugin module %s waits on a half-imported module: %s", name, exc)
+                continue
+            log.error(
                 "gta-verl plugin module %s failed to import: the names it registers are missing",
                 name,
                 exc_info=True,
             )
+        except Exception:  # log like verl_plugins does
+            log.error(
+                "gta-verl plugin module %s failed to import: the names it registers are missing",
+                name,
+                exc_info=True,
+            )
+        else:
+            plugins.LOADED[name] = True
 
 
-_retry_plugin_registration()
+retry_plugin_registration()

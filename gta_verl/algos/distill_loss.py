@@ -38,6 +38,7 @@ from gta_verl.verl_compat import (
     DistillationLossSettings,
     no_padding_2_padding,
     register_distillation_loss,
+    retry_plugin_registration,
     tensordict_utils,
 )
 
@@ -159,3 +160,7 @@ def _metrics(
         "distillation/gta_token_frac": float(distill_mask.sum().item() / resp_tokens) if resp_tokens else 0.0,
         "distillation/gta_coef": lam,
     }
+
+
+# Plugin modules that import names from this one may have waited on it (verl imported first from here).
+retry_plugin_registration()

@@ -32,7 +32,7 @@ from gta_verl.rewards.scoring import (
     score_trajectory_guided,
     scoring_request_from_data,
 )
-from gta_verl.verl_compat import RewardManagerBase, register_reward_manager
+from gta_verl.verl_compat import RewardManagerBase, register_reward_manager, retry_plugin_registration
 
 __all__ = ["ExactMatchRewardManager", "GTARewardManager", "REWARD_ERROR_KEY", "TrajectoryGuidedRewardManager"]
 
@@ -103,3 +103,7 @@ class ExactMatchRewardManager(GTARewardManager):
 
     def score(self, request: ScoringRequest) -> tuple[float, dict[str, Any]]:
         return score_exact_match(request, self.reward_config)
+
+
+# Plugin modules that import names from this one may have waited on it (verl imported first from here).
+retry_plugin_registration()
