@@ -330,6 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="GRPO's start: (i) few-shot, (ii) SFT, or auto (the higher mean held-out TargetDocCov)",
     )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="write table, curves and results.json from the finished runs (done.json) only; train nothing",
+    )
     p.add_argument("--timeout", type=float, default=6 * 3600)
     args = p.parse_args(argv)
     unknown = set(conditions(args)) - set(CONDITIONS)
@@ -351,6 +356,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GRPO starts from {start['start']}: {start['reason']}", flush=True)
     results = []
     for cond, seed in run_order(conditions(args), args.seeds_ab, args.seeds_cd):
+        done = out / "runs" / f"{start['prefix']}{cond}_s{seed}" / "done.json"
+        if args.report_only:
+            results += [json.loads(done.read_text())] if done.is_file() else []
+            continue
         print(f"run ({cond}) seed {seed} from {start['start']}", flush=True)
         results.append(run_one(cond, seed, start, out, args))
     print(report(out, warm, sft, results, args, start))
