@@ -277,10 +277,18 @@ def run_condition(
     return result
 
 
+#: Conditions run over ``--seeds-ab``: the two rewards compared and the shuffled-reward control.
+SEEDED_LIKE_AB = ("a", "b", "r")
+
+
 def run_order(conditions: list[str], seeds_ab: str, seeds_cd: str) -> list[tuple[str, int]]:
-    """Seed-major order (a0, b0, c0, d0, a1, b1, …): a cut-short experiment still has every condition."""
+    """Seed-major order (a0, b0, c0, d0, a1, b1, …): a cut-short experiment still has every condition.
+
+    (a), (b) and the control (r) take ``seeds_ab`` (the comparison needs their spread); others ``seeds_cd``.
+    """
     seeds = {
-        c: [int(x) for x in (seeds_ab if c in ("a", "b") else seeds_cd).split(",") if x] for c in conditions
+        c: [int(x) for x in (seeds_ab if c in SEEDED_LIKE_AB else seeds_cd).split(",") if x]
+        for c in conditions
     }
     depth = max((len(v) for v in seeds.values()), default=0)
     return [(c, seeds[c][k]) for k in range(depth) for c in conditions if k < len(seeds[c])]

@@ -105,3 +105,14 @@ def test_auto_start_takes_the_warm_start_with_the_higher_mean_held_out_coverage(
     assert choose_start("fewshot", _cov(0.1, 0.1, 0.1), _cov(0.9, 0.9, 0.9), inputs)["start"] == "fewshot"
     with pytest.raises(ValueError, match="--sft-steps"):
         choose_start("sft", _cov(0.4, 0.4, 0.4), None, inputs)
+
+
+def test_the_control_runs_as_many_seeds_as_the_rewards_it_controls():
+    from benchmarks.learning import run_order
+
+    # seed-major: every condition's seed 0 first, then seeds 1 and 2 of (b), (r) and (a); (e) has one seed
+    assert run_order(["b", "r", "e", "a"], "0,1,2", "0") == [
+        ("b", 0), ("r", 0), ("e", 0), ("a", 0),
+        ("b", 1), ("r", 1), ("a", 1),
+        ("b", 2), ("r", 2), ("a", 2),
+    ]  # fmt: skip
