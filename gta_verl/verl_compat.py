@@ -183,16 +183,10 @@ def retry_plugin_registration() -> None:
             continue
         try:
             importlib.import_module(name)
-        except ImportError as exc:
-            if "partially initialized module" in str(exc):  # its provider retries at its own end
+        except Exception as exc:  # log like verl_plugins does, unless its provider retries at its own end
+            if isinstance(exc, ImportError) and "partially initialized module" in str(exc):
                 log.debug("gta-verl plugin module %s waits on a half-imported module: %s", name, exc)
                 continue
-            log.error(
-                "gta-verl plugin module %s failed to import: the names it registers are missing",
-                name,
-                exc_info=True,
-            )
-        except Exception:  # log like verl_plugins does
             log.error(
                 "gta-verl plugin module %s failed to import: the names it registers are missing",
                 name,
