@@ -211,13 +211,18 @@ def _mean_cov(res: dict[str, dict]) -> float:
     return sum(float(res[k]["target_doc_cov"]) for k in SETS) / len(SETS)
 
 
+def run_path(out: Path, start: dict[str, Any], cond: str, seed: int) -> Path:
+    """A run's directory: ``runs/<cond>_s<seed>`` from (i), ``runs/sft_<cond>_s<seed>`` from (ii)."""
+    return out / "runs" / f"{start['prefix']}{cond}_s{seed}"
+
+
 def run_one(cond: str, seed: int, start: dict[str, Any], out: Path, args: argparse.Namespace) -> dict:
     """Train (cond, seed) from ``start`` unless ``done.json`` records it (a killed run resumes), then
     evaluate it."""
     from gta_verl.cpu.recipe_run import run_cpu_recipe
     from gta_verl.cpu.warm_start import checkpoint_dir
 
-    run_dir = out / "runs" / f"{start['prefix']}{cond}_s{seed}"
+    run_dir = run_path(out, start, cond, seed)
     done = run_dir / "done.json"
     if done.is_file():
         result = json.loads(done.read_text())
@@ -356,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GRPO starts from {start['start']}: {start['reason']}", flush=True)
     results = []
     for cond, seed in run_order(conditions(args), args.seeds_ab, args.seeds_cd):
-        done = out / "runs" / f"{start['prefix']}{cond}_s{seed}" / "done.json"
+        done = run_path(out, start, cond, seed) / "done.json"
         if args.report_only:
             results += [json.loads(done.read_text())] if done.is_file() else []
             continue
