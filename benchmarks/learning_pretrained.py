@@ -216,6 +216,30 @@ def run_path(out: Path, start: dict[str, Any], cond: str, seed: int) -> Path:
     return out / "runs" / f"{start['prefix']}{cond}_s{seed}"
 
 
+def step_logs(run_dir: Path) -> list[Path]:
+    """A run's verl step logs, oldest first: each killed attempt's ``metrics.before-<unix time>.jsonl``
+    in time order, then the finishing attempt's ``metrics.jsonl``."""
+    before = sorted(run_dir.glob("metrics.before-*.jsonl"), key=lambda p: int(p.stem.split("-")[-1]))
+    return [*before, run_dir / "metrics.jsonl"]
+
+
+def merge_step_logs(paths: list[Path]) -> str:
+    """One JSON line per training step, the LAST attempt's record of each step (``paths`` oldest first).
+
+    verl resumes a killed run from its last checkpoint and logs the steps after it again, and a run
+    killed before its first checkpoint starts over from step 1: the earlier attempt's records of those
+    steps belong to a trajectory that was discarded, so a later record of the same step replaces them.
+    """
+    by_step: dict[int, str] = {}
+    for path in paths:
+        if not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            if line.strip():
+                by_step[int(json.loads(line)["step"])] = line
+    return "".join(by_step[k] + "\n" for k in sorted(by_step))
+
+
 def run_one(cond: str, seed: int, start: dict[str, Any], out: Path, args: argparse.Namespace) -> dict:
     """Train (cond, seed) from ``start`` unless ``done.json`` records it (a killed run resumes), then
     evaluate it."""
@@ -244,9 +268,7 @@ def run_one(cond: str, seed: int, start: dict[str, Any], out: Path, args: argpar
                 f"({cond}) seed {seed}: run.sh {recipe} exited {run.returncode}; see {run.log}"
             )
         merged = run_dir / "metrics.all.jsonl"
-        merged.write_text(
-            "".join(p.read_text() for p in sorted(run_dir.glob("metrics*.jsonl")) if p != merged)
-        )
+        merged.write_text(merge_step_logs(step_logs(run_dir)))
         result = {
             "condition": cond,
             "seed": seed,

@@ -5,6 +5,7 @@ verl's registry returns."""
 from __future__ import annotations
 
 import argparse
+import json
 
 import numpy as np
 import pytest
@@ -116,3 +117,29 @@ def test_the_control_runs_as_many_seeds_as_the_rewards_it_controls():
         ("b", 1), ("r", 1), ("a", 1),
         ("b", 2), ("r", 2), ("a", 2),
     ]  # fmt: skip
+
+
+def _log(path, steps, tag):
+    path.write_text("".join(f'{{"step": {k}, "data": {{"from": "{tag}"}}}}\n' for k in steps))
+
+
+def test_a_resumed_runs_step_log_keeps_each_steps_last_record(tmp_path):
+    """Killed at step 4 with no checkpoint (restart from 1), then killed at step 7 after the checkpoint
+    at 5 (resume at 6): steps 1–5 come from the second attempt, 6–10 from the third — 10 lines, not 21."""
+    from benchmarks.learning_pretrained import merge_step_logs, step_logs
+
+    _log(tmp_path / "metrics.before-1796545796.jsonl", range(1, 5), "first")
+    _log(tmp_path / "metrics.before-1796549999.jsonl", range(1, 8), "second")
+    _log(tmp_path / "metrics.jsonl", range(6, 11), "third")
+    # "metrics.before-9…" would sort after "…-1796…" as text too; the key is the number
+    _log(tmp_path / "metrics.before-999.jsonl", range(1, 3), "zeroth")
+    logs = step_logs(tmp_path)
+    assert [p.name for p in logs] == [
+        "metrics.before-999.jsonl",
+        "metrics.before-1796545796.jsonl",
+        "metrics.before-1796549999.jsonl",
+        "metrics.jsonl",
+    ]
+    lines = [json.loads(x) for x in merge_step_logs(logs).splitlines()]
+    assert [x["step"] for x in lines] == list(range(1, 11))
+    assert [x["data"]["from"] for x in lines] == ["second"] * 5 + ["third"] * 5
