@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -327,6 +328,43 @@ def report(
     return md
 
 
+def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO) -> list[Path]:
+    """Copy what the docs cite from ``out`` into ``dest`` (inside ``repo``) and return the files written.
+
+    ``table.md``, ``learning_curves.png``, the SFT warm start's ``policy_sft.json``; per finished run its
+    merged step log as ``runs/<name>/metrics.jsonl`` and each held-out set's ``report.json`` as
+    ``runs/<name>/eval_<set>.report.json``; ``results.json`` with every run's ``metrics`` naming its published
+    step log relative to ``repo``, so the page's numbers survive the loss of ``out`` (weights never copied).
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+
+    def put(src: Path, dst: Path) -> None:
+        src = src if src.is_absolute() else repo / src
+        if src.is_file() and src.resolve() != dst.resolve():  # a run restored from ``dest`` is there already
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+            written.append(dst)
+
+    for name in ("table.md", "learning_curves.png"):
+        put(out / name, dest / name)
+    put(out / "sft" / "policy_sft.json", dest / "policy_sft.json")
+    summary = json.loads((out / "results.json").read_text())
+    runs = []
+    for r in results:
+        name = f"{'sft_' if r.get('start') == 'sft' else ''}{r['condition']}_s{r['seed']}"
+        pub = dest / "runs" / name
+        put(Path(r["metrics"]), pub / "metrics.jsonl")
+        for key in SETS:
+            put(out / "runs" / name / f"eval_{key}" / "report.json", pub / f"eval_{key}.report.json")
+        runs.append({**r, "metrics": str((pub / "metrics.jsonl").resolve().relative_to(repo.resolve()))})
+    summary["runs"] = runs
+    tmp = dest / "results.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2, default=str))
+    tmp.replace(dest / "results.json")
+    return [*written, dest / "results.json"]
+
+
 def conditions(args: argparse.Namespace) -> list[str]:
     """The conditions to run, in order (an empty ``--conditions`` runs none: inputs and warm starts only)."""
     return [c for c in args.conditions.split(",") if c]
@@ -362,6 +400,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="write table, curves and results.json from the finished runs (done.json) only; train nothing",
     )
+    p.add_argument(
+        "--publish",
+        default=None,
+        help="copy table, curves, results and each finished run's step log and eval reports into this folder",
+    )
     p.add_argument("--timeout", type=float, default=6 * 3600)
     args = p.parse_args(argv)
     unknown = set(conditions(args)) - set(CONDITIONS)
@@ -390,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run ({cond}) seed {seed} from {start['start']}", flush=True)
         results.append(run_one(cond, seed, start, out, args))
     print(report(out, warm, sft, results, args, start))
+    if args.publish:
+        files = publish(out, Path(args.publish).resolve(), results)
+        print(f"published {len(files)} files to {args.publish}", flush=True)
     return 0
 
 

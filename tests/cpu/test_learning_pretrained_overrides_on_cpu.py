@@ -143,3 +143,42 @@ def test_a_resumed_runs_step_log_keeps_each_steps_last_record(tmp_path):
     lines = [json.loads(x) for x in merge_step_logs(logs).splitlines()]
     assert [x["step"] for x in lines] == list(range(1, 11))
     assert [x["data"]["from"] for x in lines] == ["second"] * 5 + ["third"] * 5
+
+
+def test_publish_copies_what_the_page_cites_and_points_results_at_it(tmp_path):
+    """Two finished runs: one trained here (its files under ``out``), one whose step log already lies in
+    the published folder (restored from it); results.json names each run's published log, repo-relative."""
+    from benchmarks.learning_pretrained import publish
+
+    repo, out = tmp_path / "repo", tmp_path / "out"
+    dest = repo / "docs" / "exp"
+    (out / "runs" / "sft_b_s1" / "eval_musique").mkdir(parents=True)
+    (out / "sft").mkdir()
+    (out / "table.md").write_text("| t |\n")
+    (out / "sft" / "policy_sft.json").write_text("{}")
+    _log(out / "runs" / "sft_b_s1" / "metrics.all.jsonl", range(1, 4), "b1")
+    (out / "runs" / "sft_b_s1" / "eval_musique" / "report.json").write_text('{"em": 0.5}')
+    (dest / "runs" / "sft_r_s0").mkdir(parents=True)
+    _log(dest / "runs" / "sft_r_s0" / "metrics.jsonl", range(1, 3), "r0")
+    b1_log = str(out / "runs/sft_b_s1/metrics.all.jsonl")
+    runs = [
+        {"condition": "b", "seed": 1, "start": "sft", "metrics": b1_log},
+        {"condition": "r", "seed": 0, "start": "sft", "metrics": "docs/exp/runs/sft_r_s0/metrics.jsonl"},
+    ]
+    (out / "results.json").write_text(json.dumps({"settings": {"steps": 3}, "runs": runs}))
+    written = publish(out, dest, runs, repo=repo)
+    assert sorted(str(p.relative_to(dest)) for p in written) == [
+        "policy_sft.json",
+        "results.json",
+        "runs/sft_b_s1/eval_musique.report.json",
+        "runs/sft_b_s1/metrics.jsonl",
+        "table.md",
+    ]
+    assert len((dest / "runs/sft_b_s1/metrics.jsonl").read_text().splitlines()) == 3
+    assert len((dest / "runs/sft_r_s0/metrics.jsonl").read_text().splitlines()) == 2  # left as it was
+    res = json.loads((dest / "results.json").read_text())
+    assert res["settings"] == {"steps": 3}
+    assert [r["metrics"] for r in res["runs"]] == [
+        "docs/exp/runs/sft_b_s1/metrics.jsonl",
+        "docs/exp/runs/sft_r_s0/metrics.jsonl",
+    ]
