@@ -36,11 +36,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import CONDITIONS, plot_curves, run_order, step_cost, table
+from benchmarks.learning import CONDITIONS, curve_summary, plot_curves, run_order, step_cost, table
 
 REPO = Path(__file__).resolve().parents[1]
 #: Token budgets of the few-shot policy: the prompt is ≈ 340 tokens, a rollout's turns and observations
@@ -311,6 +312,8 @@ def report(
     if results:
         plot_curves(results, out / "learning_curves.png")
         md += "\n\nStep cost (verl timing_s, median):\n\n" + step_cost(results)
+        md += "\n\nTraining, mean ± std over seeds (first 3 → last 3 steps):\n\n" + curve_summary(results)
+        md += "\n\nPer run:\n\n" + run_table(results)
         md += "\n\nWall time per run (s): " + ", ".join(
             f"({r['condition']}) s{r['seed']} {r['seconds']:.0f}" for r in results
         )
@@ -363,6 +366,63 @@ def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO) -> li
     tmp.write_text(json.dumps(summary, indent=2, default=str))
     tmp.replace(dest / "results.json")
     return [*written, dest / "results.json"]
+
+
+def _mean(vals: list[float]) -> float:
+    return sum(vals) / len(vals) if vals else float("nan")
+
+
+def run_row(steps: dict[int, dict[str, float]]) -> dict[str, float]:
+    """One run's training summary from its verl step metrics (``step → {metric: value}``).
+
+    Searches per rollout and mean reward over the first and the last three steps; the steps where some
+    rollout answered correctly (``gta/acc`` > 0) and where GRPO had anything to follow (advantages not all
+    zero: ``critic/advantages/max`` ≠ ``min``); the median step seconds.
+    """
+    order = sorted(steps)
+    col = {
+        k: [float(steps[s][k]) for s in order if k in steps[s]]
+        for k in ("gta/num_searches", "critic/score/mean")
+    }
+    secs = [float(steps[s]["timing_s/step"]) for s in order if "timing_s/step" in steps[s]]
+    adv = [
+        s
+        for s in order
+        if steps[s].get("critic/advantages/max", 0.0) != steps[s].get("critic/advantages/min", 0.0)
+    ]
+    return {
+        "steps": float(len(order)),
+        "searches_first3": _mean(col["gta/num_searches"][:3]),
+        "searches_last3": _mean(col["gta/num_searches"][-3:]),
+        "reward_first3": _mean(col["critic/score/mean"][:3]),
+        "reward_last3": _mean(col["critic/score/mean"][-3:]),
+        "acc_steps": float(sum(1 for s in order if steps[s].get("gta/acc", 0.0) > 0)),
+        "advantage_steps": float(len(adv)),
+        "median_step_s": statistics.median(secs) if secs else float("nan"),
+    }
+
+
+def run_table(results: list[dict]) -> str:
+    """Per finished run: training wall time, :func:`run_row`'s summary, held-out TargetDocCov per set."""
+    from gta_verl.cpu.recipe_run import read_step_metrics
+
+    head = (
+        "| run | training s | steps | searches/rollout first 3 → last 3 | reward first 3 → last 3 "
+        "| steps with a correct answer | steps with non-zero advantages | median step s | "
+        + " | ".join(f"{k} TargetDocCov" for k in SETS)
+        + " |"
+    )
+    lines = [head, "|---|" + "---:|" * (7 + len(SETS))]
+    for r in sorted(results, key=lambda r: (r["condition"], r["seed"])):
+        row = run_row(read_step_metrics(Path(r["metrics"])))
+        cov = [f"{r[k]['target_doc_cov']:.3f}" if k in r else "–" for k in SETS]
+        lines.append(
+            f"| ({r['condition']}) s{r['seed']} | {r['seconds']:.0f} | {row['steps']:.0f} "
+            f"| {row['searches_first3']:.2f} → {row['searches_last3']:.2f} "
+            f"| {row['reward_first3']:.3f} → {row['reward_last3']:.3f} | {row['acc_steps']:.0f} "
+            f"| {row['advantage_steps']:.0f} | {row['median_step_s']:.0f} | " + " | ".join(cov) + " |"
+        )
+    return "\n".join(lines)
 
 
 def conditions(args: argparse.Namespace) -> list[str]:

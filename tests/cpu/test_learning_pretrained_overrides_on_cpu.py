@@ -182,3 +182,47 @@ def test_publish_copies_what_the_page_cites_and_points_results_at_it(tmp_path):
         "docs/exp/runs/sft_b_s1/metrics.jsonl",
         "docs/exp/runs/sft_r_s0/metrics.jsonl",
     ]
+
+
+def test_run_row_summarizes_a_runs_steps_by_hand():
+    from benchmarks.learning_pretrained import run_row
+
+    def step(searches, reward, acc, adv_max, adv_min, secs):
+        return {
+            "gta/num_searches": searches,
+            "critic/score/mean": reward,
+            "gta/acc": acc,
+            "critic/advantages/max": adv_max,
+            "critic/advantages/min": adv_min,
+            "timing_s/step": secs,
+        }
+
+    steps = {
+        1: step(2.0, -0.8, 0.0, 0.1, -0.1, 100.0),
+        2: step(1.5, -0.7, 0.0, 0.0, 0.0, 90.0),
+        3: step(1.0, -0.6, 0.25, 0.3, -0.2, 120.0),
+        4: step(1.0, -0.5, 0.0, 0.0, 0.0, 80.0),
+    }
+    row = run_row(steps)
+    assert row["steps"] == 4
+    assert row["searches_first3"] == pytest.approx((2.0 + 1.5 + 1.0) / 3)  # 1.5
+    assert row["searches_last3"] == pytest.approx((1.5 + 1.0 + 1.0) / 3)  # 1.1667
+    assert row["reward_first3"] == pytest.approx((-0.8 - 0.7 - 0.6) / 3)  # -0.7
+    assert row["reward_last3"] == pytest.approx((-0.7 - 0.6 - 0.5) / 3)  # -0.6
+    assert row["acc_steps"] == 1  # step 3 only
+    assert row["advantage_steps"] == 2  # steps 1 and 3: max ≠ min
+    assert row["median_step_s"] == pytest.approx((90.0 + 100.0) / 2)  # sorted 80, 90, 100, 120
+
+
+def test_run_row_on_the_published_trajectory_guided_run():
+    """(b) seed 0's verl log (docs/learning/experiments/exp9): the per-step table in the experiment log gives
+    searches 1.94, 1.69, 1.56 (steps 1–3) and 1.00, 1.06, 1.06 (8–10), no correct answer at any step."""
+    from benchmarks.learning_pretrained import REPO, run_row
+    from gta_verl.cpu.recipe_run import read_step_metrics
+
+    log = REPO / "docs/learning/experiments/exp9/runs/sft_b_s0/metrics.jsonl"
+    row = run_row(read_step_metrics(log))
+    assert row["steps"] == 10
+    assert row["searches_first3"] == pytest.approx((1.94 + 1.69 + 1.56) / 3, abs=0.01)  # 1.73
+    assert row["searches_last3"] == pytest.approx((1.00 + 1.06 + 1.06) / 3, abs=0.01)  # 1.04
+    assert row["acc_steps"] == 0
