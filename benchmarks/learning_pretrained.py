@@ -35,19 +35,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cpu_precision import cpu_bf16_flags
 from benchmarks.learning import CONDITIONS, curve_summary, plot_curves, run_order, step_cost, table
+from benchmarks.learning_publish import SETS, publish, run_table
 
 REPO = Path(__file__).resolve().parents[1]
 #: Token budgets of the few-shot policy: the prompt is ≈ 340 tokens, a rollout's turns and observations
 #: fit in 512.
 PROMPT_LENGTH, RESPONSE_LENGTH, MAX_OBS_TOKENS = 768, 512, 128
-SETS = ("synthetic", "musique", "hotpotqa")
 
 
 def step_overrides(args: argparse.Namespace, seed: int) -> tuple[str, ...]:
@@ -76,6 +75,36 @@ def step_overrides(args: argparse.Namespace, seed: int) -> tuple[str, ...]:
         "trainer.resume_mode=auto",
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
     ) + precision_overrides(args.precision)
+
+
+BF16_UNITS = frozenset({"amx_bf16", "avx512_bf16"})
+
+
+def resolve_precision(requested: str, flags: list[str]) -> str:
+    """The compute dtype of SFT and GRPO on a CPU with ``flags`` (its bf16 flags in ``/proc/cpuinfo``).
+
+    ``auto``: bf16 where the CPU has bf16 units (AMX or AVX512-BF16), else float32. bf16 without them is
+    emulated: verl's SFT step of this experiment took ≈ 600 s on a 2-core AVX2 EPYC against 17 s on a
+    2-core AMX Xeon (docs/policies.md), so asking for it there is an error, not a slow run.
+
+    Raises:
+        ValueError: ``bf16`` requested on a CPU without bf16 units.
+    """
+    has_units = bool(BF16_UNITS & set(flags))
+    if requested == "auto":
+        return "bf16" if has_units else "fp32"
+    if requested == "bf16" and not has_units:
+        raise ValueError(
+            "--precision bf16 on a CPU without bf16 units (no amx_bf16 or avx512_bf16 in /proc/cpuinfo): "
+            "bf16 is emulated there, tens of times slower than float32; use --precision fp32 or auto"
+        )
+    return requested
+
+
+def precision_tag(precision: str) -> str:
+    """The run-name part that keeps float32 runs, their SFT warm start and its evaluations apart from bf16
+    ones in one ``--out`` (bf16, the first precision measured, keeps the plain names)."""
+    return "" if precision == "bf16" else f"{precision}_"
 
 
 def precision_overrides(precision: str) -> tuple[str, ...]:
@@ -161,13 +190,19 @@ def sft_warm_start(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
         param_dtype=args.precision,
     )
     t0 = time.perf_counter()
+    tag = precision_tag(args.precision)
     model = build_policy_sft(
-        inputs["model"], plain["train"], plain["sets"]["synthetic"][0], inputs["kb"], out / "sft", settings
+        inputs["model"],
+        plain["train"],
+        plain["sets"]["synthetic"][0],
+        inputs["kb"],
+        out / f"{tag}sft",
+        settings,
     )
     print(f"SFT warm start ready ({time.perf_counter() - t0:.0f} s): {model}", flush=True)
     inputs["sft_model"] = model
     return {
-        key: evaluate(str(model), data, kb, out / "eval" / f"sft_{key}", args.eval_questions, "sft")
+        key: evaluate(str(model), data, kb, out / "eval" / f"{tag}sft_{key}", args.eval_questions, "sft")
         for key, (data, kb) in plain["sets"].items()
     }
 
@@ -196,7 +231,7 @@ def choose_start(
             "model": inputs["model"],
             "train": inputs["train"],
             "sets": inputs["sets"],
-            "prefix": "",
+            "prefix": inputs.get("tag", ""),
         }
     plain = inputs["plain"]
     return {
@@ -205,7 +240,7 @@ def choose_start(
         "model": inputs["sft_model"],
         "train": plain["train"],
         "sets": plain["sets"],
-        "prefix": "sft_",
+        "prefix": "sft_" + inputs.get("tag", ""),
     }
 
 
@@ -331,100 +366,6 @@ def report(
     return md
 
 
-def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO) -> list[Path]:
-    """Copy what the docs cite from ``out`` into ``dest`` (inside ``repo``) and return the files written.
-
-    ``table.md``, ``learning_curves.png``, the SFT warm start's ``policy_sft.json``; per finished run its
-    merged step log as ``runs/<name>/metrics.jsonl`` and each held-out set's ``report.json`` as
-    ``runs/<name>/eval_<set>.report.json``; ``results.json`` with every run's ``metrics`` naming its published
-    step log relative to ``repo``, so the page's numbers survive the loss of ``out`` (weights never copied).
-    """
-    dest.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-
-    def put(src: Path, dst: Path) -> None:
-        src = src if src.is_absolute() else repo / src
-        if src.is_file() and src.resolve() != dst.resolve():  # a run restored from ``dest`` is there already
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
-            written.append(dst)
-
-    for name in ("table.md", "learning_curves.png"):
-        put(out / name, dest / name)
-    put(out / "sft" / "policy_sft.json", dest / "policy_sft.json")
-    summary = json.loads((out / "results.json").read_text())
-    runs = []
-    for r in results:
-        name = f"{'sft_' if r.get('start') == 'sft' else ''}{r['condition']}_s{r['seed']}"
-        pub = dest / "runs" / name
-        put(Path(r["metrics"]), pub / "metrics.jsonl")
-        for key in SETS:
-            put(out / "runs" / name / f"eval_{key}" / "report.json", pub / f"eval_{key}.report.json")
-        runs.append({**r, "metrics": str((pub / "metrics.jsonl").resolve().relative_to(repo.resolve()))})
-    summary["runs"] = runs
-    tmp = dest / "results.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, default=str))
-    tmp.replace(dest / "results.json")
-    return [*written, dest / "results.json"]
-
-
-def _mean(vals: list[float]) -> float:
-    return sum(vals) / len(vals) if vals else float("nan")
-
-
-def run_row(steps: dict[int, dict[str, float]]) -> dict[str, float]:
-    """One run's training summary from its verl step metrics (``step → {metric: value}``).
-
-    Searches per rollout and mean reward over the first and the last three steps; the steps where some
-    rollout answered correctly (``gta/acc`` > 0) and where GRPO had anything to follow (advantages not all
-    zero: ``critic/advantages/max`` ≠ ``min``); the median step seconds.
-    """
-    order = sorted(steps)
-    col = {
-        k: [float(steps[s][k]) for s in order if k in steps[s]]
-        for k in ("gta/num_searches", "critic/score/mean")
-    }
-    secs = [float(steps[s]["timing_s/step"]) for s in order if "timing_s/step" in steps[s]]
-    adv = [
-        s
-        for s in order
-        if steps[s].get("critic/advantages/max", 0.0) != steps[s].get("critic/advantages/min", 0.0)
-    ]
-    return {
-        "steps": float(len(order)),
-        "searches_first3": _mean(col["gta/num_searches"][:3]),
-        "searches_last3": _mean(col["gta/num_searches"][-3:]),
-        "reward_first3": _mean(col["critic/score/mean"][:3]),
-        "reward_last3": _mean(col["critic/score/mean"][-3:]),
-        "acc_steps": float(sum(1 for s in order if steps[s].get("gta/acc", 0.0) > 0)),
-        "advantage_steps": float(len(adv)),
-        "median_step_s": statistics.median(secs) if secs else float("nan"),
-    }
-
-
-def run_table(results: list[dict]) -> str:
-    """Per finished run: training wall time, :func:`run_row`'s summary, held-out TargetDocCov per set."""
-    from gta_verl.cpu.recipe_run import read_step_metrics
-
-    head = (
-        "| run | training s | steps | searches/rollout first 3 → last 3 | reward first 3 → last 3 "
-        "| steps with a correct answer | steps with non-zero advantages | median step s | "
-        + " | ".join(f"{k} TargetDocCov" for k in SETS)
-        + " |"
-    )
-    lines = [head, "|---|" + "---:|" * (7 + len(SETS))]
-    for r in sorted(results, key=lambda r: (r["condition"], r["seed"])):
-        row = run_row(read_step_metrics(Path(r["metrics"])))
-        cov = [f"{r[k]['target_doc_cov']:.3f}" if k in r else "–" for k in SETS]
-        lines.append(
-            f"| ({r['condition']}) s{r['seed']} | {r['seconds']:.0f} | {row['steps']:.0f} "
-            f"| {row['searches_first3']:.2f} → {row['searches_last3']:.2f} "
-            f"| {row['reward_first3']:.3f} → {row['reward_last3']:.3f} | {row['acc_steps']:.0f} "
-            f"| {row['advantage_steps']:.0f} | {row['median_step_s']:.0f} | " + " | ".join(cov) + " |"
-        )
-    return "\n".join(lines)
-
-
 def conditions(args: argparse.Namespace) -> list[str]:
     """The conditions to run, in order (an empty ``--conditions`` runs none: inputs and warm starts only)."""
     return [c for c in args.conditions.split(",") if c]
@@ -445,7 +386,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds-ab", default="0,1,2", help="seeds of (a), (b) and the control (r)")
     p.add_argument("--seeds-cd", default="0", help="seeds of (c) and (e); (a), (b) and (r) take --seeds-ab")
     p.add_argument("--eval-questions", type=int, default=None, help="first N questions of each set")
-    p.add_argument("--precision", choices=("bf16", "fp32"), default="bf16", help="GRPO's compute dtype")
+    p.add_argument(
+        "--precision",
+        choices=("auto", "bf16", "fp32"),
+        default="auto",
+        help="SFT's and GRPO's compute dtype (auto: bf16 where the CPU has bf16 units, else fp32)",
+    )
     p.add_argument("--sft-steps", type=int, default=0, help="warm start (ii): verl SFT steps (0: not built)")
     p.add_argument("--sft-rows", type=int, default=160, help="training questions replayed for SFT")
     p.add_argument("--sft-lr", type=float, default=1e-5)
@@ -470,11 +416,20 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(conditions(args)) - set(CONDITIONS)
     if unknown:
         p.error(f"unknown conditions {sorted(unknown)}; known: {sorted(CONDITIONS)}")
+    args.cpu_bf16_flags = cpu_bf16_flags()
+    try:
+        args.precision = resolve_precision(args.precision, args.cpu_bf16_flags)
+    except ValueError as exc:
+        p.error(str(exc))
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     inputs = prepare(out, args)
-    print(f"inputs ready ({time.perf_counter() - t0:.0f} s): policy {inputs['model']}", flush=True)
+    inputs["tag"] = precision_tag(args.precision)
+    print(
+        f"inputs ready ({time.perf_counter() - t0:.0f} s): policy {inputs['model']}, {args.precision}",
+        flush=True,
+    )
     warm = {
         key: evaluate(
             str(inputs["model"]), data, kb, out / "eval" / f"warm_{key}", args.eval_questions, "warm"
@@ -494,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(run_one(cond, seed, start, out, args))
     print(report(out, warm, sft, results, args, start))
     if args.publish:
-        files = publish(out, Path(args.publish).resolve(), results)
+        files = publish(out, Path(args.publish).resolve(), results, tag=inputs["tag"])
         print(f"published {len(files)} files to {args.publish}", flush=True)
     return 0
 

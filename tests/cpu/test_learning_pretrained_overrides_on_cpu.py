@@ -148,7 +148,7 @@ def test_a_resumed_runs_step_log_keeps_each_steps_last_record(tmp_path):
 def test_publish_copies_what_the_page_cites_and_points_results_at_it(tmp_path):
     """Two finished runs: one trained here (its files under ``out``), one whose step log already lies in
     the published folder (restored from it); results.json names each run's published log, repo-relative."""
-    from benchmarks.learning_pretrained import publish
+    from benchmarks.learning_publish import publish
 
     repo, out = tmp_path / "repo", tmp_path / "out"
     dest = repo / "docs" / "exp"
@@ -185,7 +185,7 @@ def test_publish_copies_what_the_page_cites_and_points_results_at_it(tmp_path):
 
 
 def test_run_row_summarizes_a_runs_steps_by_hand():
-    from benchmarks.learning_pretrained import run_row
+    from benchmarks.learning_publish import run_row
 
     def step(searches, reward, acc, adv_max, adv_min, secs):
         return {
@@ -217,7 +217,7 @@ def test_run_row_summarizes_a_runs_steps_by_hand():
 def test_run_row_on_the_published_trajectory_guided_run():
     """(b) seed 0's verl log (docs/learning/experiments/exp9): the per-step table in the experiment log gives
     searches 1.94, 1.69, 1.56 (steps 1–3) and 1.00, 1.06, 1.06 (8–10), no correct answer at any step."""
-    from benchmarks.learning_pretrained import REPO, run_row
+    from benchmarks.learning_publish import REPO, run_row
     from gta_verl.cpu.recipe_run import read_step_metrics
 
     log = REPO / "docs/learning/experiments/exp9/runs/sft_b_s0/metrics.jsonl"
@@ -226,3 +226,36 @@ def test_run_row_on_the_published_trajectory_guided_run():
     assert row["searches_first3"] == pytest.approx((1.94 + 1.69 + 1.56) / 3, abs=0.01)  # 1.73
     assert row["searches_last3"] == pytest.approx((1.00 + 1.06 + 1.06) / 3, abs=0.01)  # 1.04
     assert row["acc_steps"] == 0
+
+
+def test_precision_follows_the_cpus_bf16_units():
+    from benchmarks.learning_pretrained import precision_tag, resolve_precision
+
+    xeon = ["amx_bf16", "amx_tile", "avx512_bf16"]  # the AMX Xeon of docs/policies.md
+    assert resolve_precision("auto", xeon) == "bf16"
+    assert resolve_precision("auto", ["avx512_bf16"]) == "bf16"
+    assert resolve_precision("auto", []) == "fp32"  # an AVX2 EPYC: no bf16 flag at all
+    assert resolve_precision("fp32", xeon) == "fp32"
+    assert resolve_precision("bf16", xeon) == "bf16"
+    with pytest.raises(ValueError, match="without bf16 units"):
+        resolve_precision("bf16", ["amx_tile"])
+    assert precision_tag("bf16") == "" and precision_tag("fp32") == "fp32_"
+
+
+def test_float32_runs_are_kept_apart_from_bf16_ones(tmp_path):
+    from benchmarks.learning_pretrained import choose_start, run_path
+
+    inputs = {
+        "model": tmp_path / "cut",
+        "sft_model": tmp_path / "sft",
+        "train": tmp_path / "t.fewshot.parquet",
+        "sets": {},
+        "plain": {"train": tmp_path / "t.parquet", "sets": {}},
+        "tag": "fp32_",
+    }
+    sft = choose_start("sft", _cov(0.1, 0.1, 0.1), _cov(0.2, 0.2, 0.2), inputs)
+    assert run_path(tmp_path, sft, "b", 1) == tmp_path / "runs" / "sft_fp32_b_s1"
+    few = choose_start("fewshot", _cov(0.1, 0.1, 0.1), None, inputs)
+    assert run_path(tmp_path, few, "a", 0) == tmp_path / "runs" / "fp32_a_s0"
+    bf16 = choose_start("sft", _cov(0.1, 0.1, 0.1), _cov(0.2, 0.2, 0.2), {**inputs, "tag": ""})
+    assert run_path(tmp_path, bf16, "b", 1) == tmp_path / "runs" / "sft_b_s1"  # the published runs' names
