@@ -318,9 +318,10 @@ class GraphRetriever:
 
     @property
     def basis_index(self) -> BasisIndex | None:
-        """The ``basis_index`` over the passage basis's rows (built on first use), ``None`` for ``flat``."""
+        """The ``basis_index`` over the passage basis's rows (built on first use); ``None`` for ``flat`` or
+        when the ``linear`` solver does not run."""
         c = self.config
-        if c.basis_index == "flat":
+        if c.basis_index == "flat" or not self.uses_passage_basis:
             return None
         basis = self.passage_basis
         settings = (c.basis_index, c.ivf_nprobe, c.hnsw_m, c.hnsw_ef_search)
