@@ -3,16 +3,24 @@
 Each size is a KB of Table 5 proportions (``make_scaled_graph(scale_spec(HOTPOTQA_10K, n))``) with
 an edgeless igraph graph and the transition attached from the edge arrays. Run it through
 ``python -m benchmarks.retriever --sections sweep``.
+
+Besides the exact PPR variants (``--sweep-variants``), ``--sweep-approx`` adds the approximate
+retriever: the ``linear`` variant's config with approximate ``passage_index``, ``basis_index`` and
+triple ``index`` (``docs/retrieval.md``), timed the same way, and its R(q) recall = the share of the
+exact ``linear`` retriever's R(q) documents it returns on the same ``--sweep-recall-queries`` queries.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from benchmarks.retriever_synth import (
     PrecomputedEncoder,
@@ -39,7 +47,9 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     n_tr = max(1, int(round(n_docs * args.sweep_triples_per_doc)))
     kb = synthetic_kb(sg, n_tr, args.seed, args.dim, with_igraph=False)
     q = query_vectors(kb.triple_emb, args.sweep_batch, args.seed + 1)
-    r = open_kb_retriever(kb, None, PrecomputedEncoder(q))
+    n_more = max(0, args.sweep_recall_queries - len(q)) if args.sweep_approx else 0  # the recall's queries
+    q_all = np.concatenate([q, query_vectors(kb.triple_emb, n_more, args.seed + 2)]) if n_more else q
+    r = open_kb_retriever(kb, None, PrecomputedEncoder(q_all))
     attach_graph(r, sg)
     row: dict[str, Any] = {
         "docs": n_docs,
@@ -50,20 +60,75 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     }
     del sg
     gc.collect()
+    linear = None
     for top, eps in parse_variants(args.sweep_variants):
         rv = r.with_config(variant_config(top, eps))
         t_warm = time.perf_counter()
         rv.retrieve(["q0"])  # warm-up; builds the push CSR once (and the linear method's passage basis)
         if str(eps).startswith("linear"):
             row.setdefault("basis_s", time.perf_counter() - t_warm)
+            linear = rv
         row.setdefault("build_s", time.perf_counter() - t0)
         row[f"whole_{top}_{eps}"] = time_retrieve(rv, args.sweep_batch)
         st = stage_times(rv, q)
         row.update({f"{k}_{top}_{eps}": v for k, v in st.items()})
+    if args.sweep_approx:
+        row.update(bench_approx_variant(linear or r.with_config(variant_config(0, "linear:1e-6")), q, args))
     row["rss"] = current_rss_gib()
-    del r, rv, kb
+    del r, rv, kb, linear
     gc.collect()
     return row
+
+
+def approx_kinds(spec: str) -> tuple[str, str, str]:
+    """``--sweep-approx``: one index kind for all three, or ``passage,basis,triple`` kinds.
+
+    >>> approx_kinds("hnsw"), approx_kinds("hnsw,hnsw,ivfpq")
+    (('hnsw', 'hnsw', 'hnsw'), ('hnsw', 'hnsw', 'ivfpq'))
+    """
+    kinds = [k.strip() for k in spec.split(",")]
+    if len(kinds) == 1:
+        kinds *= 3
+    if len(kinds) != 3:
+        raise ValueError(f"--sweep-approx takes KIND or PASSAGE,BASIS,TRIPLE kinds, got {spec!r}")
+    return kinds[0], kinds[1], kinds[2]
+
+
+def approx_key(spec: str) -> str:
+    """The row-key suffix of the approximate variant: ``approx_<passage>-<basis>-<triple>``."""
+    return "approx_" + "-".join(approx_kinds(spec))
+
+
+def approx_label(spec: str) -> str:
+    p, b, t = approx_kinds(spec)
+    return f"approximate: passages {p}, basis {b}, triples {t} (linear, push ε=1e-06, all docs)"
+
+
+def rq_recall(approx: Any, exact: Any, n: int, chunk: int) -> float:
+    """Mean share of ``exact``'s R(q) documents that ``approx`` returns, over queries ``q0..q{n−1}``."""
+    shares = []
+    for start in range(0, n, chunk):
+        texts = [f"q{i}" for i in range(start, min(n, start + chunk))]
+        for a, e in zip(approx.retrieve(texts), exact.retrieve(texts), strict=True):
+            shares.append(len(set(a.doc_ids) & set(e.doc_ids)) / max(1, len(e.doc_ids)))
+    return float(sum(shares) / len(shares))
+
+
+def bench_approx_variant(exact: Any, q: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Time the approximate variant (built from the exact ``linear`` one: same basis) and its R(q) recall."""
+    p, b, t = approx_kinds(args.sweep_approx)
+    cfg = dataclasses.replace(exact.config, passage_index=p, basis_index=b, index=t)
+    t0 = time.perf_counter()
+    av = exact.with_config(cfg).warm()  # builds the three indexes (the basis is the exact variant's)
+    build = time.perf_counter() - t0
+    av.retrieve(["q0"])  # warm-up: numba compiles the candidate push once
+    v = approx_key(args.sweep_approx)
+    out: dict[str, Any] = {f"index_build_s_{v}": build, f"whole_{v}": time_retrieve(av, args.sweep_batch)}
+    out.update({f"{k}_{v}": x for k, x in stage_times(av, q).items()})
+    out[f"recall_{v}"] = rq_recall(av, exact, args.sweep_recall_queries, max(args.sweep_batch, 32))
+    del av
+    gc.collect()
+    return out
 
 
 def plot_sweep(rows: list[dict[str, Any]], path: Path, title: str, variants: str) -> None:
@@ -72,7 +137,7 @@ def plot_sweep(rows: list[dict[str, Any]], path: Path, title: str, variants: str
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 6.6))
+    fig, ax = plt.subplots(figsize=(6.4, 6.9))
     for (top, eps), line in zip(parse_variants(variants), ("--", "-", ":", "-.", (0, (1, 3))), strict=False):
         for what, mark in (("ppr", "o"), ("whole", "s")):
             have = [r for r in rows if f"{what}_{top}_{eps}" in r]  # merged runs may lack a variant at a size
@@ -85,6 +150,21 @@ def plot_sweep(rows: list[dict[str, Any]], path: Path, title: str, variants: str
                 linestyle=line,
                 label=f"{'PPR' if what == 'ppr' else 'whole retriever'}: {variant_label(top, eps)}",
             )
+    for v in approx_keys(rows):  # the approximate variants, R(q) recall written beside each point
+        for what, mark in (("ppr", "^"), ("whole", "D")):
+            have = [r for r in rows if f"{what}_{v}" in r]
+            xs, ys = [r["docs"] for r in have], [r[f"{what}_{v}"] for r in have]
+            name = "PPR" if what == "ppr" else "whole retriever"
+            ax.plot(xs, ys, marker=mark, linestyle="-", linewidth=2.2, label=f"{name}: {label_of_key(v)}")
+            for r, x, y in zip(have, xs, ys, strict=True):
+                if what == "whole" and f"recall_{v}" in r:
+                    ax.annotate(
+                        f"R(q) recall {r[f'recall_{v}']:.3f}",
+                        (x, y),
+                        textcoords="offset points",
+                        xytext=(6, -12),
+                        fontsize=7,
+                    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("documents (Table 5 proportions: ×8 nodes, ×73 edges)")
@@ -96,6 +176,28 @@ def plot_sweep(rows: list[dict[str, Any]], path: Path, title: str, variants: str
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def approx_keys(rows: list[dict[str, Any]]) -> list[str]:
+    """The approximate variants (``approx_<passage>-<basis>-<triple>``) some row has numbers for."""
+    return sorted({k[len("whole_") :] for r in rows for k in r if k.startswith("whole_approx_")})
+
+
+def label_of_key(key: str) -> str:
+    """:func:`approx_label` of an :func:`approx_key`."""
+    return approx_label(key[len("approx_") :].replace("-", ","))
+
+
+def _table_row(n: int, r: dict[str, Any], v: str, label: str) -> str:
+    recall = (
+        f"{r[f'recall_{v}']:.3f}" if f"recall_{v}" in r else ("exact" if v.startswith("0_linear") else "")
+    )
+    return (
+        f"| {n:,} | {r['nodes']:,} | {r['edges']:,} | {r['triples']:,} | {r['build_s']:.0f} | "
+        f"{label} | {r[f'whole_{v}']:.2f} | {recall} | {r[f'ppr_{v}']:.2f} | "
+        f"{r[f'triples_{v}']:.2f} | {r[f'dense_{v}']:.2f} | {r[f'pers_{v}']:.2f} | "
+        f"{r[f'touched_{v}']:,.0f} | {r['rss']:.1f} |"
+    )
 
 
 def merge_rows(files: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -116,9 +218,9 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
     lines = [
         f"\n### Cost vs corpus size (HotpotQA-10K Table 5 proportions, {args.sweep_triples_per_doc:g} "
         f"triple vector(s) per document, batch {args.sweep_batch}, encoding excluded)\n",
-        "| docs | nodes | edges | triples | build s | PPR settings | whole ms/query | PPR ms/query | "
-        "triple search | dense | personalization | nodes touched | RSS GiB |",
-        "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| docs | nodes | edges | triples | build s | PPR settings | whole ms/query | R(q) recall vs exact | "
+        "PPR ms/query | triple search | dense | personalization | nodes touched | RSS GiB |",
+        "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     print("\n".join(lines), flush=True)
     title = f"Retriever cost vs corpus size ({args.sweep_triples_per_doc:g} triple/doc; 2-core CPU)"
@@ -130,14 +232,13 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
         rows.append(r)
         if args.rows_out:  # raw rows, so that runs at different sizes can be plotted together
             Path(args.rows_out).write_text(json.dumps(rows, indent=1))
-        for top, eps in parse_variants(args.sweep_variants):
-            v = f"{top}_{eps}"
-            lines.append(
-                f"| {n:,} | {r['nodes']:,} | {r['edges']:,} | {r['triples']:,} | {r['build_s']:.0f} | "
-                f"{variant_label(top, eps)} | {r[f'whole_{v}']:.2f} | {r[f'ppr_{v}']:.2f} | "
-                f"{r[f'triples_{v}']:.2f} | {r[f'dense_{v}']:.2f} | {r[f'pers_{v}']:.2f} | "
-                f"{r[f'touched_{v}']:,.0f} | {r['rss']:.1f} |"
-            )
+        variants = [
+            (f"{top}_{eps}", variant_label(top, eps)) for top, eps in parse_variants(args.sweep_variants)
+        ]
+        if args.sweep_approx:
+            variants.append((approx_key(args.sweep_approx), approx_label(args.sweep_approx)))
+        for v, label in variants:
+            lines.append(_table_row(n, r, v, label))
             print(lines[-1], flush=True)
         if args.plot:  # after every size: a later, larger size may run out of memory
             plot_sweep(merge_rows(args.plot_with, rows), Path(args.plot), title, args.sweep_variants)
@@ -146,6 +247,12 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
         "(once per KB, first call)."
         for r in rows
         if "basis_s" in r
+    ]
+    lines += [
+        f"\nApproximate variant at {r['docs']:,} documents: its three indexes built in "
+        f"{r[f'index_build_s_{v}']:.0f} s; R(q) recall over {args.sweep_recall_queries} queries."
+        for r in rows
+        for v in approx_keys([r])
     ]
     if args.plot:
         lines.append(f"\nPlot: `{args.plot}`")

@@ -99,11 +99,9 @@ def attach_graph(retriever: Any, sg: SyntheticGraph) -> None:
 
 def stage_times(r: Any, q: np.ndarray, k: int = 10) -> dict[str, float]:
     """ms per query of each stage of ``GraphRetriever.score`` on query vectors ``q`` [B, dim]."""
-    from gta_verl.retrieval import gemm
-
     c, b = r.config, len(q)
     t0 = time.perf_counter()
-    dense = gemm.scores(q, r._passage_emb)
+    dense = r.dense_part(q, max(c.k_dense, k))  # every passage's cosine, or an approximate index's candidates
     t1 = time.perf_counter()
     s, ids, mins = r._fact_index.search_with_min(q, c.top_n_triples)
     t2 = time.perf_counter()
