@@ -152,6 +152,23 @@ def ppr_top_docs(
         return _linear_top(transition, basis(), seeds, query_emb, lo, hi, k, config, index)
     if isinstance(dense, tuple):
         raise ValueError(f"the {solver.method!r} solver needs every passage's dense score, not their range")
+    return _whole_personalization_top(solver, transition, seeds, dense, k, config)
+
+
+def _whole_personalization_top(
+    solver: Solver,
+    transition: Transition,
+    seeds: sp.csr_matrix,
+    dense: np.ndarray,
+    k: int,
+    config: SolverKnobs,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`ppr_top_docs` for the solvers that take the whole personalization (``push``, ``fused``,
+    ``cg``, ``power``): the entity seeds plus the dense part on every document (or the best
+    ``passage_seed_top``)."""
+    method = solver.method
+    if method == "linear":
+        raise ValueError("the linear solver keeps the dense part affine: it is _linear_top's")
     n_docs = dense.shape[1]
     pers = seeds
     if config.passage_node_weight > 0:
@@ -162,7 +179,7 @@ def ppr_top_docs(
             )
         ).tocsr()
         pers.sum_duplicates()
-    if solver.method == "push":
+    if method == "push":
         res = push_ppr(transition, pers, k=k, alpha=config.alpha, eps=config.ppr_push_eps, targets=n_docs)
         return res.ids, res.scores, res.touched
     full = batched_ppr(
@@ -172,7 +189,7 @@ def ppr_top_docs(
         tol=config.ppr_tol,
         max_iter=config.ppr_max_iter,
         block_size=config.ppr_block_size,
-        method=solver.method,
+        method=method,
         device=config.device,
         dtype=np.float32 if config.ppr_dtype == "float32" else np.float64,
     )[:, :n_docs]
