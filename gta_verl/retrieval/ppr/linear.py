@@ -20,6 +20,11 @@ and the sparse part is a forward push from ≤ 5 seeds (:mod:`gta_verl.retrieval
 local: its work does not grow with the graph. The normalizer ``1ᵀy`` is exact (from ``m``), so
 the push's only error is its leftover residual, which carries the sparse part's share of the mass
 (≈ 1 % on the bundled KB, where the dense part holds the rest).
+
+The GEMV against ``Z`` is then the one per-query step whose cost grows with ``n_docs``. Opt-in
+(``RetrieverConfig.basis_index``), :mod:`.linear_approx` scores only the candidates that a
+maximum-inner-product index over the rows of ``[Z | g]`` proposes for ``[a q ; c]``
+(:mod:`.basis_index`), plus the documents the push reached, with the same formula.
 """
 
 from __future__ import annotations
