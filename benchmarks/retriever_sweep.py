@@ -22,6 +22,15 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.retriever_memory import (
+    MemoryLedger,
+    approx_components,
+    basis_component,
+    kb_components,
+    memory_table,
+    transition_components,
+    triple_components,
+)
 from benchmarks.retriever_synth import (
     PrecomputedEncoder,
     attach_graph,
@@ -38,19 +47,30 @@ from gta_verl.testing.synthetic_graphs import HOTPOTQA_10K, make_scaled_graph, s
 
 
 def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One point of the sweep: build a Table-5-proportioned KB of ``n_docs`` and time it."""
+    """One point of the sweep: build a Table-5-proportioned KB of ``n_docs`` and time it.
+
+    Memory per component and the RSS change of every build step go into the row
+    (:mod:`benchmarks.retriever_memory`, printed by :func:`~benchmarks.retriever_memory.memory_table`).
+    """
     from gta_verl.retrieval.backends import open_kb_retriever
 
+    mem = MemoryLedger()
     t0 = time.perf_counter()
-    sg = make_scaled_graph(scale_spec(HOTPOTQA_10K, n_docs), seed=args.seed)
+    with mem.step("synthetic graph (benchmark input: edge arrays)"):
+        sg = make_scaled_graph(scale_spec(HOTPOTQA_10K, n_docs), seed=args.seed)
     t1 = time.perf_counter()
     n_tr = max(1, int(round(n_docs * args.sweep_triples_per_doc)))
-    kb = synthetic_kb(sg, n_tr, args.seed, args.dim, with_igraph=False)
+    with mem.step("KB: tables (Python objects), passage and triple vectors"):
+        kb = synthetic_kb(sg, n_tr, args.seed, args.dim, with_igraph=False)
+    mem.add(*kb_components(kb))
     q = query_vectors(kb.triple_emb, args.sweep_batch, args.seed + 1)
     n_more = max(0, args.sweep_recall_queries - len(q)) if args.sweep_approx else 0  # the recall's queries
     q_all = np.concatenate([q, query_vectors(kb.triple_emb, n_more, args.seed + 2)]) if n_more else q
-    r = open_kb_retriever(kb, None, PrecomputedEncoder(q_all))
-    attach_graph(r, sg)
+    with mem.step("retriever: unique-fact vectors, exact triple index, bf16 copy"):
+        r = open_kb_retriever(kb, None, PrecomputedEncoder(q_all))
+    mem.add(*triple_components(r, kb))
+    with mem.step("PPR transition (CSR from the edge arrays)"):
+        attach_graph(r, sg)
     row: dict[str, Any] = {
         "docs": n_docs,
         "nodes": sg.spec.n_nodes,
@@ -64,7 +84,8 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     for top, eps in parse_variants(args.sweep_variants):
         rv = r.with_config(variant_config(top, eps))
         t_warm = time.perf_counter()
-        rv.retrieve(["q0"])  # warm-up; builds the push CSR once (and the linear method's passage basis)
+        with mem.step(f"first call of {variant_label(top, eps)} (push CSR; the linear method's basis)"):
+            rv.retrieve(["q0"])  # warm-up; builds the push CSR once (and the linear method's passage basis)
         if str(eps).startswith("linear"):
             row.setdefault("basis_s", time.perf_counter() - t_warm)
             linear = rv
@@ -73,8 +94,11 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
         st = stage_times(rv, q)
         row.update({f"{k}_{top}_{eps}": v for k, v in st.items()})
     if args.sweep_approx:
-        row.update(bench_approx_variant(linear or r.with_config(variant_config(0, "linear:1e-6")), q, args))
+        exact = linear or r.with_config(variant_config(0, "linear:1e-6"))
+        row.update(bench_approx_variant(exact, q, args, mem))
+    mem.add(*transition_components(r.transition), basis_component(getattr(linear, "_basis", None)))
     row["rss"] = current_rss_gib()
+    row.update(mem.row_items())
     del r, rv, kb, linear
     gc.collect()
     return row
@@ -134,16 +158,29 @@ def rq_recall(approx: Any, exact: Any, n: int, chunk: int) -> float:
     return float(sum(shares) / len(shares))
 
 
-def bench_approx_variant(exact: Any, q: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """Time the approximate variant (built from the exact ``linear`` one: same basis) and its R(q) recall."""
+def bench_approx_variant(
+    exact: Any, q: Any, args: argparse.Namespace, mem: MemoryLedger | None = None
+) -> dict[str, Any]:
+    """Time the approximate variant (built from the exact ``linear`` one: same basis) and its R(q) recall.
+
+    Its three indexes are built one at a time (triples, passages, basis rows), each a build step of
+    ``mem`` with its faiss arrays recorded as a component.
+    """
     p, b, t = approx_kinds(args.sweep_approx)
     knobs = approx_overrides(args.sweep_approx_knobs)
-    cfg = dataclasses.replace(exact.config, passage_index=p, basis_index=b, index=t, **knobs)
-    t0 = time.perf_counter()
-    av = exact.with_config(cfg).warm()  # builds the three indexes (the basis is the exact variant's)
-    build = time.perf_counter() - t0
-    av.retrieve(["q0"])  # warm-up: numba compiles the candidate push once
     v = approx_key(args.sweep_approx, args.sweep_approx_knobs)
+    mem = mem or MemoryLedger()
+    t0 = time.perf_counter()
+    # triples first: the knobs then rebuild no exact flat index on the way (passage_index is still flat)
+    with mem.step(f"triple index {t} [{v}]"):
+        av = exact.with_config(dataclasses.replace(exact.config, index=t, **knobs))
+    with mem.step(f"passage index {p} [{v}]"):
+        av = av.with_config(dataclasses.replace(av.config, passage_index=p, basis_index=b))
+    with mem.step(f"basis index {b} [{v}]"):
+        av.warm()  # the basis index (the basis is the exact variant's)
+    build = time.perf_counter() - t0
+    mem.add(*approx_components(av, v))
+    av.retrieve(["q0"])  # warm-up: numba compiles the candidate push once
     out: dict[str, Any] = {f"index_build_s_{v}": build, f"whole_{v}": time_retrieve(av, args.sweep_batch)}
     out.update({f"{k}_{v}": x for k, x in stage_times(av, q).items()})
     out[f"recall_{v}"] = rq_recall(av, exact, args.sweep_recall_queries, max(args.sweep_batch, 32))
@@ -249,6 +286,7 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
     if not args.sweep_docs:  # re-plot earlier runs' --rows-out files only
         plot_sweep(merge_rows(args.plot_with, []), Path(args.plot), title, args.sweep_variants)
         return [f"\nPlot: `{args.plot}` (from {args.plot_with})"]
+    mem_lines: list[list[str]] = []  # one memory table per size, printed as it comes, collected below
     for n in [int(x) for x in args.sweep_docs.split(",")]:
         r = bench_size(n, args)
         rows.append(r)
@@ -263,6 +301,8 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
         for v, label in variants:
             lines.append(_table_row(n, r, v, label))
             print(lines[-1], flush=True)
+        mem_lines.append(memory_table(r))
+        print("\n".join(mem_lines[-1]), flush=True)
         if args.plot:  # after every size: a later, larger size may run out of memory
             plot_sweep(merge_rows(args.plot_with, rows), Path(args.plot), title, args.sweep_variants)
     lines += [
@@ -277,6 +317,8 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
         for r in rows
         for v in approx_keys([r])
     ]
+    for table in mem_lines:
+        lines += table
     if args.plot:
         lines.append(f"\nPlot: `{args.plot}`")
     return lines
