@@ -16,18 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from gta_verl.testing.precomputed_encoder import PrecomputedEncoder as PrecomputedEncoder  # re-exported
 from gta_verl.testing.synthetic_graphs import SyntheticGraph
-
-
-class PrecomputedEncoder:
-    """Query ``"q<i>"`` → row ``i`` of precomputed unit vectors (encoding is not timed)."""
-
-    def __init__(self, vectors: np.ndarray) -> None:
-        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        self.dim, self.name = self.vectors.shape[1], "random"
-
-    def encode(self, texts: list[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-        return self.vectors[[int(t[1:]) for t in texts]]
 
 
 def unit_rows(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:

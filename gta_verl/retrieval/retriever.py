@@ -59,6 +59,7 @@ from gta_verl.retrieval.ppr import (
 )
 from gta_verl.retrieval.queries import FLAG_TRUNCATED, prepare_queries, query_cost
 from gta_verl.retrieval.seeds import entity_doc_frequency, seed_entities
+from gta_verl.retrieval.stage_clock import StageClock
 
 __all__ = [
     "FLAG_NO_ENTITIES",
@@ -104,6 +105,9 @@ class GraphRetriever:
         self._transition: Transition | None = None
         self._basis: PassageBasis | None = None
         self._basis_index: BasisIndex | None = None
+        #: Seconds per stage of every batch scored (encode, dense, triples, seeds, ppr, results): a served
+        #: replica reports them in its stats (:mod:`gta_verl.retrieval.stage_clock`).
+        self.clock = StageClock()
 
     def with_config(self, config: RetrieverConfig) -> GraphRetriever:
         """A retriever sharing this one's KB, encoder and graph, with another config."""
@@ -278,24 +282,30 @@ class GraphRetriever:
         c = self.config
         k = max(1, min(c.k_graph if k_graph is None else k_graph, self.kb.n_docs))
         k_d = max(1, min(max(c.k_dense, k) if k_dense is None else k_dense, self.kb.n_docs))
+        t0 = time.perf_counter()
         q = np.asarray(self.embedder.encode(list(texts)), dtype=np.float32)
+        t1 = time.perf_counter()
         dense = self.dense_part(q, k_d)
+        t2 = time.perf_counter()
         seeded = np.zeros(len(texts), dtype=bool)
         g_ids = np.full((len(texts), k), -1, dtype=np.int64)
         g_scores = np.zeros((len(texts), k))
-        if c.mode == "dense":
-            return dense, None, seeded
-        if self._fact_index is None:
-            return dense, (g_ids, g_scores), seeded
+        if c.mode == "dense" or self._fact_index is None:
+            self.clock.add(len(texts), encode=t1 - t0, dense=t2 - t1)
+            return dense, (None if c.mode == "dense" else (g_ids, g_scores)), seeded
         if c.triple_score_norm == "minmax":
             t_scores, t_ids, mins = self._fact_index.search_with_min(q, c.top_n_triples)
         else:
             t_scores, t_ids = self._fact_index.search(q, c.top_n_triples)
             mins = t_scores[:, -1]
+        t3 = time.perf_counter()
         seeds, seeded = self.entity_seeds(t_scores, t_ids, mins)
+        t4 = time.perf_counter()
         if seeded.any():
             ids, scores, _ = self.ppr_top(seeds[seeded], q[seeded], dense[seeded], k)
             g_ids[seeded], g_scores[seeded] = ids, scores
+        t5 = time.perf_counter()
+        self.clock.add(len(texts), encode=t1 - t0, dense=t2 - t1, triples=t3 - t2, seeds=t4 - t3, ppr=t5 - t4)
         return dense, (g_ids, g_scores), seeded
 
     @property
@@ -443,7 +453,8 @@ class GraphRetriever:
             t0 = time.perf_counter()
             chunk = texts[start : start + self.config.batch_size]
             dense, graph, seeded = self.score(chunk, k_g, k_d)
-            ms = (time.perf_counter() - t0) * 1000
+            t1 = time.perf_counter()
+            ms = (t1 - t0) * 1000
             for b, text in enumerate(chunk):
                 f = flags[start + b]
                 if self.config.mode != "dense" and not seeded[b]:
@@ -452,6 +463,7 @@ class GraphRetriever:
                 hits = self._ordered(dense[b], g_b, bool(seeded[b]), k_g, k_d)
                 hits = hits[:limit] if limit is not None else hits
                 results.append(RetrievalResult(query=text, hits=tuple(hits), flags=f, latency_ms=ms))
+            self.clock.add_seconds(results=time.perf_counter() - t1)
         return results
 
     def retrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:
