@@ -133,7 +133,9 @@ def approx_overrides(knobs: str) -> dict[str, Any]:
         name, _, value = item.partition("=")
         if not hasattr(default, name):
             raise ValueError(f"--sweep-approx-knobs: RetrieverConfig has no knob {name!r}")
-        out[name] = type(getattr(default, name))(value)
+        cur = getattr(default, name)
+        # bool("false") is True: booleans are read as words
+        out[name] = value.lower() in ("true", "1") if isinstance(cur, bool) else type(cur)(value)
     return out
 
 

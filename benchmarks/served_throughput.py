@@ -347,10 +347,10 @@ def served(
 def _queries(args: argparse.Namespace) -> tuple[list[str], SynthSpec]:
     if args.encoder == "minilm":
         from benchmarks.replicas import questions
-        from gta_verl.kb.embed import load_embedder
+        from gta_verl.kb.embed import DEFAULT_EMBEDDER  # the bundled all-MiniLM-L6-v2 (384-d)
 
-        name = load_embedder("all-MiniLM-L6-v2", cache=False).name
-        return questions(), SynthSpec(args.docs, args.triples, args.dim, args.seed, args.queries, name)
+        spec = SynthSpec(args.docs, args.triples, args.dim, args.seed, args.queries, DEFAULT_EMBEDDER)
+        return questions(), spec
     spec = SynthSpec(args.docs, args.triples, args.dim, args.seed, args.queries)
     return [f"q{i}" for i in range(args.queries)], spec
 
