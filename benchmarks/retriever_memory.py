@@ -228,7 +228,7 @@ def triple_components(r: Any, kb: Any) -> list[Component | None]:
         return []
     n = idx.n
     fact = np.asarray(r._fact_emb)
-    copy = not np.shares_memory(fact, np.asarray(kb.triple_emb)) if fact.size else False
+    copy = not np.may_share_memory(fact, np.asarray(kb.triple_emb)) if fact.size else False  # bounds only
     name = "unique-fact vectors (retriever's copy)"
     out: list[Component | None] = [arrays_component(name, fact, n, "triple", MAPPED) if copy else None]
     if idx.kind == "flat":
