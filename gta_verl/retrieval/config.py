@@ -80,12 +80,20 @@ class RetrieverConfig(StrictConfig):
         index: Faiss index of the triple vectors: ``flat`` (exact, default), ``ivf``, ``hnsw``
             or ``ivfpq`` (approximate, for millions of triples;
             :class:`~gta_verl.retrieval.index.VectorIndex`).
-        passage_index: Index of the passage vectors of the ``dense`` backend: ``flat`` (default) =
-            exact inner products with every passage; ``ivf`` / ``hnsw`` / ``ivfpq`` = approximate
-            candidates (``index_refine`` × k of them), rescored exactly, so scores stay cosines
-            and only recall can drop (opt-in for corpora of millions; docs/retrieval.md).
-        index_refine: Candidates per wanted row that an approximate ``index`` or ``passage_index``
-            returns for exact rescoring (:class:`~gta_verl.retrieval.index.VectorIndex`).
+        passage_index: Index of the passage vectors: ``flat`` (default) = exact inner products with
+            every passage; ``ivf`` / ``hnsw`` / ``ivfpq`` = approximate candidates (``index_refine`` × k
+            of them), rescored exactly, so scores stay cosines and only recall can drop (opt-in for
+            corpora of millions; docs/retrieval.md). In the ``graph`` backend it also gives the
+            min and max of the dense scores that the personalization's min–max normalization needs
+            without a full scan (:mod:`gta_verl.retrieval.dense_candidates`); a PPR solver other
+            than ``linear`` still scores every passage for its personalization.
+        basis_index: Index of the rows ``[Z | g]`` of the ``linear`` PPR's passage basis: ``flat``
+            (default) = the exact GEMV against every row; ``ivf`` / ``hnsw`` / ``ivfpq`` = a
+            maximum-inner-product search for ``index_refine`` × k candidate documents, whose
+            scores are then computed exactly, together with the documents the entity-seed push
+            reached (:mod:`gta_verl.retrieval.ppr.linear_approx`). Read only when ``linear`` runs.
+        index_refine: Candidates per wanted row that an approximate ``index``, ``passage_index`` or
+            ``basis_index`` returns for exact rescoring (:class:`~gta_verl.retrieval.index.VectorIndex`).
         ivf_nprobe: Lists probed by the IVF index.
         hnsw_m: Graph degree of the HNSW index.
         hnsw_ef_search: Candidates the HNSW index keeps while it searches (faiss ``efSearch``).
@@ -149,6 +157,7 @@ class RetrieverConfig(StrictConfig):
     fusion_weight: float = 0.5
     index: IndexKind = "flat"
     passage_index: IndexKind = "flat"
+    basis_index: IndexKind = "flat"
     index_refine: int = 4
     ivf_nprobe: int = 16
     hnsw_m: int = 32
@@ -206,7 +215,7 @@ class RetrieverConfig(StrictConfig):
             raise bad("backend", BACKEND_RULE)
         if self.mode not in MODES:
             raise bad("mode", MODE_RULE)
-        for name in ("index", "passage_index"):
+        for name in ("index", "passage_index", "basis_index"):
             if getattr(self, name) not in INDEX_KINDS:
                 raise bad(name, f"must be one of {INDEX_KINDS}")
         if self.fusion not in FUSIONS:

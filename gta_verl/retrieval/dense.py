@@ -22,12 +22,9 @@ import numpy as np
 from gta_verl.data.types import HitSource
 from gta_verl.retrieval import gemm
 from gta_verl.retrieval.config import RetrieverConfig
+from gta_verl.retrieval.dense_candidates import passage_index_settings, passage_vector_index
 from gta_verl.retrieval.index import VectorIndex
 from gta_verl.retrieval.passages import PassageRanker, check_encoder
-
-
-def _index_settings(c: RetrieverConfig) -> tuple[object, ...]:
-    return (c.passage_index, c.ivf_nprobe, c.hnsw_m, c.hnsw_ef_search, c.index_refine)
 
 
 class DenseRetriever(PassageRanker):
@@ -51,23 +48,12 @@ class DenseRetriever(PassageRanker):
         check_encoder(kb, embedder)
         self.embedder = embedder
         self._passage_emb = np.ascontiguousarray(kb.passage_emb, dtype=np.float32)
-        c = self.config
-        self._index: VectorIndex | None = None
-        if c.passage_index != "flat" and len(self._passage_emb):
-            self._index = VectorIndex(
-                self._passage_emb,
-                c.passage_index,
-                c.ivf_nprobe,
-                c.hnsw_m,
-                "float32",
-                c.hnsw_ef_search,
-                c.index_refine,
-            )
+        self._index: VectorIndex | None = passage_vector_index(self._passage_emb, self.config)
 
     def with_config(self, config: RetrieverConfig) -> PassageRanker:
         """As :meth:`PassageRanker.with_config`; other passage index settings rebuild the index."""
         other = super().with_config(config)
-        if _index_settings(config) != _index_settings(self.config):
+        if passage_index_settings(config) != passage_index_settings(self.config):
             return DenseRetriever(self.kb, self.embedder, config)
         return other
 

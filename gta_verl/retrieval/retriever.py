@@ -10,6 +10,12 @@ Pipeline for a batch of queries (one call = one batched PPR):
    ``passage_node_weight`` × min–max dense scores on document nodes → ``p_q``;
 4. ``r_q = α p_q + (1 − α) Pᵀ r_q`` (eq 7) for the whole batch → R_g = top-K_g documents;
 5. R = Dedup(R_g ∪ R_d) (eq 9), ordered by :func:`gta_verl.retrieval.fusion.fuse`.
+
+Every step is exact by default. Opt-in, for corpora of millions, three approximate indexes take
+the place of the three scans whose cost grows with the corpus (each proposes candidates that are
+then scored exactly, so only recall can drop): ``index`` (step 3's triple search), ``passage_index``
+(step 2: R_d and the dense scores' min and max, :mod:`gta_verl.retrieval.dense_candidates`) and
+``basis_index`` (step 4's GEMV of the ``linear`` solver, :mod:`gta_verl.retrieval.ppr.linear_approx`).
 """
 
 from __future__ import annotations
@@ -26,13 +32,23 @@ import scipy.sparse as sp
 from gta_verl.data.types import HitSource, RetrievalHit, RetrievalResult
 from gta_verl.retrieval import gemm
 from gta_verl.retrieval.config import RetrieverConfig
+from gta_verl.retrieval.dense_candidates import (
+    DenseBatch,
+    DenseRow,
+    dense_candidates,
+    passage_index_settings,
+    passage_vector_index,
+    top_dense,
+)
 from gta_verl.retrieval.fusion import fuse
 from gta_verl.retrieval.index import VectorIndex
 from gta_verl.retrieval.passages import check_encoder
 from gta_verl.retrieval.ppr import (
+    BasisIndex,
     PassageBasis,
     Solver,
     Transition,
+    build_basis_index,
     build_passage_basis,
     build_transition,
     choose_solver,
@@ -43,6 +59,7 @@ from gta_verl.retrieval.ppr import (
 )
 from gta_verl.retrieval.queries import FLAG_TRUNCATED, prepare_queries, query_cost
 from gta_verl.retrieval.seeds import entity_doc_frequency, seed_entities
+from gta_verl.retrieval.stage_clock import StageClock
 
 __all__ = [
     "FLAG_NO_ENTITIES",
@@ -84,8 +101,13 @@ class GraphRetriever:
         self._fact_emb = fact_emb
         self._fact_index: VectorIndex | None = None
         self._build_fact_index()
+        self._passage_index = passage_vector_index(self._passage_emb, self.config)
         self._transition: Transition | None = None
         self._basis: PassageBasis | None = None
+        self._basis_index: BasisIndex | None = None
+        #: Seconds per stage of every batch scored (encode, dense, triples, seeds, ppr, results): a served
+        #: replica reports them in its stats (:mod:`gta_verl.retrieval.stage_clock`).
+        self.clock = StageClock()
 
     def with_config(self, config: RetrieverConfig) -> GraphRetriever:
         """A retriever sharing this one's KB, encoder and graph, with another config."""
@@ -94,6 +116,8 @@ class GraphRetriever:
         knobs = ("index", "ivf_nprobe", "hnsw_m", "hnsw_ef_search", "index_refine", "triple_scan")
         if any(getattr(config, k) != getattr(self.config, k) for k in knobs):
             other._build_fact_index()
+        if passage_index_settings(config) != passage_index_settings(self.config):
+            other._passage_index = passage_vector_index(self._passage_emb, config)
         return other
 
     @staticmethod
@@ -132,11 +156,11 @@ class GraphRetriever:
         return self._transition
 
     def warm(self) -> GraphRetriever:
-        """Build what the first graph query would (transition; passage basis for ``linear``)."""
+        """Build what the first graph query would (transition; passage basis and its index for ``linear``)."""
         if self.config.mode != "dense" and self._fact_index is not None:
             _ = self.transition
             if self.uses_passage_basis:
-                _ = self.passage_basis
+                _ = self.basis_index
         return self
 
     # ------------------------------------------------------------------ queries
@@ -224,41 +248,64 @@ class GraphRetriever:
         pers.sum_duplicates()
         return pers, seeded
 
+    def dense_part(self, q: np.ndarray, k_dense: int) -> DenseBatch:
+        """The dense scores of query embeddings ``q`` ``float32 [B, dim]`` (steps 2 of the module docstring).
+
+        Returns:
+            Every passage's cosine, ``float32 [B, n_docs]`` (``passage_index="flat"``, or when
+            ``index_refine × k_dense`` candidates would be every passage anyway); else the approximate
+            index's best ``k_dense`` rescored candidates and the scores' min–max range
+            (:class:`~gta_verl.retrieval.dense_candidates.DenseCandidates`).
+        """
+        if self._passage_index is None or k_dense * self.config.index_refine >= self.kb.n_docs:
+            return gemm.scores(q, self._passage_emb)
+        return dense_candidates(self._passage_index, q, k_dense, self._passage_emb)
+
     def score(
-        self, texts: Sequence[str], k_graph: int | None = None
-    ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None, np.ndarray]:
+        self, texts: Sequence[str], k_graph: int | None = None, k_dense: int | None = None
+    ) -> tuple[DenseBatch, tuple[np.ndarray, np.ndarray] | None, np.ndarray]:
         """Dense scores and the PPR top documents of prepared query texts (one chunk).
 
         Args:
             texts: Prepared queries.
             k_graph: PPR documents kept per query (default ``config.k_graph``).
+            k_dense: Dense documents wanted per query (default the larger of ``config.k_dense`` and
+                ``k_graph``); read only by an approximate ``passage_index``, which ranks that many.
 
         Returns:
-            ``(dense float32 [B, n_docs], graph, seeded bool [B])`` where ``graph`` is
+            ``(dense, graph, seeded bool [B])``: ``dense`` as :meth:`dense_part` (``float32
+            [B, n_docs]`` by default; ``dense[b]`` is row ``b`` either way), ``graph`` =
             ``(doc ids int64 [B, k], PPR scores float64 [B, k])`` best first (id −1 =
             none; ties by document index), or ``None`` in dense mode; unseeded rows are
             all −1.
         """
         c = self.config
         k = max(1, min(c.k_graph if k_graph is None else k_graph, self.kb.n_docs))
+        k_d = max(1, min(max(c.k_dense, k) if k_dense is None else k_dense, self.kb.n_docs))
+        t0 = time.perf_counter()
         q = np.asarray(self.embedder.encode(list(texts)), dtype=np.float32)
-        dense = gemm.scores(q, self._passage_emb)
+        t1 = time.perf_counter()
+        dense = self.dense_part(q, k_d)
+        t2 = time.perf_counter()
         seeded = np.zeros(len(texts), dtype=bool)
         g_ids = np.full((len(texts), k), -1, dtype=np.int64)
         g_scores = np.zeros((len(texts), k))
-        if c.mode == "dense":
-            return dense, None, seeded
-        if self._fact_index is None:
-            return dense, (g_ids, g_scores), seeded
+        if c.mode == "dense" or self._fact_index is None:
+            self.clock.add(len(texts), encode=t1 - t0, dense=t2 - t1)
+            return dense, (None if c.mode == "dense" else (g_ids, g_scores)), seeded
         if c.triple_score_norm == "minmax":
             t_scores, t_ids, mins = self._fact_index.search_with_min(q, c.top_n_triples)
         else:
             t_scores, t_ids = self._fact_index.search(q, c.top_n_triples)
             mins = t_scores[:, -1]
+        t3 = time.perf_counter()
         seeds, seeded = self.entity_seeds(t_scores, t_ids, mins)
+        t4 = time.perf_counter()
         if seeded.any():
             ids, scores, _ = self.ppr_top(seeds[seeded], q[seeded], dense[seeded], k)
             g_ids[seeded], g_scores[seeded] = ids, scores
+        t5 = time.perf_counter()
+        self.clock.add(len(texts), encode=t1 - t0, dense=t2 - t1, triples=t3 - t2, seeds=t4 - t3, ppr=t5 - t4)
         return dense, (g_ids, g_scores), seeded
 
     @property
@@ -279,22 +326,53 @@ class GraphRetriever:
             self._basis = build_passage_basis(self.transition, self._passage_emb, self.config.alpha)
         return self._basis
 
+    @property
+    def basis_index(self) -> BasisIndex | None:
+        """The ``basis_index`` over the passage basis's rows (built on first use); ``None`` for ``flat`` or
+        when the ``linear`` solver does not run."""
+        c = self.config
+        if c.basis_index == "flat" or not self.uses_passage_basis:
+            return None
+        basis = self.passage_basis
+        settings = (c.basis_index, c.ivf_nprobe, c.hnsw_m, c.hnsw_ef_search)
+        if (
+            self._basis_index is None
+            or self._basis_index.basis is not basis
+            or self._basis_index.settings != settings
+        ):
+            self._basis_index = build_basis_index(basis, *settings)
+        return self._basis_index
+
     def ppr_top(
-        self, seeds: sp.csr_matrix, q: np.ndarray, dense: np.ndarray, k: int
+        self, seeds: sp.csr_matrix, q: np.ndarray, dense: DenseBatch, k: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Top-``k`` PPR documents of seeded queries by :func:`~gta_verl.retrieval.ppr.solve.ppr_top_docs`.
 
         Args:
             seeds: ``csr [b, N]`` entity seeds (:meth:`entity_seeds`), every row seeded.
             q: ``float32 [b, dim]`` the queries' embeddings.
-            dense: ``float32 [b, n_docs]`` their passage cosines.
+            dense: Their dense part (:meth:`dense_part`, ``b`` rows). A solver other than ``linear``
+                needs every passage's cosine: from an approximate passage index, they are computed here.
             k: Documents kept per query.
 
         Returns:
             ``(ids int64 [b, k], scores float64 [b, k], nodes the push touched int64 [b] or None)``.
         """
+        given: np.ndarray | tuple[np.ndarray, np.ndarray] = (
+            dense
+            if isinstance(dense, np.ndarray)
+            else ((dense.lo, dense.hi) if self.uses_passage_basis else gemm.scores(q, self._passage_emb))
+        )
         return ppr_top_docs(
-            self.solver, self.transition, seeds, dense, q, k, self.config, lambda: self.passage_basis
+            self.solver,
+            self.transition,
+            seeds,
+            given,
+            q,
+            k,
+            self.config,
+            lambda: self.passage_basis,
+            lambda: self.basis_index,
         )
 
     # ------------------------------------------------------------------ results
@@ -303,7 +381,12 @@ class GraphRetriever:
         return RetrievalHit(doc_id=p.doc_id, title=p.title, text=p.text, score=score, source=source)
 
     def _ordered(
-        self, dense: np.ndarray, graph: tuple[np.ndarray, np.ndarray] | None, ok: bool, k_g: int, k_d: int
+        self,
+        dense: np.ndarray | DenseRow,
+        graph: tuple[np.ndarray, np.ndarray] | None,
+        ok: bool,
+        k_g: int,
+        k_d: int,
     ) -> list[RetrievalHit]:
         """Hits of one query: top-k_g graph ∪ top-k_d dense, fused, with provenance.
 
@@ -313,9 +396,9 @@ class GraphRetriever:
         zero scores would.
         """
         c = self.config
-        d_order = topk_stable(dense, k_d) if k_d else np.zeros(0, np.int64)
+        d_order = top_dense(dense, k_d) if k_d else np.zeros(0, np.int64)
         if c.mode == "dense" or not ok or graph is None:
-            return [self._hit(int(d), "dense", float(dense[d])) for d in d_order]
+            return [self._hit(d, "dense", float(dense[d])) for d in d_order.tolist()]
         ids, scores = graph[0][:k_g], graph[1][:k_g]
         g_order = ids[ids >= 0]
         ppr = dict(zip(g_order.tolist(), scores[ids >= 0].tolist(), strict=True))
@@ -347,7 +430,12 @@ class GraphRetriever:
         return hits
 
     def fused_hits(
-        self, dense: np.ndarray, graph: tuple[np.ndarray, np.ndarray] | None, seeded: bool, k_g: int, k_d: int
+        self,
+        dense: np.ndarray | DenseRow,
+        graph: tuple[np.ndarray, np.ndarray] | None,
+        seeded: bool,
+        k_g: int,
+        k_d: int,
     ) -> list[RetrievalHit]:
         """Hits of one query from its :meth:`score` row, ordered by this retriever's config.
 
@@ -364,8 +452,9 @@ class GraphRetriever:
         for start in range(0, len(texts), self.config.batch_size):
             t0 = time.perf_counter()
             chunk = texts[start : start + self.config.batch_size]
-            dense, graph, seeded = self.score(chunk, k_g)
-            ms = (time.perf_counter() - t0) * 1000
+            dense, graph, seeded = self.score(chunk, k_g, k_d)
+            t1 = time.perf_counter()
+            ms = (t1 - t0) * 1000
             for b, text in enumerate(chunk):
                 f = flags[start + b]
                 if self.config.mode != "dense" and not seeded[b]:
@@ -374,6 +463,7 @@ class GraphRetriever:
                 hits = self._ordered(dense[b], g_b, bool(seeded[b]), k_g, k_d)
                 hits = hits[:limit] if limit is not None else hits
                 results.append(RetrievalResult(query=text, hits=tuple(hits), flags=f, latency_ms=ms))
+            self.clock.add_seconds(results=time.perf_counter() - t1)
         return results
 
     def retrieve(self, queries: Sequence[str]) -> list[RetrievalResult]:

@@ -26,6 +26,7 @@ import numpy as np
 
 from gta_verl.data.types import QAExample
 from gta_verl.retrieval.config import Fusion, Mode, RetrieverConfig
+from gta_verl.retrieval.dense_candidates import DenseRow
 from gta_verl.retrieval.evaluate import DEFAULT_KS, recall_at_k
 
 K = TypeVar("K", bound=Hashable)
@@ -167,7 +168,7 @@ def select_fusion(
 class Scored:
     """One question's retriever scores (:meth:`GraphRetriever.score` row)."""
 
-    dense: np.ndarray
+    dense: np.ndarray | DenseRow
     graph: tuple[np.ndarray, np.ndarray] | None
     seeded: bool
 

@@ -53,6 +53,7 @@ CALLERS = {
     "benchmarks/replicas.py",
     "benchmarks/retriever_sweep.py",
     "benchmarks/retriever_whole.py",
+    "benchmarks/served_throughput.py",
     "benchmarks/stress.py",
     "benchmarks/stress_actor.py",
     "benchmarks/stress_musique.py",

@@ -1,4 +1,5 @@
-"""Faiss's BLAS threshold and the size-sweep builders of ``benchmarks/retriever_synth.py``.
+"""Faiss's BLAS threshold, the size-sweep builders of ``benchmarks/retriever_synth.py`` and the sweep's
+approximate variant (``benchmarks/retriever_sweep.py``).
 
 No timings here: speed is in ``benchmarks/retriever.py``; these tests check that the
 settings and builders the benchmark relies on give the same answers.
@@ -103,3 +104,51 @@ def test_sweep_retriever_equals_igraph_built_one() -> None:
     ranked = r_ig.rank(texts, k=10)
     assert all(FLAG_NO_ENTITIES not in r.flags for r in ranked), "every query ran PPR"
     assert [r.doc_ids for r in r_arr.rank(texts, k=10)] == [r.doc_ids for r in ranked]
+
+
+def test_sweep_approximate_variant_against_its_exact_one() -> None:
+    """The sweep's approximate variant: knobs parsed, built from the exact ``linear`` one (same basis),
+    timed, and its R(q) recall against it — 1 where every search is exhaustive."""
+    import argparse
+    import dataclasses
+
+    from benchmarks.retriever_sweep import (
+        approx_key,
+        approx_overrides,
+        bench_approx_variant,
+        label_of_key,
+        rq_recall,
+    )
+    from benchmarks.retriever_synth import (
+        PrecomputedEncoder,
+        attach_graph,
+        query_vectors,
+        synthetic_kb,
+        variant_config,
+    )
+    from gta_verl.retrieval.backends import open_kb_retriever
+
+    assert approx_overrides("ivf_nprobe=1000000,index_refine=2") == {"ivf_nprobe": 10**6, "index_refine": 2}
+    with pytest.raises(ValueError, match="no knob 'nprobe'"):
+        approx_overrides("nprobe=3")
+    key = approx_key("ivf", "ivf_nprobe=1000000")
+    assert key == "approx_ivf-ivf-ivf@ivf_nprobe=1000000"
+    assert label_of_key(key).startswith(
+        "approximate: passages ivf, basis ivf, triples ivf, ivf_nprobe=1000000"
+    )
+    sg = make_scaled_graph(scale_spec(HOTPOTQA_10K, 400), seed=0)
+    kb = synthetic_kb(sg, 800, seed=0, dim=16, with_igraph=False)
+    q = query_vectors(kb.triple_emb, 40, seed=1)
+    r = open_kb_retriever(kb, None, PrecomputedEncoder(q))
+    attach_graph(r, sg)
+    exact = r.with_config(variant_config(0, "linear:1e-6"))
+    args = argparse.Namespace(
+        sweep_approx="ivf", sweep_approx_knobs="ivf_nprobe=1000000", sweep_batch=8, sweep_recall_queries=40
+    )
+    row = bench_approx_variant(exact, q[:8], args)
+    assert row[f"recall_{key}"] == 1.0 and row[f"whole_{key}"] > 0 and f"ppr_{key}" in row
+    approx = exact.with_config(
+        dataclasses.replace(exact.config, passage_index="hnsw", basis_index="hnsw", index="hnsw")
+    )
+    assert approx._basis is exact._basis  # the exact variant's basis, not solved again
+    assert 0.0 <= rq_recall(approx, exact, 40, 16) <= 1.0

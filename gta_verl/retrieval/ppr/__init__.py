@@ -3,6 +3,7 @@
 * :mod:`.transition`: the graph prepared once per KB (:func:`build_transition`);
 * :mod:`.choice`: which solver runs for a config, and why when it is not the configured one;
 * :mod:`.solve`: :func:`ppr_top_docs`, the top documents of a batch, whichever solver runs;
+* :mod:`.basis_index`, :mod:`.linear_approx`: the opt-in ``basis_index`` of the ``linear`` solver;
 * the solvers: :mod:`.linear` (default), :mod:`.batched` (``cg``, ``power``, ``fused`` over
   :mod:`.fused_power`), :mod:`.push`.
 
@@ -15,6 +16,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the checker sees the real names; at run time __getattr__ loads them
+    from gta_verl.retrieval.ppr.basis_index import (
+        BasisIndex as BasisIndex,
+    )
+    from gta_verl.retrieval.ppr.basis_index import (
+        build_basis_index as build_basis_index,
+    )
     from gta_verl.retrieval.ppr.choice import (
         PPR_METHODS as PPR_METHODS,
     )
@@ -53,6 +60,8 @@ if TYPE_CHECKING:  # the checker sees the real names; at run time __getattr__ lo
     )
 
 _EXPORTS = {
+    "BasisIndex": "basis_index",
+    "build_basis_index": "basis_index",
     "PPR_METHODS": "choice",
     "Solver": "choice",
     "choose_solver": "choice",

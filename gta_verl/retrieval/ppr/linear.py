@@ -20,6 +20,11 @@ and the sparse part is a forward push from ≤ 5 seeds (:mod:`gta_verl.retrieval
 local: its work does not grow with the graph. The normalizer ``1ᵀy`` is exact (from ``m``), so
 the push's only error is its leftover residual, which carries the sparse part's share of the mass
 (≈ 1 % on the bundled KB, where the dense part holds the rest).
+
+The GEMV against ``Z`` is then the one per-query step whose cost grows with ``n_docs``. Opt-in
+(``RetrieverConfig.basis_index``), :mod:`.linear_approx` scores only the candidates that a
+maximum-inner-product index over the rows of ``[Z | g]`` proposes for ``[a q ; c]``
+(:mod:`.basis_index`), plus the documents the push reached, with the same formula.
 """
 
 from __future__ import annotations
@@ -176,13 +181,13 @@ def _push_add(
                 seen[u] = False
 
 
-def _basis_scores(
+def response_mass(
     basis: PassageBasis, seeds: sp.csr_matrix, q: np.ndarray, a: np.ndarray, c: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The basis part ``a E q + c 1_D`` of every document's score, and each row's personalization mass.
+) -> np.ndarray:
+    """``float64 [B]``: each row's normalizer ``1ᵀy = mᵀ p_E + a (1ᵀ G E) q + c 1ᵀ G 1_D`` (module docstring).
 
-    Returns:
-        ``(float64 [B, n_docs]`` scores divided by the row's mass, ``float64 [B]`` the masses ``‖p_b‖₁)``.
+    Raises:
+        ValueError: If a row's normalizer is not positive (an all-zero personalization).
     """
     a = np.asarray(a, dtype=np.float64)
     c = np.asarray(c, dtype=np.float64)
@@ -194,6 +199,20 @@ def _basis_scores(
     )
     if np.any(total <= 0):
         raise ValueError(f"personalization rows {np.flatnonzero(total <= 0)[:5].tolist()} are all zero")
+    return np.asarray(total, dtype=np.float64)
+
+
+def _basis_scores(
+    basis: PassageBasis, seeds: sp.csr_matrix, q: np.ndarray, a: np.ndarray, c: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The basis part ``a Z q + c g`` of every document's score, and each row's normalizer.
+
+    Returns:
+        ``(float64 [B, n_docs]`` scores divided by the row's normalizer, ``float64 [B]`` the normalizers)``.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    c = np.asarray(c, dtype=np.float64)
+    total = response_mass(basis, seeds, q, a, c)
     out = gemm.scores(q, basis.doc_response).astype(np.float64)  # [B, n_docs]
     out *= a[:, None]
     out += c[:, None] * basis.ones_response[None, :]

@@ -16,9 +16,11 @@ from typing import Protocol
 import numpy as np
 import scipy.sparse as sp
 
+from gta_verl.retrieval.ppr.basis_index import BasisIndex
 from gta_verl.retrieval.ppr.batched import batched_ppr
 from gta_verl.retrieval.ppr.choice import Solver
 from gta_verl.retrieval.ppr.linear import PassageBasis, linear_ppr_docs
+from gta_verl.retrieval.ppr.linear_approx import linear_top_approx
 from gta_verl.retrieval.ppr.push import push_ppr
 from gta_verl.retrieval.ppr.transition import Transition
 
@@ -47,6 +49,12 @@ class SolverKnobs(Protocol):
     def ppr_dtype(self) -> str: ...
     @property
     def device(self) -> str: ...
+    @property
+    def index_refine(self) -> int: ...
+
+
+#: Each row's ``(min, max)`` dense score, ``float64 [B]`` each: all the ``linear`` solver reads of them.
+DenseRange = tuple[np.ndarray, np.ndarray]
 
 
 def topk_stable(x: np.ndarray, k: int) -> np.ndarray:
@@ -110,11 +118,12 @@ def ppr_top_docs(
     solver: Solver,
     transition: Transition,
     seeds: sp.csr_matrix,
-    dense: np.ndarray,
+    dense: np.ndarray | DenseRange,
     query_emb: np.ndarray,
     k: int,
     config: SolverKnobs,
     basis: Callable[[], PassageBasis],
+    basis_index: Callable[[], BasisIndex | None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Top-``k`` PPR documents (eq 7) of every row's hybrid personalization.
 
@@ -122,19 +131,45 @@ def ppr_top_docs(
         solver: From :func:`~gta_verl.retrieval.ppr.choice.choose_solver`.
         transition: The KB graph's transition (documents are nodes ``0..n_docs−1``).
         seeds: ``csr [B, N]`` entity seeds; every row has some.
-        dense: ``float32 [B, n_docs]`` passage cosines of the same queries.
+        dense: ``float32 [B, n_docs]`` passage cosines of the same queries, or, for the ``linear``
+            solver only, just each row's ``(min float64 [B], max float64 [B])`` (all it reads of
+            them: the dense part is affine in ``E q``).
         query_emb: ``float32 [B, dim]`` their embeddings (the ``linear`` solver's GEMV).
         k: Documents kept per query.
         config: The solver knobs (a ``RetrieverConfig``).
         basis: Returns the KB's passage basis (called only by the ``linear`` solver).
+        basis_index: Returns the index over the basis rows (``basis_index`` knob), or ``None`` for
+            the exact GEMV; read only by the ``linear`` solver
+            (:func:`~gta_verl.retrieval.ppr.linear_approx.linear_top_approx`).
 
     Returns:
         ``(ids int64 [B, k], scores float64 [B, k], nodes the push touched int64 [B] or None)``,
-        best first, ties by document index.
+        best first, ties by document index (ids −1, score 0: fewer than ``k`` found by an index).
     """
-    n_docs = dense.shape[1]
     if solver.method == "linear":
-        return _linear_top(transition, basis(), seeds, query_emb, dense, k, config)
+        lo, hi = dense if isinstance(dense, tuple) else _row_range(dense)
+        index = basis_index() if basis_index is not None else None
+        return _linear_top(transition, basis(), seeds, query_emb, lo, hi, k, config, index)
+    if isinstance(dense, tuple):
+        raise ValueError(f"the {solver.method!r} solver needs every passage's dense score, not their range")
+    return _whole_personalization_top(solver, transition, seeds, dense, k, config)
+
+
+def _whole_personalization_top(
+    solver: Solver,
+    transition: Transition,
+    seeds: sp.csr_matrix,
+    dense: np.ndarray,
+    k: int,
+    config: SolverKnobs,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`ppr_top_docs` for the solvers that take the whole personalization (``push``, ``fused``,
+    ``cg``, ``power``): the entity seeds plus the dense part on every document (or the best
+    ``passage_seed_top``)."""
+    method = solver.method
+    if method == "linear":
+        raise ValueError("the linear solver keeps the dense part affine: it is _linear_top's")
+    n_docs = dense.shape[1]
     pers = seeds
     if config.passage_node_weight > 0:
         pers = (
@@ -144,7 +179,7 @@ def ppr_top_docs(
             )
         ).tocsr()
         pers.sum_duplicates()
-    if solver.method == "push":
+    if method == "push":
         res = push_ppr(transition, pers, k=k, alpha=config.alpha, eps=config.ppr_push_eps, targets=n_docs)
         return res.ids, res.scores, res.touched
     full = batched_ppr(
@@ -154,7 +189,7 @@ def ppr_top_docs(
         tol=config.ppr_tol,
         max_iter=config.ppr_max_iter,
         block_size=config.ppr_block_size,
-        method=solver.method,
+        method=method,
         device=config.device,
         dtype=np.float32 if config.ppr_dtype == "float32" else np.float64,
     )[:, :n_docs]
@@ -162,25 +197,36 @@ def ppr_top_docs(
     return ids, np.take_along_axis(full, ids, axis=1), None
 
 
+def _row_range(dense: np.ndarray) -> DenseRange:
+    return dense.min(axis=1).astype(np.float64), dense.max(axis=1).astype(np.float64)
+
+
 def _linear_top(
     transition: Transition,
     basis: PassageBasis,
     seeds: sp.csr_matrix,
     q: np.ndarray,
-    dense: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
     k: int,
     config: SolverKnobs,
+    index: BasisIndex | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Top-``k`` documents by :func:`~gta_verl.retrieval.ppr.linear.linear_ppr_docs`.
+    """Top-``k`` documents by :func:`~gta_verl.retrieval.ppr.linear.linear_ppr_docs`, or on the
+    ``index``'s candidates by :func:`~gta_verl.retrieval.ppr.linear_approx.linear_top_approx`.
 
     The dense part ``w_p (E q − min)/(max − min)`` is affine in ``E q``: ``a E q + c 1``.
     """
-    lo, hi = dense.min(axis=1).astype(np.float64), dense.max(axis=1).astype(np.float64)
     span = hi - lo
     safe = np.where(span > 0, span, 1.0)
     w = config.passage_node_weight
     a = np.where(span > 0, w / safe, 0.0)
     offset = np.where(span > 0, -w * lo / safe, w)  # a flat row is normalized to 1 everywhere
+    n_cand = k * config.index_refine
+    if index is not None and n_cand < basis.n_docs:  # else the GEMV is no dearer than the candidates
+        return linear_top_approx(
+            transition, basis, index, seeds, q, a, offset, k, n_cand, config.ppr_linear_eps
+        )
     scores, touched = linear_ppr_docs(transition, basis, seeds, q, a, offset, eps=config.ppr_linear_eps)
     ids = np.stack([topk_stable(row, k) for row in scores])
     return ids, np.take_along_axis(scores, ids, axis=1), touched

@@ -182,6 +182,11 @@ class MicroBatcher:
         self.n_errors = 0
         self._batch_sizes: deque[int] = deque(maxlen=history)
         self._latency_ms: deque[float] = deque(maxlen=history)
+        # cumulative, for where the time goes (benchmarks/served_throughput.py): seconds the batches ran
+        # (worker thread hand-off included) and seconds the calls took from submit to answer
+        self.run_s = 0.0
+        self.latency_s = 0.0
+        self.n_answered = 0
 
     def _executor(self) -> ThreadPoolExecutor:
         """The one thread every batch runs on.
@@ -254,7 +259,10 @@ class MicroBatcher:
                     self._active.remove(req)
             for i, res in zip(good, results, strict=True):
                 out[i] = res
-        self._latency_ms.append((time.perf_counter() - t0) * 1000)
+        took = time.perf_counter() - t0
+        self._latency_ms.append(took * 1000)
+        self.latency_s += took
+        self.n_answered += 1
         return [r for r in out if r is not None]
 
     def _waiting(self) -> int:
@@ -281,6 +289,7 @@ class MicroBatcher:
         topk = slices[0][0].topk
         self._batch_sizes.append(len(flat))
         self.n_queries += len(flat)
+        t0 = time.perf_counter()
         try:
             loop = asyncio.get_running_loop()
             if topk is None:
@@ -293,6 +302,7 @@ class MicroBatcher:
         except Exception as exc:  # every caller gets an error result instead
             self.n_errors += len(flat)
             results = error_results(flat, f"retrieval failed: {type(exc).__name__}: {exc}")
+        self.run_s += time.perf_counter() - t0
         pos = 0
         for r, s, e in slices:
             r.results[s:e] = results[pos : pos + e - s]
@@ -311,7 +321,9 @@ class MicroBatcher:
                 await self._run(slices)
 
     def stats(self) -> dict[str, Any]:
-        """Request/query counts, batch sizes and p50/p95 latency (ms) over recent calls."""
+        """Request/query counts, batch sizes and p50/p95 latency (ms) over recent calls; since the start,
+        the seconds batches ran (``run_s``) and the seconds calls took (``latency_s``, ``answered``
+        calls)."""
         lat = np.asarray(self._latency_ms) if self._latency_ms else np.zeros(1)
         sizes = np.asarray(self._batch_sizes) if self._batch_sizes else np.zeros(1)
         return {
@@ -323,4 +335,7 @@ class MicroBatcher:
             "batch_size_max": int(sizes.max()),
             "latency_ms_p50": float(np.percentile(lat, 50)),
             "latency_ms_p95": float(np.percentile(lat, 95)),
+            "run_s": self.run_s,
+            "latency_s": self.latency_s,
+            "answered": self.n_answered,
         }

@@ -14,6 +14,7 @@ through a :class:`~gta_verl.retrieval.serving.batching.MicroBatcher`.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -145,9 +146,13 @@ class RetrieverReplica:
             self.in_flight -= len(queries)
 
     async def stats(self) -> dict[str, Any]:
-        """Request count, batch sizes, p50/p95 latency, KB directory and config."""
+        """Request count, batch sizes, p50/p95 latency, seconds per stage (``stages``), pid, KB directory
+        and config."""
+        clock = getattr(self.retriever, "clock", None)  # the graph backend's seconds per stage
         return {
             **self.batcher.stats(),
+            "stages": clock.snapshot() if clock is not None else None,
+            "pid": os.getpid(),
             "kb_dir": self.kb_dir,
             "kb_digest": self.kb_digest,
             "config": self.retriever.config.to_dict(),
@@ -163,7 +168,6 @@ class RetrieverReplica:
 
     async def health(self) -> dict[str, Any]:
         """Answered once the KB is loaded (the constructor has returned)."""
-        import os
         import socket
 
         import ray
