@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| | float32 (s) | bf16 (s) | float32 / bf16 |\n|---|---:|---:|---:|")
     for key in rows["float32"]:
         f, b = rows["float32"][key], rows["bf16"][key]
-        print(f"| {key} | {f:.4f} | {b:.4f} | {f / b:.1f}× |")
+        print(f"| {key} | {f:.4f} | {b:.4f} | {f / b:.3g}× |")
     return 0
 
 

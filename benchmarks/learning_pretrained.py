@@ -371,7 +371,37 @@ def conditions(args: argparse.Namespace) -> list[str]:
     return [c for c in args.conditions.split(",") if c]
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_experiment(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> None:
+    """Both warm starts evaluated, GRPO's start chosen, every (condition, seed) trained and evaluated
+    (``--report-only``: the finished ones read), the report written and, with ``--publish``, copied out
+    after every run and at the end."""
+    warm = {
+        key: evaluate(
+            str(inputs["model"]), data, kb, out / "eval" / f"warm_{key}", args.eval_questions, "warm"
+        )
+        for key, (data, kb) in inputs["sets"].items()
+    }
+    sft = sft_warm_start(inputs, out, args) if args.sft_steps > 0 else None
+    start = choose_start(args.start, warm, sft, inputs)
+    print(f"GRPO starts from {start['start']}: {start['reason']}", flush=True)
+    results = []
+    for cond, seed in run_order(conditions(args), args.seeds_ab, args.seeds_cd):
+        done = run_path(out, start, cond, seed) / "done.json"
+        if args.report_only:
+            results += [json.loads(done.read_text())] if done.is_file() else []
+            continue
+        print(f"run ({cond}) seed {seed} from {start['start']}", flush=True)
+        results.append(run_one(cond, seed, start, out, args))
+        if args.publish:  # after every run: a machine lost hours later loses none of the finished ones
+            report(out, warm, sft, results, args, start)
+            publish(out, Path(args.publish).resolve(), results, tag=inputs["tag"])
+    print(report(out, warm, sft, results, args, start))
+    if args.publish:
+        files = publish(out, Path(args.publish).resolve(), results, tag=inputs["tag"])
+        print(f"published {len(files)} files to {args.publish}", flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=str(REPO / "runs" / "learning_pretrained"))
     p.add_argument("--policy", default="gemma-3-270m", help="a policy name or model directory")
@@ -409,9 +439,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--publish",
         default=None,
-        help="copy table, curves, results and each finished run's step log and eval reports into this folder",
+        help="copy table, curves, results and each finished run's step log and eval reports into this folder "
+        "(after every run and at the end)",
     )
     p.add_argument("--timeout", type=float, default=6 * 3600)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     unknown = set(conditions(args)) - set(CONDITIONS)
     if unknown:
@@ -430,27 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         f"inputs ready ({time.perf_counter() - t0:.0f} s): policy {inputs['model']}, {args.precision}",
         flush=True,
     )
-    warm = {
-        key: evaluate(
-            str(inputs["model"]), data, kb, out / "eval" / f"warm_{key}", args.eval_questions, "warm"
-        )
-        for key, (data, kb) in inputs["sets"].items()
-    }
-    sft = sft_warm_start(inputs, out, args) if args.sft_steps > 0 else None
-    start = choose_start(args.start, warm, sft, inputs)
-    print(f"GRPO starts from {start['start']}: {start['reason']}", flush=True)
-    results = []
-    for cond, seed in run_order(conditions(args), args.seeds_ab, args.seeds_cd):
-        done = run_path(out, start, cond, seed) / "done.json"
-        if args.report_only:
-            results += [json.loads(done.read_text())] if done.is_file() else []
-            continue
-        print(f"run ({cond}) seed {seed} from {start['start']}", flush=True)
-        results.append(run_one(cond, seed, start, out, args))
-    print(report(out, warm, sft, results, args, start))
-    if args.publish:
-        files = publish(out, Path(args.publish).resolve(), results, tag=inputs["tag"])
-        print(f"published {len(files)} files to {args.publish}", flush=True)
+    run_experiment(inputs, out, args)
     return 0
 
 
