@@ -384,7 +384,15 @@ def run_experiment(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
     sft = sft_warm_start(inputs, out, args) if args.sft_steps > 0 else None
     start = choose_start(args.start, warm, sft, inputs)
     print(f"GRPO starts from {start['start']}: {start['reason']}", flush=True)
-    results = []
+    results: list[dict] = []
+
+    def save() -> str:
+        md = report(out, warm, sft, results, args, start)
+        if args.publish:
+            files = publish(out, Path(args.publish).resolve(), results, tag=inputs["tag"])
+            print(f"published {len(files)} files to {args.publish}", flush=True)
+        return md
+
     for cond, seed in run_order(conditions(args), args.seeds_ab, args.seeds_cd):
         done = run_path(out, start, cond, seed) / "done.json"
         if args.report_only:
@@ -393,12 +401,8 @@ def run_experiment(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
         print(f"run ({cond}) seed {seed} from {start['start']}", flush=True)
         results.append(run_one(cond, seed, start, out, args))
         if args.publish:  # after every run: a machine lost hours later loses none of the finished ones
-            report(out, warm, sft, results, args, start)
-            publish(out, Path(args.publish).resolve(), results, tag=inputs["tag"])
-    print(report(out, warm, sft, results, args, start))
-    if args.publish:
-        files = publish(out, Path(args.publish).resolve(), results, tag=inputs["tag"])
-        print(f"published {len(files)} files to {args.publish}", flush=True)
+            save()
+    print(save())
 
 
 def build_parser() -> argparse.ArgumentParser:
