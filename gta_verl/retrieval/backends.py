@@ -50,6 +50,7 @@ def open_kb_retriever(
     config: RetrieverConfig | None = None,
     embedder: Any = None,
     allow_download: bool = False,
+    fact_index: Any = None,
 ) -> RetrievalBackend:
     """The ``config.backend`` retriever over an already loaded KB.
 
@@ -59,12 +60,16 @@ def open_kb_retriever(
         embedder: The query encoder; default the one the KB's manifest names, loaded on
             ``config.encoder_device`` (never for ``bm25``, which reads no vectors).
         allow_download: Let that encoder be fetched from the model hub.
+        fact_index: ``graph`` only: its unique-fact :class:`~gta_verl.retrieval.index.VectorIndex`,
+            already built for ``config`` (a node cache's); default: built on opening.
 
     Raises:
         ValueError: An unknown backend (listing the valid ones), or an encoder other than the KB's.
     """
     config = config or RetrieverConfig()
     name = check_backend(config.backend)
+    if fact_index is not None and name != "graph":
+        raise ValueError(f"fact_index is the graph backend's; backend {name!r} has no fact index")
     if name == "bm25":
         from gta_verl.retrieval.bm25 import BM25Retriever
 
@@ -77,7 +82,7 @@ def open_kb_retriever(
         return DenseRetriever(kb, embedder, config)
     from gta_verl.retrieval.retriever import GraphRetriever
 
-    return GraphRetriever(kb, embedder, config)
+    return GraphRetriever(kb, embedder, config, fact_index=fact_index)
 
 
 def open_retriever(

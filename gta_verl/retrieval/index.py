@@ -9,6 +9,8 @@ searches on the scalar path, measured 8.6× slower for a 256-query batch here.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
+from typing import Any
 
 import numba
 import numpy as np
@@ -255,6 +257,51 @@ class VectorIndex:
         self._bf16: Bf16Scan | None = None
         if kind == "flat" and (scan == "bfloat16" or scan == "auto" and cpu_has_bf16()):
             self._bf16 = Bf16Scan(x)
+        #: The file this index was read from (:meth:`from_faiss`); ``None`` when built here.
+        self.source: Path | None = None
+
+    @classmethod
+    def from_faiss(
+        cls,
+        index: Any,
+        kind: str,
+        *,
+        ef_search: int = 128,
+        refine: int = 0,
+        vectors: np.ndarray | None = None,
+        bf16: Bf16Scan | None = None,
+        source: Path | None = None,
+    ) -> VectorIndex:
+        """An index around an already built faiss index (e.g. read from a node cache): nothing is
+        trained or added, so a replica starts in the time a read takes instead of an IVF/HNSW build.
+
+        Args:
+            index: The faiss index (``ntotal`` rows of ``d`` dims, inner-product metric).
+            kind: What it is (``flat``, ``ivf``, ``ivfpq``, ``hnsw``): as :class:`VectorIndex`'s ``kind``.
+            ef_search, refine: As :class:`VectorIndex`'s.
+            vectors: ``float32 [ntotal, d]``, the indexed rows; kept only where ``refine`` rescores
+                an approximate index's candidates.
+            bf16: The flat index's bfloat16 pre-scan, if the settings use one.
+            source: The file ``index`` was read from.
+        """
+        import faiss
+
+        self = cls.__new__(cls)
+        self.n, self.dim = int(index.ntotal), int(index.d)
+        self.kind, self.ef_search, self.refine = kind, ef_search, refine
+        self._index = index
+        approximate = not isinstance(index, faiss.IndexFlat)
+        if refine and approximate and vectors is None:
+            raise ValueError("refine rescores an approximate index's candidates: pass the indexed vectors")
+        self.vectors = vectors if refine and approximate else None
+        self._bf16 = bf16
+        self.source = source
+        return self
+
+    def check_shape(self, shape: tuple[int, ...], what: str) -> None:
+        """Raise ``ValueError`` unless this index holds ``shape = (n, dim)`` vectors (``what`` names them)."""
+        if (self.n, self.dim) != tuple(shape):
+            raise ValueError(f"the index holds {self.n}×{self.dim} vectors, {what} are {shape[0]}×{shape[1]}")
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """``(scores float32 [B, k'], ids int64 [B, k'])``, ``k' = min(k, n)``, best first (id −1: none)."""

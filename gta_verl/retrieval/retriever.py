@@ -85,12 +85,19 @@ class GraphRetriever:
         embedder: Encoder with ``name``, ``dim`` and ``encode(texts) -> float32 [n, dim]``
             (L2-normalized); must be the encoder the KB was built with.
         config: Knobs; defaults = GTA-RAG/HippoRAG 2.
+        fact_index: The unique-fact index built for these settings (a node cache's); default: built here.
 
     Raises:
         ValueError: If the embedder differs from the KB's (name or dimension).
     """
 
-    def __init__(self, kb: Any, embedder: Any, config: RetrieverConfig | None = None) -> None:
+    def __init__(
+        self,
+        kb: Any,
+        embedder: Any,
+        config: RetrieverConfig | None = None,
+        fact_index: VectorIndex | None = None,
+    ) -> None:
         self.kb = kb
         self.embedder = embedder
         self.config = config or RetrieverConfig()
@@ -99,8 +106,11 @@ class GraphRetriever:
         self._doc_freq = entity_doc_frequency(kb)
         self._fact_pairs, fact_emb = self._unique_facts(kb)
         self._fact_emb = fact_emb
-        self._fact_index: VectorIndex | None = None
-        self._build_fact_index()
+        self._fact_index: VectorIndex | None = fact_index
+        if fact_index is None:
+            self._build_fact_index()
+        else:
+            fact_index.check_shape(self._fact_emb.shape, "the KB's unique facts")
         self._passage_index = passage_vector_index(self._passage_emb, self.config)
         self._transition: Transition | None = None
         self._basis: PassageBasis | None = None

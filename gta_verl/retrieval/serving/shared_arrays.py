@@ -15,6 +15,7 @@ process (the same arrays, only mapped instead of copied).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import importlib.util
@@ -23,6 +24,7 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -131,30 +133,40 @@ def _write_cache(retriever: Any, d: Path) -> None:
     (d / "meta.json").write_text(json.dumps(meta))
 
 
+@contextlib.contextmanager
+def _node_lock(cache_dir: Path) -> Iterator[None]:
+    """Exclusive per-cache file lock: one process of the node builds, the others wait for it."""
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir.parent / f"{cache_dir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _write_atomic(kb_dir: str | Path, retriever: Any, cache_dir: Path) -> None:
+    tmp = cache_dir.parent / f".{cache_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        _write_cache(retriever, tmp)
+        os.replace(tmp, cache_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    logger.info("shared retrieval arrays of %s written to %s", kb_dir, cache_dir)
+
+
 def ensure_node_cache(kb_dir: str | Path, retriever: Any, cache_dir: Path) -> Path:
     """Write the derived arrays of ``retriever`` to ``cache_dir`` unless already there.
 
     Atomic (written to a temporary directory, renamed) and serialized by a file lock,
     so replicas starting together on one node build it once.
     """
-    cache_dir.parent.mkdir(parents=True, exist_ok=True)
-    with open(cache_dir.parent / f"{cache_dir.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if (cache_dir / "meta.json").is_file():
-                return cache_dir
-            tmp = cache_dir.parent / f".{cache_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
-            tmp.mkdir()
-            try:
-                _write_cache(retriever, tmp)
-                os.replace(tmp, cache_dir)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            logger.info("shared retrieval arrays of %s written to %s", kb_dir, cache_dir)
-            return cache_dir
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with _node_lock(cache_dir):
+        if not (cache_dir / "meta.json").is_file():
+            _write_atomic(kb_dir, retriever, cache_dir)
+    return cache_dir
 
 
 def _map_index(path: Path, kind: str) -> Any:
@@ -166,19 +178,50 @@ def _map_index(path: Path, kind: str) -> Any:
     return faiss.read_index(str(path), flags)
 
 
+def cached_fact_index(cache_dir: Path, config: Any) -> Any:
+    """The unique-fact index of ``cache_dir``, read (mapped where faiss can) instead of built.
+
+    Returns:
+        A :class:`~gta_verl.retrieval.index.VectorIndex` with ``source`` = the index file, or
+        ``None`` when the KB has no triples.
+    """
+    from gta_verl.retrieval.index import Bf16Scan, VectorIndex, _flat_vectors
+
+    meta = json.loads((cache_dir / "meta.json").read_text())
+    if not meta["fact_index"]:
+        return None
+    path = cache_dir / "fact_index.faiss"
+    index = _map_index(path, config.index)
+    bf16 = None
+    if meta.get("bf16"):
+        bits = np.load(cache_dir / "fact_bf16.npy", mmap_mode="r")
+        bf16 = Bf16Scan(_flat_vectors(index), bits, meta["bf16"]["max_norm"])
+    return VectorIndex.from_faiss(
+        index,
+        config.index,
+        ef_search=config.hnsw_ef_search,
+        refine=config.index_refine,
+        vectors=np.load(cache_dir / "fact_emb.npy", mmap_mode="r"),
+        bf16=bf16,
+        source=path,
+    )
+
+
 def attach_shared_arrays(retriever: Any, cache_dir: Path) -> Any:
     """Swap ``retriever``'s private copies for read-only maps of ``cache_dir`` (in place)."""
     meta = json.loads((cache_dir / "meta.json").read_text())
     retriever._fact_pairs = np.load(cache_dir / "fact_pairs.npy", mmap_mode="r")
     retriever._fact_emb = np.load(cache_dir / "fact_emb.npy", mmap_mode="r")
     retriever._doc_freq = np.load(cache_dir / "doc_freq.npy", mmap_mode="r")
-    if meta["fact_index"] and retriever._fact_index is not None:
+    from_cache = getattr(retriever._fact_index, "source", None) == cache_dir / "fact_index.faiss"
+    if meta["fact_index"] and retriever._fact_index is not None and not from_cache:
         retriever._fact_index._index = _map_index(cache_dir / "fact_index.faiss", retriever.config.index)
         retriever._fact_index.__dict__.pop("_keep", None)  # the mapped IVF index owns its quantizer
         if retriever._fact_index.vectors is not None:  # exact rescoring reads the mapped rows
             retriever._fact_index.vectors = retriever._fact_emb
     retriever._transition = _load_transition(cache_dir, meta["transition"])
-    if meta.get("bf16") and retriever._fact_index is not None and retriever._fact_index._bf16 is not None:
+    fact_index = retriever._fact_index
+    if meta.get("bf16") and fact_index is not None and fact_index._bf16 is not None and not from_cache:
         from gta_verl.retrieval.index import Bf16Scan, _flat_vectors
 
         retriever._fact_index._bf16 = Bf16Scan(
@@ -229,10 +272,16 @@ def load_shared_retriever(
 
     config = config or RetrieverConfig()
     kb = mapped_kb(load_kb(kb_dir), kb_dir)
-    retriever = open_kb_retriever(kb, config, embedder)
     if config.backend != "graph":
-        return retriever
+        return open_kb_retriever(kb, config, embedder)
     root = Path(cache_root) if cache_root else default_root() / "retriever-shared"
     cache_dir = root / shared_cache_key(kb.manifest, config)[:24]
-    ensure_node_cache(kb_dir, retriever, cache_dir)
+    # The first replica on a node builds (an IVF/HNSW index: minutes at 1M rows) under the lock;
+    # the others wait for it, then read its index instead of building their own.
+    with _node_lock(cache_dir):
+        if not (cache_dir / "meta.json").is_file():
+            retriever = open_kb_retriever(kb, config, embedder)
+            _write_atomic(kb_dir, retriever, cache_dir)
+            return attach_shared_arrays(retriever, cache_dir)
+    retriever = open_kb_retriever(kb, config, embedder, fact_index=cached_fact_index(cache_dir, config))
     return attach_shared_arrays(retriever, cache_dir)
