@@ -105,3 +105,50 @@ def run_table(results: list[dict]) -> str:
             f"| {row['advantage_steps']:.0f} | {row['median_step_s']:.0f} | " + " | ".join(cov) + " |"
         )
     return "\n".join(lines)
+
+
+#: The experiment log's per-step columns: (heading, verl metric, format).
+STEP_COLUMNS = (
+    ("reward (mean)", "critic/score/mean", "{:.3f}"),
+    ("target-doc coverage", "gta/target_doc_cov", "{:.3f}"),
+    ("searches / rollout", "gta/num_searches", "{:.2f}"),
+    ("correct", "gta/acc", "{:.3f}"),
+    ("invalid", "gta/invalid_actions", "{:.2f}"),
+    ("response tokens", "response_length/mean", "{:.0f}"),
+    ("advantages max", "critic/advantages/max", "{:.3f}"),
+    ("`actor/ppo_kl`", "actor/ppo_kl", "{:.4f}"),
+    ("step (s)", "timing_s/step", "{:.0f}"),
+    ("gen", "timing_s/gen", "{:.0f}"),
+    ("ref", "timing_s/ref", "{:.0f}"),
+    ("update", "timing_s/update_actor", "{:.0f}"),
+)
+
+
+def step_table(steps: dict[int, dict[str, float]]) -> str:
+    """One run's per-step table (training questions, T = 1) from its verl step metrics; ``–`` = not logged."""
+    lines = [
+        "| step | " + " | ".join(h for h, _, _ in STEP_COLUMNS) + " |",
+        "|---:|" + "---:|" * len(STEP_COLUMNS),
+    ]
+    for s in sorted(steps):
+        cells = [fmt.format(float(steps[s][k])) if k in steps[s] else "–" for _, k, fmt in STEP_COLUMNS]
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.learning_publish steps LOG.jsonl``: print a run's per-step table."""
+    import argparse
+
+    from gta_verl.cpu.recipe_run import read_step_metrics
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("steps", help="a run's per-step table from its verl step log").add_argument("log")
+    args = p.parse_args(argv)
+    print(step_table(read_step_metrics(Path(args.log))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -259,3 +259,28 @@ def test_float32_runs_are_kept_apart_from_bf16_ones(tmp_path):
     assert run_path(tmp_path, few, "a", 0) == tmp_path / "runs" / "fp32_a_s0"
     bf16 = choose_start("sft", _cov(0.1, 0.1, 0.1), _cov(0.2, 0.2, 0.2), {**inputs, "tag": ""})
     assert run_path(tmp_path, bf16, "b", 1) == tmp_path / "runs" / "sft_b_s1"  # the published runs' names
+
+
+def test_step_table_reproduces_the_experiment_logs_per_step_rows(capsys):
+    """The per-step table of (b) seed 0 in docs/learning/experiments/README.md (experiment 9), rows 1
+    and 10, as typed there: reward −0.844, coverage 0.500 / 0.375, searches 1.94 / 1.06, invalid
+    0.12 / 0.06, 360 / 244 response tokens, `actor/ppo_kl` 0.0007 / −0.0014, step 202 / 136 s (gen
+    76 / 68, ref 9 / 16, update 103 / 44); the columns added since (correct 0.000, advantages max
+    0.100 / 0.025) are the log's own values.
+    """
+    from benchmarks.learning_publish import REPO, main, step_table
+
+    log = "docs/learning/experiments/exp9/runs/sft_b_s0/metrics.jsonl"
+    assert main(["steps", str(REPO / log)]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert len(rows) == 2 + 10
+    assert (
+        rows[2] == "| 1 | -0.844 | 0.500 | 1.94 | 0.000 | 0.12 | 360 | 0.100 | 0.0007 | 202 | 76 | 9 | 103 |"
+    )
+    assert (
+        rows[-1]
+        == "| 10 | -0.844 | 0.375 | 1.06 | 0.000 | 0.06 | 244 | 0.025 | -0.0014 | 136 | 68 | 16 | 44 |"
+    )
+    assert step_table({3: {"gta/num_searches": 1.5}}).splitlines()[-1] == (
+        "| 3 | – | – | 1.50 | – | – | – | – | – | – | – | – | – |"  # a metric not logged is a dash
+    )
