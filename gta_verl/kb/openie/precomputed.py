@@ -61,12 +61,13 @@ class PrecomputedOpenIE:
             if isinstance(doc.get("passage"), str):
                 self.by_passage[doc["passage"]] = doc
 
-    def _find(self, p: Passage) -> dict[str, Any] | None:
+    def record(self, p: Passage) -> dict[str, Any] | None:
+        """The file's raw doc for ``p`` (malformed triples included), or ``None`` if the file lacks it."""
         return self.by_id.get(p.doc_id) or self.by_passage.get(p.contents) or self.by_passage.get(p.text)
 
     def extract(self, passages: Sequence[Passage]) -> Iterator[Extraction]:
         for p in passages:
-            doc = self._find(p)
+            doc = self.record(p)
             if doc is None:
                 yield Extraction(p.doc_id, status="error", error=f"passage not in {self.path.name}")
                 continue
