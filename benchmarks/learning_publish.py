@@ -17,7 +17,9 @@ def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: 
 
     ``table.md``, ``learning_curves.png``, the SFT warm start's ``policy_sft.json``; per finished run its
     merged step log as ``runs/<name>/metrics.jsonl`` and each held-out set's ``report.json`` as
-    ``runs/<name>/eval_<set>.report.json``; ``results.json`` with every run's ``metrics`` naming its published
+    ``runs/<name>/eval_<set>.report.json`` and its per-question scores as ``eval_<set>.questions.json``
+    (also ``<warm|sft>_<set>.questions.json`` for the warm starts: what :func:`paired_table` compares);
+    ``results.json`` with every run's ``metrics`` naming its published
     step log relative to ``repo``, so the page's numbers survive the loss of ``out`` (weights never copied).
     ``tag`` names the precision's SFT folder (``benchmarks.learning_pretrained.precision_tag``).
     """
@@ -31,9 +33,17 @@ def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: 
             shutil.copyfile(src, dst)
             written.append(dst)
 
+    def put_questions(records: Path, dst: Path) -> None:
+        if records.is_dir() and not dst.is_file():  # records never change once a run is done
+            write_questions(records, dst)
+            written.append(dst)
+
     for name in ("table.md", "learning_curves.png"):
         put(out / name, dest / name)
     put(out / f"{tag}sft" / "policy_sft.json", dest / "policy_sft.json")
+    for key in SETS:
+        for start in ("warm", f"{tag}sft"):
+            put_questions(out / "eval" / f"{start}_{key}" / "records", dest / f"{start}_{key}.questions.json")
     summary = json.loads((out / "results.json").read_text())
     runs = []
     for r in results:
@@ -42,12 +52,25 @@ def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: 
         put(Path(r["metrics"]), pub / "metrics.jsonl")
         for key in SETS:
             put(out / "runs" / name / f"eval_{key}" / "report.json", pub / f"eval_{key}.report.json")
+            put_questions(out / "runs" / name / f"eval_{key}" / "records", pub / f"eval_{key}.questions.json")
         runs.append({**r, "metrics": str((pub / "metrics.jsonl").resolve().relative_to(repo.resolve()))})
     summary["runs"] = runs
     tmp = dest / "results.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2, default=str))
     tmp.replace(dest / "results.json")
     return [*written, dest / "results.json"]
+
+
+def write_questions(records: Path, dst: Path) -> None:
+    """A records directory's per-question scores (:func:`gta_verl.eval.paired.question_rows`) as JSON."""
+    from gta_verl.eval.paired import question_rows
+    from gta_verl.eval.records import read_records
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + ".tmp")
+    rows = question_rows(read_records(records))
+    tmp.write_text("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n")
+    tmp.replace(dst)
 
 
 def _mean(vals: list[float]) -> float:
@@ -136,8 +159,65 @@ def step_table(steps: dict[int, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+WARM_STARTS = {"i": "warm", "ii": "sft"}
+
+
+def side_files(dest: Path, side: str, key: str) -> dict[int, Path]:
+    """Per seed, the published per-question file of ``side`` (a condition, or ``i``/``ii``: seed -1)."""
+    if side in WARM_STARTS:
+        found = sorted(dest.glob(f"*{WARM_STARTS[side]}_{key}.questions.json"))  # the SFT's: <tag>sft_…
+        return {-1: found[0]} if found else {}
+    runs = json.loads((dest / "results.json").read_text())["runs"]
+    files = {
+        int(r["seed"]): dest / "runs" / Path(r["metrics"]).parent.name / f"eval_{key}.questions.json"
+        for r in runs
+        if r["condition"] == side
+    }
+    return {seed: f for seed, f in files.items() if f.is_file()}
+
+
+def paired_rows(dest: Path, a: str, b: str, key: str) -> tuple[list[int], list[list[dict]], list[list[dict]]]:
+    """Seed-paired per-question rows of ``a`` and ``b`` on one set (a warm start pairs with every seed)."""
+    fa, fb = side_files(dest, a, key), side_files(dest, b, key)
+    if -1 in fa and -1 not in fb:
+        fa = {seed: fa[-1] for seed in fb}
+    if -1 in fb and -1 not in fa:
+        fb = {seed: fb[-1] for seed in fa}
+    seeds = sorted(set(fa) & set(fb))
+    return (
+        seeds,
+        [json.loads(fa[s].read_text()) for s in seeds],
+        [json.loads(fb[s].read_text()) for s in seeds],
+    )
+
+
+def paired_table(dest: Path, pairs: list[tuple[str, str]], metrics: list[str], n_boot: int = 10_000) -> str:
+    """Markdown: A − B per held-out set and metric, seed-paired, with a bootstrap interval over questions."""
+    from gta_verl.eval.paired import paired_difference
+
+    lines = [
+        "| A − B | set | metric | seeds | per seed | mean | 95 % interval (questions) | P(≤ 0) |",
+        "|---|---|---|---|---|---:|---|---:|",
+    ]
+    for a, b in pairs:
+        for key in SETS:
+            seeds, ra, rb = paired_rows(dest, a, b, key)
+            if not seeds:
+                continue
+            for metric in metrics:
+                d = paired_difference(ra, rb, metric, n_boot=n_boot)
+                per = ", ".join(f"{x:+.3f}" for x in d.per_seed)
+                shown = ",".join("–" if s < 0 else str(s) for s in seeds)
+                lines.append(
+                    f"| ({a}) − ({b}) | {key} | {metric} | {shown} | {per} | {d.diff:+.3f} | "
+                    f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}] | {d.p_not_above_0:.3f} |"
+                )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.learning_publish steps LOG.jsonl``: print a run's per-step table."""
+    """``python -m benchmarks.learning_publish steps LOG.jsonl``: print a run's per-step table;
+    ``… paired DEST``: the seed-paired held-out differences (:func:`paired_table`)."""
     import argparse
 
     from gta_verl.cpu.recipe_run import read_step_metrics
@@ -145,7 +225,18 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=main.__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("steps", help="a run's per-step table from its verl step log").add_argument("log")
+    pp = sub.add_parser("paired", help="seed-paired held-out differences of a published experiment")
+    pp.add_argument("dest", help="the published folder, e.g. docs/learning/experiments/exp10")
+    pp.add_argument(
+        "--pairs", default="b-r,a-r,b-ii,r-ii", help="A-B pairs: conditions, or i / ii (warm starts)"
+    )
+    pp.add_argument("--metrics", default="target_doc_cov,complete_traj_cov,search_turns,em")
+    pp.add_argument("--n-boot", type=int, default=10_000)
     args = p.parse_args(argv)
+    if args.cmd == "paired":
+        pairs = [tuple(x.split("-", 1)) for x in args.pairs.split(",") if x]
+        print(paired_table(Path(args.dest), pairs, args.metrics.split(","), args.n_boot))  # type: ignore[arg-type]
+        return 0
     print(step_table(read_step_metrics(Path(args.log))))
     return 0
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -284,3 +286,103 @@ def test_step_table_reproduces_the_experiment_logs_per_step_rows(capsys):
     assert step_table({3: {"gta/num_searches": 1.5}}).splitlines()[-1] == (
         "| 3 | – | – | 1.50 | – | – | – | – | – | – | – | – | – |"  # a metric not logged is a dash
     )
+
+
+def _shown(qid: str, shown: tuple[str, ...], answer: str = "x") -> Any:
+    from gta_verl.data.types import RolloutRecord
+    from gta_verl.eval.records import EvalRecord
+
+    rollout = RolloutRecord(
+        question=f"q{qid}?",
+        gold_answers=("Ann",),
+        target_doc_ids=("d1", "d2"),
+        turn_queries=tuple(f"s{i}" for i in range(len(shown))),
+        turn_doc_ids=tuple((d,) for d in shown),
+        answer=answer,
+        data_source="musique",
+        qid=qid,
+    )
+    return EvalRecord(rollout)
+
+
+def test_publish_writes_each_runs_per_question_scores_once(tmp_path):
+    """A run's evaluation records become ``eval_<set>.questions.json``: what the policy was shown, scored."""
+    from benchmarks.learning_publish import publish
+    from gta_verl.eval.records import RecordWriter
+
+    repo, out = tmp_path / "repo", tmp_path / "out"
+    dest = repo / "docs" / "exp"
+    with RecordWriter(out / "runs" / "sft_b_s0" / "eval_musique" / "records") as w:
+        w.add_all([_shown("1", ("d1", "d2"), "Ann"), _shown("2", ("d9",))])
+    with RecordWriter(out / "eval" / "warm_musique" / "records") as w:
+        w.add_all([_shown("1", ("d1",))])
+    _log(out / "runs" / "sft_b_s0" / "metrics.all.jsonl", range(1, 2), "b0")
+    runs = [
+        {"condition": "b", "seed": 0, "start": "sft", "metrics": str(out / "runs/sft_b_s0/metrics.all.jsonl")}
+    ]
+    (out / "results.json").write_text(json.dumps({"runs": runs}))
+    written = publish(out, dest, runs, repo=repo)
+    assert sorted(str(p.relative_to(dest)) for p in written) == [
+        "results.json",
+        "runs/sft_b_s0/eval_musique.questions.json",
+        "runs/sft_b_s0/metrics.jsonl",
+        "warm_musique.questions.json",
+    ]
+    rows = json.loads((dest / "runs/sft_b_s0/eval_musique.questions.json").read_text())
+    # q1 saw both targets and answered "Ann" (EM 1); q2 saw only d9 (0 of 2)
+    assert [(r["qid"], r["n_targets_hit"], r["n_targets"], r["em"], r["num_searches"]) for r in rows] == [
+        ("1", 2, 2, 1.0, 2),
+        ("2", 0, 2, 0.0, 1),
+    ]
+    # published once: a second publish leaves the file alone
+    assert "runs/sft_b_s0/eval_musique.questions.json" not in [
+        str(p.relative_to(dest)) for p in publish(out, dest, runs, repo=repo)
+    ]
+
+
+def _questions(path: Path, hits: list[int]) -> None:
+    rows = [
+        {"data_source": "m", "qid": str(i), "sample_idx": 0, "n_targets": 2, "n_targets_hit": h,
+         "complete_chain": float(h == 2), "em": 0.0, "f1": 0.0, "num_searches": 1, "answered": 1.0}
+        for i, h in enumerate(hits)
+    ]  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows))
+
+
+def test_paired_table_pairs_seeds_and_repeats_the_warm_start(tmp_path):
+    from benchmarks.learning_publish import paired_rows
+
+    dest = tmp_path / "exp"
+    runs = [
+        {"condition": c, "seed": s, "metrics": f"docs/exp/runs/sft_{c}_s{s}/metrics.jsonl"}
+        for c, s in (("b", 0), ("b", 1), ("r", 0), ("r", 2))
+    ]
+    dest.mkdir()
+    (dest / "results.json").write_text(json.dumps({"runs": runs}))
+    _questions(dest / "runs/sft_b_s0/eval_musique.questions.json", [2, 0])  # 2/4
+    _questions(dest / "runs/sft_b_s1/eval_musique.questions.json", [1, 0])  # 1/4
+    _questions(dest / "runs/sft_r_s0/eval_musique.questions.json", [2, 2])  # 4/4
+    _questions(dest / "runs/sft_r_s2/eval_musique.questions.json", [0, 0])
+    _questions(dest / "fp32_sft_musique.questions.json", [1, 1])  # (ii): 2/4
+    seeds, a, b = paired_rows(dest, "b", "r", "musique")
+    assert seeds == [0]  # only seed 0 ran in both
+    seeds, a, b = paired_rows(dest, "b", "ii", "musique")
+    assert seeds == [0, 1] and b[0] == b[1]  # the warm start pairs with every seed of (b)
+    assert paired_rows(dest, "b", "r", "synthetic")[0] == []  # nothing published for that set
+
+
+def test_paired_command_prints_hand_computed_differences(tmp_path, capsys):
+    from benchmarks.learning_publish import main
+
+    dest = tmp_path / "exp"
+    runs = [{"condition": "b", "seed": s, "metrics": f"x/sft_b_s{s}/metrics.jsonl"} for s in (0, 1)]
+    dest.mkdir()
+    (dest / "results.json").write_text(json.dumps({"runs": runs}))
+    _questions(dest / "runs/sft_b_s0/eval_musique.questions.json", [2, 0])  # 2/4 = 0.5
+    _questions(dest / "runs/sft_b_s1/eval_musique.questions.json", [1, 0])  # 1/4 = 0.25
+    _questions(dest / "fp32_sft_musique.questions.json", [1, 1])  # 2/4 = 0.5
+    main(["paired", str(dest), "--pairs", "b-ii", "--metrics", "target_doc_cov", "--n-boot", "200"])
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("| (b) − (ii)")][0]
+    # per seed: 0.5 − 0.5 = +0.000, 0.25 − 0.5 = −0.250; mean −0.125
+    assert "| musique | target_doc_cov | 0,1 | +0.000, -0.250 | -0.125 |" in line
