@@ -27,7 +27,7 @@ def _args(**kw) -> argparse.Namespace:
     return argparse.Namespace(**{**base, **kw})
 
 
-@pytest.mark.parametrize("cond", ["b", "r"])
+@pytest.mark.parametrize("cond", ["b", "r", "a", "e", "c"])
 def test_overrides_pass_main_ppos_checks(monkeypatch, cond):
     from benchmarks.learning import CONDITIONS
     from benchmarks.learning_pretrained import step_overrides
@@ -39,6 +39,11 @@ def test_overrides_pass_main_ppos_checks(monkeypatch, cond):
     assert cfg.trainer.resume_mode == "auto" and cfg.trainer.save_freq == 5
     assert cfg.actor_rollout_ref.rollout.engine_kwargs.hf_cpu.chunk == 128
     assert cfg.algorithm.adv_estimator == ("gta_shuffled_grpo" if cond == "r" else "grpo")
+    # (c) trains through PathRouter's trainer with the gold-evidence teacher's KL; the others through GTA's
+    assert cfg.trainer.v1.trainer_mode == ("gta_path_router_sync" if cond == "c" else "gta_sync")
+    assert bool(cfg.get("distillation", {}).get("enabled", False)) == (cond == "c")
+    managers = {"a": "exact_match", "c": "path_router"}
+    assert cfg.reward.reward_manager.name == managers.get(cond, "trajectory_guided")
     # bf16 compute over fp32 master weights: the later override wins over run.sh's added fp32
     assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == "bf16"
     assert cfg.actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype == "bf16"
