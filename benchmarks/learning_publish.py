@@ -191,27 +191,46 @@ def paired_rows(dest: Path, a: str, b: str, key: str) -> tuple[list[int], list[l
     )
 
 
-def paired_table(dest: Path, pairs: list[tuple[str, str]], metrics: list[str], n_boot: int = 10_000) -> str:
-    """Markdown: A − B per held-out set and metric, seed-paired, with a bootstrap interval over questions."""
+def paired_table(
+    dest: Path, pairs: list[tuple[str, str]], metrics: list[str], n_boot: int = 10_000, wide: bool = False
+) -> str:
+    """Markdown: A − B per held-out set and metric, seed-paired, with a bootstrap interval over questions.
+
+    ``wide``: one row per pair and set, a column per metric holding ``mean [95 % interval]`` and the seeds'
+    values (the learning page's layout); else one row per metric with P(≤ 0) too.
+    """
     from gta_verl.eval.paired import paired_difference
 
-    lines = [
-        "| A − B | set | metric | seeds | per seed | mean | 95 % interval (questions) | P(≤ 0) |",
-        "|---|---|---|---|---|---:|---|---:|",
-    ]
+    if wide:
+        lines = [
+            "| A − B | set | seeds | " + " | ".join(f"{m} (per seed)" for m in metrics) + " |",
+            "|---|---|---|" + "---|" * len(metrics),
+        ]
+    else:
+        lines = [
+            "| A − B | set | metric | seeds | per seed | mean | 95 % interval (questions) | P(≤ 0) |",
+            "|---|---|---|---|---|---:|---|---:|",
+        ]
     for a, b in pairs:
         for key in SETS:
             seeds, ra, rb = paired_rows(dest, a, b, key)
             if not seeds:
                 continue
+            shown = ",".join("–" if s < 0 else str(s) for s in seeds)
+            cells = []
             for metric in metrics:
                 d = paired_difference(ra, rb, metric, n_boot=n_boot)
                 per = ", ".join(f"{x:+.3f}" for x in d.per_seed)
-                shown = ",".join("–" if s < 0 else str(s) for s in seeds)
-                lines.append(
-                    f"| ({a}) − ({b}) | {key} | {metric} | {shown} | {per} | {d.diff:+.3f} | "
-                    f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}] | {d.p_not_above_0:.3f} |"
-                )
+                ci = f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
+                if wide:
+                    cells.append(f"**{d.diff:+.3f}** {ci} ({per})")
+                else:
+                    lines.append(
+                        f"| ({a}) − ({b}) | {key} | {metric} | {shown} | {per} | {d.diff:+.3f} | "
+                        f"{ci} | {d.p_not_above_0:.3f} |"
+                    )
+            if wide:
+                lines.append(f"| ({a}) − ({b}) | {key} | {shown} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -232,10 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     pp.add_argument("--metrics", default="target_doc_cov,complete_traj_cov,search_turns,em")
     pp.add_argument("--n-boot", type=int, default=10_000)
+    pp.add_argument("--wide", action="store_true", help="one row per pair and set, a column per metric")
     args = p.parse_args(argv)
     if args.cmd == "paired":
         pairs = [tuple(x.split("-", 1)) for x in args.pairs.split(",") if x]
-        print(paired_table(Path(args.dest), pairs, args.metrics.split(","), args.n_boot))  # type: ignore[arg-type]
+        table = paired_table(Path(args.dest), pairs, args.metrics.split(","), args.n_boot, args.wide)  # type: ignore[arg-type]
+        print(table)
         return 0
     print(step_table(read_step_metrics(Path(args.log))))
     return 0

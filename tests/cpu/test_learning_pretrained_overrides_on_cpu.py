@@ -391,3 +391,20 @@ def test_paired_command_prints_hand_computed_differences(tmp_path, capsys):
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("| (b) − (ii)")][0]
     # per seed: 0.5 − 0.5 = +0.000, 0.25 − 0.5 = −0.250; mean −0.125
     assert "| musique | target_doc_cov | 0,1 | +0.000, -0.250 | -0.125 |" in line
+
+
+def test_paired_wide_layout_has_a_column_per_metric(tmp_path, capsys):
+    from benchmarks.learning_publish import main
+
+    dest = tmp_path / "exp"
+    runs = [{"condition": "r", "seed": 0, "metrics": "x/sft_r_s0/metrics.jsonl"}]
+    dest.mkdir()
+    (dest / "results.json").write_text(json.dumps({"runs": runs}))
+    _questions(dest / "runs/sft_r_s0/eval_synthetic.questions.json", [2, 1])  # 3/4; complete chains 1/2
+    _questions(dest / "fp32_sft_synthetic.questions.json", [1, 1])  # 2/4; complete chains 0/2
+    main(["paired", str(dest), "--pairs", "r-ii", "--metrics", "target_doc_cov,complete_traj_cov", "--wide"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "| A − B | set | seeds | target_doc_cov (per seed) | complete_traj_cov (per seed) |"
+    # TargetDocCov 0.75 − 0.5 = +0.250, CompleteTrajCov 0.5 − 0 = +0.500 (one seed)
+    assert out[2].startswith("| (r) − (ii) | synthetic | 0 | **+0.250** [")
+    assert "(+0.250) | **+0.500** [" in out[2]
