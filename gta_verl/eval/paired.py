@@ -36,17 +36,8 @@ PAIRED_METRICS: dict[str, tuple[str, str | None, bool]] = {
     "answered": ("answered", None, False),
 }
 #: The per-question fields :func:`question_rows` keeps (what a published ``*.questions.json`` holds).
-QUESTION_FIELDS = (
-    "data_source",
-    "qid",
-    "sample_idx",
-    "n_targets",
-    "n_targets_hit",
-    "complete_chain",
-    "em",
-    "f1",
-)
-QUESTION_FIELDS += ("num_searches", "answered")
+QUESTION_FIELDS = ("data_source", "qid", "sample_idx", "n_targets", "n_targets_hit", "complete_chain")
+QUESTION_FIELDS += ("em", "f1", "num_searches", "answered")
 
 Key = tuple[str, str, int]
 
