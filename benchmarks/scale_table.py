@@ -2,6 +2,7 @@
 
 Usage:
     python -m benchmarks.scale_table --rows docs/benchmarks/<sweep rows>.json[,more.json]
+        [--build-cost docs/benchmarks/build_cost.json]
         [--passages 21000000] [--triples-per-passage 9.1] [--edges-per-passage measured]
 
 Reads the rows that ``python -m benchmarks.retriever --sections sweep --rows-out FILE`` wrote (rows of one
@@ -132,6 +133,8 @@ def fmt(x: float, unit: str) -> str:
     """
     if unit == "B":
         return f"{x / 1e9:,.3f} GB" if x >= 1e8 else f"{x / 1e6:,.3f} MB"
+    if unit in ("core-h", "M tokens") and x < 1:  # a small measured build: keep 3 significant digits
+        return f"{x:.3g} {unit}"
     return (f"{x:,.2f} {unit}" if x < 100 else f"{x:,.1f} {unit}").rstrip()
 
 
@@ -334,6 +337,53 @@ def build_projections(big: dict[str, Any], small: dict[str, Any] | None, target:
     return out
 
 
+def build_cost_projections(cost: dict[str, Any], target: Target) -> list[Projection]:
+    """A KB build's measured cost (``benchmarks.build_cost --rows-out``), linear in passages.
+
+    Ray Data stages: core-hours (stage seconds × the CPUs it held; actor start-up included, so an upper
+    bound per passage); the LLM OpenIE path: millions of prompt (prefill) and reply (decode) tokens.
+    """
+    out = []
+    spacy = cost.get("ray_spacy")
+    if spacy:
+        n = float(spacy["passages"])
+        for st in spacy["stages"]:
+            if st["stage"] == "corpus":
+                continue
+            out.append(
+                Projection(
+                    f"Ray Data build, spaCy OpenIE path: {st['stage']}",
+                    "core-h",
+                    f"ray_spacy:{st['stage']}",
+                    st["seconds"] * st["cpus"] / 3600,
+                    n,
+                    target.passages,
+                    "docs",
+                    "linear",
+                    why=f"{st['core_s_per_passage']:.4f} core-s per passage, start-up included",
+                )
+            )
+    tokens = cost.get("tokens")
+    if tokens:
+        n = float(tokens["passages"])
+        for key, name in (("prefill", "prompt (prefill)"), ("decode", "reply (decode)")):
+            mean = float(tokens[key]["mean"])
+            out.append(
+                Projection(
+                    f"LLM OpenIE path: {name} tokens",
+                    "M tokens",
+                    f"tokens:{key}",
+                    mean * n / 1e6,
+                    n,
+                    target.passages,
+                    "docs",
+                    "linear",
+                    why=f"{mean:.1f} per passage",
+                )
+            )
+    return out
+
+
 def scale_table(rows: list[dict[str, Any]], target: Target, source: str) -> list[str]:
     """The markdown table of every projection (module docstring)."""
     big = rows[-1]
@@ -365,7 +415,10 @@ def scale_table(rows: list[dict[str, Any]], target: Target, source: str) -> list
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", required=True, help="comma-separated sweep --rows-out JSON files")
+    ap.add_argument("--rows", default="", help="comma-separated sweep --rows-out JSON files")
+    ap.add_argument(
+        "--build-cost", default="", help="benchmarks.build_cost --rows-out JSON: the build's rows"
+    )
     ap.add_argument("--passages", type=float, default=TARGET_PASSAGES)
     ap.add_argument("--triples-per-passage", type=float, default=TRIPLES_PER_PASSAGE)
     ap.add_argument(
@@ -377,11 +430,31 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     files = [f for f in args.rows.split(",") if f]
     rows = merge(files)
-    if not rows:
-        raise SystemExit("no sweep rows in " + args.rows)
+    if not rows and not args.build_cost:
+        raise SystemExit("no sweep rows in " + repr(args.rows) + " and no --build-cost")
     target = Target(args.passages, args.triples_per_passage, args.edges_per_passage)
-    print("\n".join(scale_table(rows, target, ", ".join(files))))
+    if rows:
+        print("\n".join(scale_table(rows, target, ", ".join(files))))
+    if args.build_cost:
+        print(
+            "\n".join(
+                build_cost_table(json.loads(Path(args.build_cost).read_text()), target, args.build_cost)
+            )
+        )
     return 0
+
+
+def build_cost_table(cost: dict[str, Any], target: Target, source: str) -> list[str]:
+    """The markdown table of :func:`build_cost_projections`."""
+    lines = [
+        f"\n### Building {target.passages:,.0f} passages from measured build costs per passage ({source})\n",
+        "| quantity | measured (row key) | scaling law | at the target |",
+        "|---|---|---|---|",
+    ]
+    for p in build_cost_projections(cost, target):
+        measured = f"{fmt(p.measured, p.unit)} at {p.items:,.0f} {p.per} (`{p.source}`)"
+        lines.append(f"| build: {p.what} | {measured} | {p.law_text()} | {p.arithmetic()} |")
+    return lines
 
 
 if __name__ == "__main__":

@@ -100,3 +100,33 @@ def test_cli_merges_files(tmp_path, capsys) -> None:
     assert main(["--rows", f"{a},{b}", "--passages", "2000000"]) == 0
     out = capsys.readouterr().out
     assert "126.0 ms/query × (2,000,000 / 1,000,000) = **252.0 ms/query**" in out
+
+
+def test_build_cost_rows_multiply_measured_per_passage_costs(tmp_path, capsys) -> None:
+    from benchmarks.scale_table import build_cost_projections
+
+    cost = {
+        "ray_spacy": {
+            "passages": 1_000,
+            "stages": [
+                {"stage": "corpus", "seconds": 0.1, "cpus": 1.0, "core_s_per_passage": 0.0001},
+                {"stage": "OpenIE", "seconds": 18.0, "cpus": 2.0, "core_s_per_passage": 0.036},
+            ],
+        },
+        "tokens": {"passages": 1_000, "prefill": {"mean": 750.0}, "decode": {"mean": 200.0}},
+    }
+    target = Target(21_000_000, 9.1)
+    p = build_cost_projections(cost, target)
+    assert [x.source for x in p] == ["ray_spacy:OpenIE", "tokens:prefill", "tokens:decode"]  # corpus skipped
+    # OpenIE: 18 s × 2 CPUs = 36 core-s = 0.01 core-h for 1,000 passages; × 21,000 = 210 core-h
+    assert p[0].measured == pytest.approx(0.01)
+    assert p[0].value == pytest.approx(210.0)
+    # prefill: 750 × 1,000 = 0.75 M tokens; × 21,000 = 15,750 M tokens
+    assert p[1].value == pytest.approx(15_750.0)
+    # decode: 200 × 21,000,000 = 4,200 M tokens
+    assert p[2].value == pytest.approx(4_200.0)
+    path = tmp_path / "cost.json"
+    path.write_text(json.dumps(cost))
+    assert main(["--build-cost", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "0.01 core-h × (21,000,000 / 1,000) = **210.0 core-h**" in out
