@@ -28,7 +28,8 @@ Usage:
 
 Resumable: a finished run (``done.json``) is not redone; a killed run restarts from its last checkpoint
 (verl's ``trainer.resume_mode=auto``, a checkpoint every ``--save-freq`` steps); an evaluation with its
-records is not redone.
+records is not redone; ``--restore-from <published folder>`` marks the runs published there as finished
+(:func:`benchmarks.learning_publish.restore`), so a lost ``--out`` costs only the warm starts.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from typing import Any
 
 from benchmarks.cpu_precision import cpu_bf16_flags
 from benchmarks.learning import CONDITIONS, curve_summary, plot_curves, run_order, step_cost, table
-from benchmarks.learning_publish import SETS, publish, run_table
+from benchmarks.learning_publish import SETS, publish, restore, run_table
 
 REPO = Path(__file__).resolve().parents[1]
 #: Token budgets of the few-shot policy: the prompt is ≈ 340 tokens, a rollout's turns and observations
@@ -384,6 +385,9 @@ def run_experiment(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
     sft = sft_warm_start(inputs, out, args) if args.sft_steps > 0 else None
     start = choose_start(args.start, warm, sft, inputs)
     print(f"GRPO starts from {start['start']}: {start['reason']}", flush=True)
+    if args.restore_from:
+        names = restore(Path(args.restore_from).resolve(), out, vars(args), start["prefix"])
+        print(f"restored {len(names)} finished runs from {args.restore_from}: {', '.join(names)}", flush=True)
     results: list[dict] = []
 
     def save() -> str:
@@ -445,6 +449,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="copy table, curves, results and each finished run's step log and eval reports into this folder "
         "(after every run and at the end)",
+    )
+    p.add_argument(
+        "--restore-from",
+        default=None,
+        help="a --publish folder: its finished runs (same settings) count as done here, so a fresh machine "
+        "trains only the runs that were not published (warm starts are rebuilt and evaluated)",
     )
     p.add_argument("--timeout", type=float, default=6 * 3600)
     return p

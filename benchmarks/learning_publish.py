@@ -61,6 +61,43 @@ def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: 
     return [*written, dest / "results.json"]
 
 
+# what a run's numbers depend on: a published run is restored only into an experiment with the same values
+RESTORE_KEYS = (
+    "policy", "n_paths", "steps", "batch", "n", "lr", "eval_questions", "precision", "sft_steps", "sft_rows",
+    "sft_lr",
+)  # fmt: skip
+
+
+def restore(published: Path, out: Path, settings: dict, prefix: str) -> list[str]:
+    """The inverse of :func:`publish` for finished runs: each run in ``published/results.json`` whose name
+    starts with ``prefix`` (the start and precision, e.g. ``sft_fp32_``) gets ``out/runs/<name>/done.json``
+    holding its published result, so the same command on a fresh machine trains only what was not
+    published. A run already finished under ``out`` is kept. Returns the names restored.
+
+    Raises ``ValueError`` when a setting in :data:`RESTORE_KEYS` differs from the published ones: a run
+    trained with other settings is a different experiment.
+    """
+    path = published / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no published results to restore runs from")
+    summary = json.loads(path.read_text())
+    old = summary.get("settings", {})
+    diff = {k: (old.get(k), settings.get(k)) for k in RESTORE_KEYS if old.get(k) != settings.get(k)}
+    if diff:
+        raise ValueError(f"{path}: published with other settings (published, now): {diff}")
+    restored = []
+    for r in summary.get("runs", []):
+        name = Path(r["metrics"]).parent.name
+        done = out / "runs" / name / "done.json"
+        if not name.startswith(prefix) or done.is_file():
+            continue
+        done.parent.mkdir(parents=True, exist_ok=True)
+        done.with_suffix(".tmp").write_text(json.dumps(r, indent=2))
+        done.with_suffix(".tmp").replace(done)
+        restored.append(name)
+    return restored
+
+
 def write_questions(records: Path, dst: Path) -> None:
     """A records directory's per-question scores (:func:`gta_verl.eval.paired.question_rows`) as JSON."""
     from gta_verl.eval.paired import question_rows

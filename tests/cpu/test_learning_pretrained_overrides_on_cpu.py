@@ -408,3 +408,60 @@ def test_paired_wide_layout_has_a_column_per_metric(tmp_path, capsys):
     # TargetDocCov 0.75 − 0.5 = +0.250, CompleteTrajCov 0.5 − 0 = +0.500 (one seed)
     assert out[2].startswith("| (r) − (ii) | synthetic | 0 | **+0.250** [")
     assert "(+0.250) | **+0.500** [" in out[2]
+
+
+def _published(dest: Path, settings: dict, names: list[str]) -> list[dict]:
+    runs = [
+        {"condition": n.split("_")[-2], "seed": int(n[-1]), "metrics": f"docs/exp/runs/{n}/metrics.jsonl"}
+        for n in names
+    ]
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "results.json").write_text(json.dumps({"settings": settings, "runs": runs}))
+    return runs
+
+
+def test_restore_marks_published_runs_of_this_start_done_and_keeps_finished_ones(tmp_path):
+    """Three published runs, two from (ii) in float32 and one from (i); ``out`` already finished one of the
+    two: only the other is restored, with its published result as ``done.json``."""
+    from benchmarks.learning_publish import restore
+
+    settings = {"policy": "gemma-3-270m", "steps": 10, "lr": 3e-6, "precision": "fp32"}
+    runs = _published(tmp_path / "pub", settings, ["sft_fp32_b_s0", "sft_fp32_r_s1", "fp32_a_s0"])
+    out = tmp_path / "out"
+    (out / "runs" / "sft_fp32_b_s0").mkdir(parents=True)
+    (out / "runs" / "sft_fp32_b_s0" / "done.json").write_text('{"trained": "here"}')
+    assert restore(tmp_path / "pub", out, settings, "sft_fp32_") == ["sft_fp32_r_s1"]
+    assert json.loads((out / "runs/sft_fp32_r_s1/done.json").read_text()) == runs[1]
+    assert json.loads((out / "runs/sft_fp32_b_s0/done.json").read_text()) == {"trained": "here"}
+    assert not (out / "runs" / "fp32_a_s0").exists()
+    assert restore(tmp_path / "pub", out, settings, "sft_fp32_") == []  # idempotent
+
+
+def test_restore_refuses_runs_published_with_other_settings(tmp_path):
+    from benchmarks.learning_publish import restore
+
+    _published(tmp_path / "pub", {"steps": 10, "lr": 3e-6}, ["sft_b_s0"])
+    with pytest.raises(ValueError, match=r"'lr': \(3e-06, 1e-06\)"):
+        restore(tmp_path / "pub", tmp_path / "out", {"steps": 10, "lr": 1e-6}, "sft_")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(FileNotFoundError, match="no published results"):
+        restore(tmp_path / "nowhere", tmp_path / "out", {}, "")
+
+
+def test_the_documented_float32_command_restores_every_published_run(tmp_path):
+    """The learning page's float32 command, with ``--restore-from`` its own publish folder, has the
+    published settings, so on a fresh machine every published run counts as finished."""
+    from benchmarks.learning_pretrained import build_parser
+    from benchmarks.learning_publish import REPO, restore
+
+    pub = REPO / "docs/learning/experiments/exp10"
+    args = build_parser().parse_args(
+        "--out runs/learning_pretrained --steps 10 --batch 4 --n 4 --conditions b,r,a --seeds-ab 0,1,2 "
+        "--seeds-cd 0 --lr 3e-6 --eval-questions 48 --precision fp32 --sft-steps 40 --start auto "
+        f"--publish {pub} --restore-from {pub}".split()
+    )
+    published = json.loads((pub / "results.json").read_text())["runs"]
+    names = restore(Path(args.restore_from), tmp_path, vars(args), "sft_fp32_")
+    assert names == [Path(r["metrics"]).parent.name for r in published] and len(names) >= 8
+    for r in published:
+        assert (REPO / r["metrics"]).is_file()
