@@ -42,7 +42,7 @@ from typing import Any
 
 from benchmarks.cpu_precision import cpu_bf16_flags
 from benchmarks.learning import CONDITIONS, curve_summary, plot_curves, run_order, step_cost, table
-from benchmarks.learning_publish import SETS, publish, restore, run_table
+from benchmarks.learning_publish import SETS, publish, published_runs, restore, run_table
 
 REPO = Path(__file__).resolve().parents[1]
 #: Token budgets of the few-shot policy: the prompt is ≈ 340 tokens, a rollout's turns and observations
@@ -471,6 +471,11 @@ def main(argv: list[str] | None = None) -> int:
         args.precision = resolve_precision(args.precision, args.cpu_bf16_flags)
     except ValueError as exc:
         p.error(str(exc))
+    if args.restore_from:  # a settings mismatch fails now, not after the hour of warm starts
+        try:
+            published_runs(Path(args.restore_from).resolve(), vars(args))
+        except (FileNotFoundError, ValueError) as exc:
+            p.error(str(exc))
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

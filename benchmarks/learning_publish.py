@@ -77,6 +77,22 @@ def restore(published: Path, out: Path, settings: dict, prefix: str) -> list[str
     Raises ``ValueError`` when a setting in :data:`RESTORE_KEYS` differs from the published ones: a run
     trained with other settings is a different experiment.
     """
+    from gta_verl.data.io import write_text_atomic
+
+    restored = []
+    for r in published_runs(published, settings):
+        name = Path(r["metrics"]).parent.name
+        done = out / "runs" / name / "done.json"
+        if not name.startswith(prefix) or done.is_file():
+            continue
+        write_text_atomic(done, json.dumps(r, indent=2))
+        restored.append(name)
+    return restored
+
+
+def published_runs(published: Path, settings: dict) -> list[dict]:
+    """The runs in ``published/results.json``, after checking its :data:`RESTORE_KEYS` equal ``settings``
+    (``ValueError`` naming each differing value; ``FileNotFoundError`` without the file)."""
     path = published / "results.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no published results to restore runs from")
@@ -85,17 +101,7 @@ def restore(published: Path, out: Path, settings: dict, prefix: str) -> list[str
     diff = {k: (old.get(k), settings.get(k)) for k in RESTORE_KEYS if old.get(k) != settings.get(k)}
     if diff:
         raise ValueError(f"{path}: published with other settings (published, now): {diff}")
-    restored = []
-    for r in summary.get("runs", []):
-        name = Path(r["metrics"]).parent.name
-        done = out / "runs" / name / "done.json"
-        if not name.startswith(prefix) or done.is_file():
-            continue
-        done.parent.mkdir(parents=True, exist_ok=True)
-        done.with_suffix(".tmp").write_text(json.dumps(r, indent=2))
-        done.with_suffix(".tmp").replace(done)
-        restored.append(name)
-    return restored
+    return list(summary.get("runs", []))
 
 
 def write_questions(records: Path, dst: Path) -> None:
