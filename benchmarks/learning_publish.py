@@ -190,14 +190,37 @@ STEP_COLUMNS = (
 )
 
 
-def step_table(steps: dict[int, dict[str, float]]) -> str:
+#: PathRouter's own per-step columns (route shares, the path score P, the selective teacher KL).
+PATH_ROUTER_COLUMNS = (
+    ("reward (mean)", "critic/score/mean", "{:.3f}"),
+    ("C (EM)", "path_router/C_mean", "{:.3f}"),
+    ("P", "path_router/P_mean", "{:.3f}"),
+    ("C+P+", "path_router/route_share/C+P+", "{:.2f}"),
+    ("C+P−", "path_router/route_share/C+P-", "{:.2f}"),
+    ("C−P+", "path_router/route_share/C-P+", "{:.2f}"),
+    ("C−P−", "path_router/route_share/C-P-", "{:.2f}"),
+    ("route weight", "path_router/mean_route_weight", "{:.3f}"),
+    ("KL selected", "path_router/kl_select_frac", "{:.2f}"),
+    ("λ(step)", "path_router/kl_lambda", "{:.4f}"),
+    ("teacher KL", "actor/distillation/gta_kl_selected", "{:.3f}"),
+    ("searches / rollout", "gta/num_searches", "{:.2f}"),
+    ("step (s)", "timing_s/step", "{:.0f}"),
+)
+
+#: ``steps --columns`` choices.
+COLUMN_SETS = {"gta": STEP_COLUMNS, "path_router": PATH_ROUTER_COLUMNS}
+
+
+def step_table(
+    steps: dict[int, dict[str, float]], columns: tuple[tuple[str, str, str], ...] = STEP_COLUMNS
+) -> str:
     """One run's per-step table (training questions, T = 1) from its verl step metrics; ``–`` = not logged."""
     lines = [
-        "| step | " + " | ".join(h for h, _, _ in STEP_COLUMNS) + " |",
-        "|---:|" + "---:|" * len(STEP_COLUMNS),
+        "| step | " + " | ".join(h for h, _, _ in columns) + " |",
+        "|---:|" + "---:|" * len(columns),
     ]
     for s in sorted(steps):
-        cells = [fmt.format(float(steps[s][k])) if k in steps[s] else "–" for _, k, fmt in STEP_COLUMNS]
+        cells = [fmt.format(float(steps[s][k])) if k in steps[s] else "–" for _, k, fmt in columns]
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -286,7 +309,11 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=main.__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("steps", help="a run's per-step table from its verl step log").add_argument("log")
+    ps = sub.add_parser("steps", help="a run's per-step table from its verl step log")
+    ps.add_argument("log")
+    ps.add_argument(
+        "--columns", choices=sorted(COLUMN_SETS), default="gta", help="path_router: its own metrics"
+    )
     pp = sub.add_parser("paired", help="seed-paired held-out differences of a published experiment")
     pp.add_argument("dest", help="the published folder, e.g. docs/learning/experiments/exp10")
     pp.add_argument(
@@ -301,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         table = paired_table(Path(args.dest), pairs, args.metrics.split(","), args.n_boot, args.wide)  # type: ignore[arg-type]
         print(table)
         return 0
-    print(step_table(read_step_metrics(Path(args.log))))
+    print(step_table(read_step_metrics(Path(args.log)), COLUMN_SETS[args.columns]))
     return 0
 
 

@@ -293,6 +293,45 @@ def test_step_table_reproduces_the_experiment_logs_per_step_rows(capsys):
     )
 
 
+def test_step_table_path_router_columns(tmp_path, capsys):
+    """``steps --columns path_router``: PathRouter's route shares, P and the selective teacher KL per step.
+
+    A step where 3 of 16 rollouts took route C−P+ (weight 0.5 in this hand-made log) and 13 C−P−
+    (weight 1): shares 3/16 = 0.1875 → "0.19" and 13/16 = 0.8125 → "0.81", mean route weight
+    (3 × 0.5 + 13 × 1) / 16 = 14.5 / 16 = 0.90625 → "0.906"; λ = 0.005 × step 2 = 0.01 → "0.0100".
+    """
+    import json
+
+    from benchmarks.learning_publish import main
+
+    data = {
+        "critic/score/mean": 0.353,
+        "path_router/C_mean": 0.0,
+        "path_router/P_mean": 0.2912,
+        "path_router/route_share/C+P+": 0.0,
+        "path_router/route_share/C+P-": 0.0,
+        "path_router/route_share/C-P+": 3 / 16,
+        "path_router/route_share/C-P-": 13 / 16,
+        "path_router/mean_route_weight": (3 * 0.5 + 13 * 1.0) / 16,
+        "path_router/kl_select_frac": 13 / 16,
+        "path_router/kl_lambda": 0.005 * 2,
+        "actor/distillation/gta_kl_selected": 0.1804,
+        "gta/num_searches": 1.875,
+        "timing_s/step": 233.6,
+    }
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(json.dumps({"step": 2, "data": data}) + "\n")
+    assert main(["steps", str(log), "--columns", "path_router"]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert rows[0].startswith(
+        "| step | reward (mean) | C (EM) | P | C+P+ | C+P− | C−P+ | C−P− | route weight |"
+    )
+    assert rows[2] == (
+        "| 2 | 0.353 | 0.000 | 0.291 | 0.00 | 0.00 | 0.19 | 0.81 | 0.906 | 0.81 | 0.0100 | 0.180 | 1.88 "
+        "| 234 |"
+    )
+
+
 def _shown(qid: str, shown: tuple[str, ...], answer: str = "x") -> Any:
     from gta_verl.data.types import RolloutRecord
     from gta_verl.eval.records import EvalRecord
