@@ -4,6 +4,7 @@ and the copy of the outputs into the docs (:func:`publish`), so a lost ``--out``
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import statistics
 from pathlib import Path
@@ -114,6 +115,26 @@ def write_questions(records: Path, dst: Path) -> None:
     rows = question_rows(read_records(records))
     tmp.write_text("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n")
     tmp.replace(dst)
+
+
+def opening(text: str) -> str:
+    """A response's first action tag (``<think>``, ``<search>``, …) or, without one, its first word."""
+    m = re.match(r"\s*(<[a-z_]+>|\S+)", text)
+    return m.group(1) if m else "(empty)"
+
+
+def openings_table(records: Path) -> str:
+    """How a records directory's responses begin, most common first: what a policy writes before anything
+    else (a collapsed protocol shows here before any metric names it)."""
+    from collections import Counter
+
+    from gta_verl.eval.records import read_records
+
+    counts = Counter(opening(r.response_text) for r in read_records(records))
+    total = sum(counts.values())
+    lines = ["| response begins with | responses | share |", "|---|---:|---:|"]
+    lines += [f"| `{k}` | {v} | {v / total:.3f} |" for k, v in counts.most_common()]
+    return "\n".join(lines)
 
 
 def _mean(vals: list[float]) -> float:
@@ -314,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     ps.add_argument(
         "--columns", choices=sorted(COLUMN_SETS), default="gta", help="path_router: its own metrics"
     )
+    sub.add_parser("openings", help="how a records directory's responses begin").add_argument("records")
     pp = sub.add_parser("paired", help="seed-paired held-out differences of a published experiment")
     pp.add_argument("dest", help="the published folder, e.g. docs/learning/experiments/exp10")
     pp.add_argument(
@@ -327,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
         pairs = [tuple(x.split("-", 1)) for x in args.pairs.split(",") if x]
         table = paired_table(Path(args.dest), pairs, args.metrics.split(","), args.n_boot, args.wide)  # type: ignore[arg-type]
         print(table)
+        return 0
+    if args.cmd == "openings":
+        print(openings_table(Path(args.records)))
         return 0
     print(step_table(read_step_metrics(Path(args.log)), COLUMN_SETS[args.columns]))
     return 0

@@ -504,3 +504,23 @@ def test_the_documented_float32_command_restores_every_published_run(tmp_path):
     assert names == [Path(r["metrics"]).parent.name for r in published] and len(names) >= 8
     for r in published:
         assert (REPO / r["metrics"]).is_file()
+
+
+def test_openings_counts_how_responses_begin(tmp_path, capsys):
+    """``openings``: 3 of 4 responses open with the evidence-list word "Doc" (share 3/4 = 0.750), one with
+    the action tag ``<think>`` (1/4 = 0.250); surrounding whitespace is not an opening."""
+    import dataclasses
+
+    from benchmarks.learning_publish import main, opening
+    from gta_verl.eval.records import RecordWriter
+
+    texts = ["Doc A: top-indexed documents", "  Doc 1(Title: x) y", "<think>I need</think>", "\nDoc Z: z"]
+    with RecordWriter(tmp_path / "records") as w:
+        for i, text in enumerate(texts):
+            rec = _shown(str(i), ("d1",))
+            w.add(dataclasses.replace(rec, response_text=text))
+    assert main(["openings", str(tmp_path / "records")]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert rows[2:] == ["| `Doc` | 3 | 0.750 |", "| `<think>` | 1 | 0.250 |"]
+    assert opening("<search> Hamlet </search>") == "<search>"
+    assert opening("   ") == "(empty)"
