@@ -193,6 +193,12 @@ def main(argv: list[str] | None = None) -> int:
         help="queries of the approximate variant's R(q) recall",
     )
     ap.add_argument("--sweep-triples-per-doc", type=float, default=1.0)
+    ap.add_argument(
+        "--sweep-passage-vectors",
+        choices=("random", "facts"),
+        default="random",
+        help="the sweep KB's passage vectors: random unit rows, or near their own facts (fact_passage_rows)",
+    )
     ap.add_argument("--sweep-batch", type=int, default=4)
     ap.add_argument("--plot", default="docs/benchmarks/retriever_scaling.png")
     ap.add_argument("--replicas", default="1,2,4")

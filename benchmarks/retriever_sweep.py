@@ -61,7 +61,9 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     t1 = time.perf_counter()
     n_tr = max(1, int(round(n_docs * args.sweep_triples_per_doc)))
     with mem.step("KB: tables (Python objects), passage and triple vectors"):
-        kb = synthetic_kb(sg, n_tr, args.seed, args.dim, with_igraph=False)
+        kb = synthetic_kb(
+            sg, n_tr, args.seed, args.dim, with_igraph=False, passage_vectors=args.sweep_passage_vectors
+        )
     mem.add(*kb_components(kb))
     q = query_vectors(kb.triple_emb, args.sweep_batch, args.seed + 1)
     n_more = max(0, args.sweep_recall_queries - len(q)) if args.sweep_approx else 0  # the recall's queries
@@ -76,6 +78,7 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
         "nodes": sg.spec.n_nodes,
         "edges": len(sg.edges),
         "triples": n_tr,
+        "passage_vectors": args.sweep_passage_vectors,
         "graph_s": t1 - t0,
     }
     del sg
@@ -278,7 +281,8 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
     rows = []
     lines = [
         f"\n### Cost vs corpus size (HotpotQA-10K Table 5 proportions, {args.sweep_triples_per_doc:g} "
-        f"triple vector(s) per document, batch {args.sweep_batch}, encoding excluded)\n",
+        f"triple vector(s) per document, {args.sweep_passage_vectors} passage vectors, "
+        f"batch {args.sweep_batch}, encoding excluded)\n",
         "| docs | nodes | edges | triples | build s | PPR settings | whole ms/query | R(q) recall vs exact | "
         "PPR ms/query | triple search | dense | personalization | nodes touched | RSS GiB |",
         "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",

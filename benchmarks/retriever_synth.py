@@ -34,8 +34,19 @@ def query_vectors(triple_emb: np.ndarray, n: int, seed: int, noise: float = 1.0)
     return q / np.linalg.norm(q, axis=1, keepdims=True)
 
 
-def synthetic_kb(sg: SyntheticGraph, n_triples: int, seed: int, dim: int, with_igraph: bool) -> Any:
-    """A :class:`KnowledgeBase` over graph ``sg`` with random unit passage and triple vectors.
+def synthetic_kb(
+    sg: SyntheticGraph,
+    n_triples: int,
+    seed: int,
+    dim: int,
+    with_igraph: bool,
+    passage_vectors: str = "random",
+) -> Any:
+    """A :class:`KnowledgeBase` over graph ``sg`` with random unit triple vectors.
+
+    Passage vectors: ``"random"`` = random unit rows (every query–passage cosine near 0: dense search is
+    noise, the hardest case for an ANN index); ``"facts"`` = :func:`fact_passage_rows` (a passage near the
+    facts it states, as a real encoder places it). The random draws are the same in both modes.
 
     Triples connect the endpoints of the graph's relation edges (drawn with repetition,
     distinct relation names, so every triple is a unique fact). ``with_igraph=False``
@@ -64,17 +75,44 @@ def synthetic_kb(sg: SyntheticGraph, n_triples: int, seed: int, dim: int, with_i
         g.es["kind"] = [("doc_entity", "relation", "synonymy")[k] for k in sg.kinds.tolist()]
     else:
         g = ig.Graph(n=spec.n_nodes)
+    passage_emb = unit_rows(rng, nd, dim)
+    triple_emb = unit_rows(rng, n_triples, dim)
+    if passage_vectors == "facts":
+        passage_emb = fact_passage_rows(passage_emb, triple_emb, docs)
+    elif passage_vectors != "random":
+        raise ValueError(f"passage_vectors is 'random' or 'facts', got {passage_vectors!r}")
     return KnowledgeBase(
         passages,
         entities,
         triples,
         pairs,
         g,
-        unit_rows(rng, nd, dim),
+        passage_emb,
         np.zeros((0, dim), np.float32),
-        unit_rows(rng, n_triples, dim),
+        triple_emb,
         "random",
     )
+
+
+def fact_passage_rows(noise: np.ndarray, triple_emb: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """Passage vectors near their own facts: ``p_d = normalize(r_d + Σ_{t: doc(t) = d} e_t)``.
+
+    Args:
+        noise: ``float32 [n_docs, dim]`` random unit rows ``r_d`` (a passage says more than its facts).
+        triple_emb: ``float32 [n_triples, dim]`` unit fact vectors ``e_t``.
+        docs: ``int [n_triples]`` the document of each fact.
+
+    A passage with k facts sits at cosine ≈ 1/√(k+1) to each of them (0.71 for one), a passage without
+    facts stays random; a query drawn near a fact (:func:`query_vectors`) is then nearest that fact's
+    passage, as a question is to the passage that answers it.
+    """
+    import scipy.sparse as sp
+
+    n_docs, n_tr = len(noise), len(triple_emb)
+    member = sp.csr_matrix((np.ones(n_tr, np.float32), (docs, np.arange(n_tr))), shape=(n_docs, n_tr))
+    p = noise + member @ triple_emb
+    p /= np.linalg.norm(p, axis=1, keepdims=True)
+    return p.astype(np.float32, copy=False)
 
 
 def attach_graph(retriever: Any, sg: SyntheticGraph) -> None:

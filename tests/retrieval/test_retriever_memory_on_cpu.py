@@ -80,6 +80,7 @@ def test_sweep_row_memory_on_a_tiny_kb() -> None:
         sweep_approx="hnsw",
         sweep_approx_knobs="",
         sweep_recall_queries=8,
+        sweep_passage_vectors="random",
     )
     row = bench_size(10, args)
     nodes = row["nodes"]
@@ -112,3 +113,32 @@ def test_arrays_in_ignores_non_arrays(bad) -> None:
     from benchmarks.retriever_memory import arrays_in
 
     assert arrays_in(bad) == []
+
+
+def test_fact_passage_rows_by_hand() -> None:
+    """``p_d = normalize(r_d + Σ e_t)`` on 2-d rows small enough to add by hand."""
+    from benchmarks.retriever_synth import fact_passage_rows
+
+    noise = np.array([[1, 0], [0, 1], [1, 0]], np.float32)  # r_0, r_1, r_2
+    facts = np.array([[0, 1], [0, 1], [1, 0]], np.float32)  # e_0, e_1 in doc 0; e_2 in doc 1
+    p = fact_passage_rows(noise, facts, np.array([0, 0, 1]))
+    # doc 0: (1,0) + (0,1) + (0,1) = (1,2) → /√5; doc 1: (0,1) + (1,0) = (1,1) → /√2; doc 2: no fact, (1,0)
+    s5, s2 = 5**-0.5, 2**-0.5
+    np.testing.assert_allclose(p, [[s5, 2 * s5], [s2, s2], [1, 0]], rtol=1e-6)
+    assert p.dtype == np.float32
+
+
+def test_synthetic_kb_passage_modes_share_their_draws() -> None:
+    """``facts`` changes only the passage rows (same triples, same triple vectors); bad modes are named."""
+    from benchmarks.retriever_synth import fact_passage_rows, synthetic_kb
+    from gta_verl.testing.synthetic_graphs import HOTPOTQA_10K, make_scaled_graph, scale_spec
+
+    sg = make_scaled_graph(scale_spec(HOTPOTQA_10K, 40), seed=0)
+    a = synthetic_kb(sg, 60, seed=0, dim=8, with_igraph=False)
+    b = synthetic_kb(sg, 60, seed=0, dim=8, with_igraph=False, passage_vectors="facts")
+    assert a.triples == b.triples
+    np.testing.assert_array_equal(a.triple_emb, b.triple_emb)
+    docs = np.array([int(t.doc_id[1:], 16) for t in a.triples])
+    np.testing.assert_allclose(b.passage_emb, fact_passage_rows(a.passage_emb, a.triple_emb, docs), rtol=1e-6)
+    with pytest.raises(ValueError, match="'random' or 'facts'"):
+        synthetic_kb(sg, 60, seed=0, dim=8, with_igraph=False, passage_vectors="nope")
