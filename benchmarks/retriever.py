@@ -192,6 +192,12 @@ def main(argv: list[str] | None = None) -> int:
         default=128,
         help="queries of the approximate variant's R(q) recall",
     )
+    ap.add_argument(
+        "--sweep-component-recall",
+        default="",
+        help="';'-separated RetrieverConfig overrides, each one's R(q) recall against the exact linear "
+        "retriever (e.g. 'index=ivfpq;passage_index=hnsw,hnsw_ef_search=512')",
+    )
     ap.add_argument("--sweep-triples-per-doc", type=float, default=1.0)
     ap.add_argument(
         "--sweep-passage-vectors",

@@ -99,6 +99,9 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     if args.sweep_approx:
         exact = linear or r.with_config(variant_config(0, "linear:1e-6"))
         row.update(bench_approx_variant(exact, q, args, mem))
+    for knobs in filter(None, args.sweep_component_recall.split(";")):
+        exact = linear or r.with_config(variant_config(0, "linear:1e-6"))
+        row[f"component_recall@{knobs}"] = component_recall(exact, knobs, args)
     mem.add(*transition_components(r.transition), basis_component(getattr(linear, "_basis", None)))
     row["rss"] = current_rss_gib()
     row.update(mem.row_items())
@@ -189,6 +192,16 @@ def bench_approx_variant(
     out: dict[str, Any] = {f"index_build_s_{v}": build, f"whole_{v}": time_retrieve(av, args.sweep_batch)}
     out.update({f"{k}_{v}": x for k, x in stage_times(av, q).items()})
     out[f"recall_{v}"] = rq_recall(av, exact, args.sweep_recall_queries, max(args.sweep_batch, 32))
+    del av
+    gc.collect()
+    return out
+
+
+def component_recall(exact: Any, knobs: str, args: argparse.Namespace) -> float:
+    """R(q) recall of the exact ``linear`` retriever with only ``knobs`` changed (e.g. ``index=ivfpq``):
+    which approximate index loses which share of the exact R(q) documents (``--sweep-component-recall``)."""
+    av = exact.with_config(dataclasses.replace(exact.config, **approx_overrides(knobs)))
+    out = rq_recall(av, exact, args.sweep_recall_queries, max(args.sweep_batch, 32))
     del av
     gc.collect()
     return out
@@ -322,6 +335,12 @@ def bench_sweep(args: argparse.Namespace) -> list[str]:
         f"{r[f'index_build_s_{v}']:.0f} s; R(q) recall over {args.sweep_recall_queries} queries."
         for r in rows
         for v in approx_keys([r])
+    ]
+    lines += [
+        f"\nR(q) recall at {r['docs']:,} docs with only `{k[len('component_recall@') :]}` changed: {v:.3f}"
+        for r in rows
+        for k, v in r.items()
+        if k.startswith("component_recall@")
     ]
     for table in mem_lines:
         lines += table

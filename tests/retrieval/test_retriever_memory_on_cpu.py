@@ -81,6 +81,7 @@ def test_sweep_row_memory_on_a_tiny_kb() -> None:
         sweep_approx_knobs="",
         sweep_recall_queries=8,
         sweep_passage_vectors="random",
+        sweep_component_recall="index=flat;passage_index=hnsw",
     )
     row = bench_size(10, args)
     nodes = row["nodes"]
@@ -103,6 +104,8 @@ def test_sweep_row_memory_on_a_tiny_kb() -> None:
     assert tr["per"] == "edge" and tr["bytes"] > 0
     steps = [k for k in row if k.startswith("mem_step:")]
     assert len(steps) == 8  # graph, KB, retriever, transition, 1 variant, 3 approximate indexes
+    assert row["component_recall@index=flat"] == 1.0  # nothing changed: every exact R(q) document returned
+    assert 0.0 <= row["component_recall@passage_index=hnsw"] <= 1.0
     table = "\n".join(memory_table(row))
     assert "| passage vectors (KB, float32) | 0.000 | nbytes | 32.0 / doc | 10 | 0.000 |" in table
     assert "| build step | RSS before GiB |" in table
