@@ -133,7 +133,7 @@ def test_fact_passage_rows_by_hand() -> None:
 
 def test_synthetic_kb_passage_modes_share_their_draws() -> None:
     """``facts`` changes only the passage rows (same triples, same triple vectors); bad modes are named."""
-    from benchmarks.retriever_synth import fact_passage_rows, synthetic_kb
+    from benchmarks.retriever_synth import synthetic_kb
     from gta_verl.testing.synthetic_graphs import HOTPOTQA_10K, make_scaled_graph, scale_spec
 
     sg = make_scaled_graph(scale_spec(HOTPOTQA_10K, 40), seed=0)
@@ -142,6 +142,9 @@ def test_synthetic_kb_passage_modes_share_their_draws() -> None:
     assert a.triples == b.triples
     np.testing.assert_array_equal(a.triple_emb, b.triple_emb)
     docs = np.array([int(t.doc_id[1:], 16) for t in a.triples])
-    np.testing.assert_allclose(b.passage_emb, fact_passage_rows(a.passage_emb, a.triple_emb, docs), rtol=1e-6)
+    for d in range(len(a.passages)):  # p_d = normalize(r_d + Σ e_t) written out, r_d = the random mode's row
+        v = a.passage_emb[d].astype(np.float64) + a.triple_emb[docs == d].sum(axis=0)
+        np.testing.assert_allclose(b.passage_emb[d], v / np.linalg.norm(v), rtol=1e-5, atol=1e-6)
+    assert (np.bincount(docs, minlength=len(a.passages)) == 0).any()  # covers documents without facts
     with pytest.raises(ValueError, match="'random' or 'facts'"):
         synthetic_kb(sg, 60, seed=0, dim=8, with_igraph=False, passage_vectors="nope")
