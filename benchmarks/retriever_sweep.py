@@ -66,7 +66,9 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
         )
     mem.add(*kb_components(kb))
     q = query_vectors(kb.triple_emb, args.sweep_batch, args.seed + 1)
-    n_more = max(0, args.sweep_recall_queries - len(q)) if args.sweep_approx else 0  # the recall's queries
+    components = [k for k in args.sweep_component_recall.split(";") if k]
+    recall = bool(args.sweep_approx or components)  # R(q) recall of an approximate variant or one index
+    n_more = max(0, args.sweep_recall_queries - len(q)) if recall else 0  # the recall's queries
     q_all = np.concatenate([q, query_vectors(kb.triple_emb, n_more, args.seed + 2)]) if n_more else q
     with mem.step("retriever: unique-fact vectors, exact triple index, bf16 copy"):
         r = open_kb_retriever(kb, None, PrecomputedEncoder(q_all))
@@ -96,12 +98,12 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
         row[f"whole_{top}_{eps}"] = time_retrieve(rv, args.sweep_batch)
         st = stage_times(rv, q)
         row.update({f"{k}_{top}_{eps}": v for k, v in st.items()})
-    if args.sweep_approx:
+    if recall:  # one exact reference: its basis is solved once
         exact = linear or r.with_config(variant_config(0, "linear:1e-6"))
-        row.update(bench_approx_variant(exact, q, args, mem))
-    for knobs in filter(None, args.sweep_component_recall.split(";")):
-        exact = linear or r.with_config(variant_config(0, "linear:1e-6"))
-        row[f"component_recall@{knobs}"] = component_recall(exact, knobs, args)
+        if args.sweep_approx:
+            row.update(bench_approx_variant(exact, q, args, mem))
+        for knobs in components:
+            row[f"component_recall@{knobs}"] = component_recall(exact, knobs, args)
     mem.add(*transition_components(r.transition), basis_component(getattr(linear, "_basis", None)))
     row["rss"] = current_rss_gib()
     row.update(mem.row_items())

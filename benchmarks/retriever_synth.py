@@ -59,6 +59,8 @@ def synthetic_kb(
     from gta_verl.data.types import Passage, Triple
     from gta_verl.kb.knowledge_base import KnowledgeBase
 
+    if passage_vectors not in ("random", "facts"):
+        raise ValueError(f"passage_vectors is 'random' or 'facts', got {passage_vectors!r}")
     spec, nd = sg.spec, sg.spec.n_docs
     rng = np.random.default_rng(seed)
     passages = tuple(Passage(f"d{i:016x}", f"title {i}", f"text {i}") for i in range(nd))
@@ -79,8 +81,6 @@ def synthetic_kb(
     triple_emb = unit_rows(rng, n_triples, dim)
     if passage_vectors == "facts":
         passage_emb = fact_passage_rows(passage_emb, triple_emb, docs)
-    elif passage_vectors != "random":
-        raise ValueError(f"passage_vectors is 'random' or 'facts', got {passage_vectors!r}")
     return KnowledgeBase(
         passages,
         entities,

@@ -148,3 +148,25 @@ def test_synthetic_kb_passage_modes_share_their_draws() -> None:
     assert (np.bincount(docs, minlength=len(a.passages)) == 0).any()  # covers documents without facts
     with pytest.raises(ValueError, match="'random' or 'facts'"):
         synthetic_kb(sg, 60, seed=0, dim=8, with_igraph=False, passage_vectors="nope")
+
+
+def test_component_recall_without_an_approximate_variant() -> None:
+    """``--sweep-component-recall`` alone (no ``--sweep-approx``, no ``linear`` variant): the recall's 8
+    queries are drawn and the exact reference is built; an unchanged config returns every exact document."""
+    from benchmarks.retriever_sweep import bench_size
+
+    args = argparse.Namespace(
+        seed=0,
+        dim=8,
+        sweep_triples_per_doc=2.0,
+        sweep_batch=4,
+        sweep_variants="push:1e-6@100",
+        sweep_approx="",
+        sweep_approx_knobs="",
+        sweep_recall_queries=8,
+        sweep_passage_vectors="facts",
+        sweep_component_recall="index=flat",
+    )
+    row = bench_size(10, args)
+    assert row["component_recall@index=flat"] == 1.0
+    assert row["passage_vectors"] == "facts"
