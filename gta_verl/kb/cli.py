@@ -212,6 +212,9 @@ def cmd_check_coverage(args: argparse.Namespace) -> int:
                 f"{path}: not a verl QA parquet with reward_model ({exc})".splitlines()[0]
             ) from None
         gold += _gold_ids(path, df["reward_model"], parse_ground_truth)
+    if not gold:  # a mean over no question would print "0.0%", as if the KB lacked every paragraph
+        print(f"gta-verl: error: {', '.join(args.qa)}: no rows, so no coverage to check", file=sys.stderr)
+        return 2
     rep = gold_coverage(gold, kb_ids)
     print(rep.markdown(",".join(args.qa)))
     if rep.n_without_gold:

@@ -96,3 +96,13 @@ def test_cli_min_must_be_a_fraction(tmp_path, capsys) -> None:
             main(["kb", "check-coverage", "--kb", "k", "--qa", "q", "--min", value])
         assert exc.value.code == 2
         assert "--min" in capsys.readouterr().err
+
+
+def test_a_qa_file_without_rows_is_named_not_reported_as_zero_coverage(tmp_path, capsys) -> None:
+    # Before: "0.0% of the questions' gold paragraphs", as if the KB lacked every one of them.
+    save_kb(make_toy_kb(HashEmbedder()), tmp_path / "kb")
+    qa = tmp_path / "empty.parquet"
+    pd.DataFrame({"reward_model": pd.Series([], dtype=object)}).to_parquet(qa)
+    assert main(["kb", "check-coverage", "--kb", str(tmp_path / "kb"), "--qa", str(qa)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"gta-verl: error: {qa}: no rows, so no coverage to check\n"
