@@ -159,7 +159,10 @@ class _Hit:
 
 #: Two worked examples of the protocol for a pretrained base model (no instruction tuning): each search is
 #: followed by its observation exactly as the agent loop renders one (:func:`format_observation`), and the
-#: answer closes the turn. Facts are public and outside the bundled corpus, so no example leaks an answer.
+#: answer closes the turn. The facts are public. The answers (Leah Adler, Votkinsk) and the film, ballet and
+#: composer they go through (Jaws, Swan Lake, Tchaikovsky) are in no passage of the bundled MuSiQue corpus,
+#: but Steven Spielberg is named in four of its passages (Steven Spielberg, The Terminal, Saving Private
+#: Ryan, Jurassic Park (film)): an example can prime that entity, and it leaks no answer.
 _FEWSHOT_EXAMPLES: tuple[tuple[str, tuple[tuple[str, str, str], ...], str], ...] = (
     (
         "Who is the mother of the director of the film Jaws?",
