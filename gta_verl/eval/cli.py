@@ -51,6 +51,7 @@ def add_parser(subparsers: Any) -> None:
     _add_rollout_arguments(p)
     _add_run_arguments(p)
     p.set_defaults(func=run)
+    add_signal_parser(subparsers)
 
 
 def _add_data_arguments(p: argparse.ArgumentParser) -> None:
@@ -155,20 +156,15 @@ def _run_dump(args: argparse.Namespace) -> int:
     return 0 if res.records else 1
 
 
-def run(args: argparse.Namespace) -> int:
-    """Entry point of ``gta-verl eval``; returns the exit code."""
-    if args.from_verl_dump:
-        return _run_dump(args)
-    data = _data_paths(args.data)
-    if not data or not args.kb:
-        raise SystemExit("gta-verl eval --policy needs --data PARQUET[,…] and --kb DIR")
-    from gta_verl.eval.runner import EvalSettings, evaluate_policy
+def settings_from_args(args: argparse.Namespace, temperature: float | None = None) -> Any:
+    """The :class:`~gta_verl.eval.runner.EvalSettings` of ``eval``'s and ``signal``'s rollout arguments."""
+    from gta_verl.eval.runner import EvalSettings
 
-    settings = EvalSettings(
+    return EvalSettings(
         policy=args.policy,
         backend=args.backend,
         n_samples=args.n_samples,
-        temperature=args.temperature,
+        temperature=args.temperature if args.temperature is not None else temperature,
         max_actions=args.max_actions,
         max_obs_tokens=args.max_obs_tokens,
         prompt_style=args.prompt_style,
@@ -180,7 +176,12 @@ def run(args: argparse.Namespace) -> int:
         retriever=dict(args.retriever),
         seed=args.seed,
     )
-    res = evaluate_policy(
+
+
+def _evaluate(args: argparse.Namespace, data: list[str], settings: Any) -> Any:
+    from gta_verl.eval.runner import evaluate_policy
+
+    return evaluate_policy(
         args.policy,
         data,
         args.kb,
@@ -193,6 +194,16 @@ def run(args: argparse.Namespace) -> int:
         name=args.name,
         progress=not args.no_progress,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``gta-verl eval``; returns the exit code."""
+    if args.from_verl_dump:
+        return _run_dump(args)
+    data = _data_paths(args.data)
+    if not data or not args.kb:
+        raise SystemExit("gta-verl eval --policy needs --data PARQUET[,…] and --kb DIR")
+    res = _evaluate(args, data, settings_from_args(args))
     o = res.summary.overall
     print(
         f"{res.n_records} rollouts ({res.n_new} new, {res.n_skipped} already done): "
@@ -201,3 +212,117 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"report: {res.report.markdown}")
     return 0
+
+
+def add_signal_parser(subparsers: Any) -> None:
+    """Register ``signal``: the warm start's reward signal on a training pool, before any GRPO run."""
+    p = subparsers.add_parser(
+        "signal",
+        help="measure a policy's GRPO signal on training questions: pass rates, groups whose rewards differ",
+        description="Sample --n-samples rollouts per question at T = 1 (the training temperature) through "
+        "the agent loop and report, per reward (answer-only, trajectory-guided, coverage bonus): the share "
+        "of groups whose rewards are not all equal and the mean |advantage|; the pass rate of the answer and "
+        "of each reward term; optionally the questions in a pass-rate window as a training pool. Writes "
+        "signal.md and signal.json next to the evaluation's records/ in --out.",
+    )
+    p.add_argument("--policy", help="HF model path or a policy name (as eval)")
+    p.add_argument(
+        "--records",
+        default=None,
+        help="measure an earlier run's records/ directory instead of sampling (no --policy needed)",
+    )
+    p.add_argument(
+        "--window",
+        default=None,
+        metavar="LO,HI",
+        help="keep the questions whose answer pass rate p has LO <= p <= HI (e.g. 0.05,0.95)",
+    )
+    p.add_argument(
+        "--pool-out", default=None, help="with --window: write those questions' rows here (parquet)"
+    )
+    _add_data_arguments(p)
+    _add_rollout_arguments(p)
+    _add_run_arguments(p)
+    p.set_defaults(func=run_signal, n_samples=8)
+
+
+def _window(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise SystemExit(f"--window {text!r}: expected LO,HI such as 0.05,0.95") from None
+    return lo, hi
+
+
+def run_signal(args: argparse.Namespace) -> int:
+    """Entry point of ``gta-verl signal``; returns the exit code (1 when no rollout was measured)."""
+    import json
+    from pathlib import Path
+
+    from gta_verl.data.io import write_text_atomic
+    from gta_verl.eval.signal import outcome_from_record, pass_rate_window, render_markdown, signal_report
+
+    data = _data_paths(args.data)
+    window = _window(args.window) if args.window else None
+    if args.pool_out and not (window and data):
+        raise SystemExit("gta-verl signal --pool-out needs --window LO,HI and --data (the rows to keep)")
+    if args.records:
+        records = Path(args.records)
+    else:
+        if not (args.policy and data and args.kb):
+            raise SystemExit(
+                "gta-verl signal needs --policy, --data PARQUET[,…] and --kb DIR (or --records DIR)"
+            )
+        _evaluate(args, data, settings_from_args(args, temperature=1.0))
+        records = Path(args.out) / "records"
+    report = signal_report([outcome_from_record(r) for r in _read_records(records)])
+    md = render_markdown(report)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {
+        "records": str(records),
+        "rollouts": report.rollouts,
+        "group_size": report.group_size,
+        "terms": report.term_rates(),
+        "pass_rate_histogram": report.pass_rate_histogram(),
+        "rewards": [vars(r) for r in report.rewards],
+        "expected_share_differ": {g: report.expected_share_differ(g) for g in (4, 8, 16)},
+        "questions": [
+            {**vars(q), "reward_mean": dict(q.reward_mean), "differs": dict(q.differs)}
+            for q in report.questions
+        ],
+    }
+    if window:
+        keep = pass_rate_window(report, *window)
+        summary["window"] = {"lo": window[0], "hi": window[1], "questions": keep}
+        md += f"\n{len(keep)} of {len(report.questions)} questions have {window[0]} <= p <= {window[1]}.\n"
+        if args.pool_out:
+            n = _write_pool(data, set(keep), Path(args.pool_out))
+            md += f"Wrote their {n} rows to {args.pool_out}.\n"
+    write_text_atomic(out / "signal.md", md)
+    write_text_atomic(out / "signal.json", json.dumps(summary, indent=2))
+    print(md, end="")
+    return 0
+
+
+def _read_records(records: Any) -> list[dict[str, Any]]:
+    from gta_verl.eval.records import iter_rows
+
+    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in iter_rows(records):  # first occurrence of a (data_source, qid, sample) wins, as read_records
+        rows.setdefault((row.get("data_source"), row.get("qid"), row.get("sample_idx")), row)
+    if not rows:
+        raise SystemExit(f"{records}: no evaluation records to measure")
+    return list(rows.values())
+
+
+def _write_pool(data: list[str], keep: set[str], out: Any) -> int:
+    """The rows of ``data`` whose question key is in ``keep``, in file order; returns how many."""
+    import pyarrow as pa
+
+    from gta_verl.data.io import write_table_atomic
+    from gta_verl.eval.runner import load_rows, row_identity
+
+    rows = [r for r in load_rows(data) if "/".join(row_identity(r)[:2]) in keep]
+    write_table_atomic(pa.Table.from_pylist(rows), out)
+    return len(rows)
