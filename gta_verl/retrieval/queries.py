@@ -43,7 +43,7 @@ def prepare_queries(queries: Sequence[str], limits: QueryLimits) -> tuple[list[s
 
     Raises:
         TypeError: If ``queries`` is a bare string or holds non-strings.
-        ValueError: If a query is empty or whitespace.
+        ValueError: If a query is empty or whitespace, or holds a lone surrogate (not UTF-8 text).
     """
     if isinstance(queries, str):
         raise TypeError("retrieve() takes a sequence of queries, not a single string: wrap it in a list")
@@ -52,6 +52,13 @@ def prepare_queries(queries: Sequence[str], limits: QueryLimits) -> tuple[list[s
     for i, q in enumerate(queries):
         if not isinstance(q, str):
             raise TypeError(f"query {i} is {type(q).__name__}, expected str")
+        try:  # a lone surrogate (a JSON "\\ud800" escape, a bad decode) is not text: no encoder takes it
+            q.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"query {i} is not valid UTF-8 (lone surrogate U+{ord(q[exc.start]):04X} at character "
+                f"{exc.start}); send text"
+            ) from None
         text = " ".join(visible(q).split())  # NUL-, zero-width- or bidi-only is as empty as blank
         if not text:
             raise ValueError(

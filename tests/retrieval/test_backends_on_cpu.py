@@ -112,10 +112,27 @@ def test_bm25_k1_and_b_reach_the_index() -> None:
     assert again.retrieve(["cherry"])[0].hits[0].score == pytest.approx(0.378695, abs=1e-6)
 
 
-def test_bm25_without_a_matching_word_keeps_index_order() -> None:
+def test_bm25_without_a_known_word_answers_nothing_and_says_why() -> None:
+    # Before: the KB's first passages in index order, each at score 0, read as an answer.
     r = open_kb_retriever(_tiny_kb(), RetrieverConfig(backend="bm25", k_dense=2))
-    (none,) = r.retrieve(["durian"])
-    assert none.doc_ids == ["d0", "d1"] and [h.score for h in none.hits] == [0.0, 0.0]
+    none, cherry = r.retrieve(["durian", "durian cherry"])
+    assert none.ok and none.hits == () and none.flags == ("no_known_query_token",)
+    assert r.rank(["durian"], 2)[0].hits == ()
+    # one known word is enough: matching passages first, then the others at 0 in index order
+    assert cherry.doc_ids == ["d1", "d0"] and cherry.flags == () and cherry.hits[1].score == 0.0
+    cut = r.with_config(RetrieverConfig(backend="bm25", max_query_words=1)).retrieve(["durian cherry"])[0]
+    assert cut.flags == (FLAG_TRUNCATED, "no_known_query_token")  # the cut dropped the known word
+
+
+def test_a_lone_surrogate_is_one_clear_error_on_every_backend(toy_kb, hash_embedder) -> None:
+    # Before: bm25 answered, graph and dense failed inside the query encoder (UnicodeEncodeError).
+    for name in BACKENDS:
+        r = open_kb_retriever(toy_kb, RetrieverConfig(backend=name), hash_embedder)
+        with pytest.raises(
+            ValueError, match=r"^query 1 is not valid UTF-8 \(lone surrogate U\+D800 at character 4\)"
+        ):
+            r.retrieve(["ok", "Fuji\ud800 height"])
+        assert r.retrieve(["Fuji \U0001f5fb height"])[0].ok  # a character outside the BMP is text
 
 
 def test_bm25_rare_word_on_the_toy_kb(toy_kb) -> None:
