@@ -13,8 +13,9 @@ turn a lock-out into a refusal, not fix it.
 * a body deadline: the whole body within ``body_timeout_s`` of its headers, else
   408 and close;
 * a write deadline: a response whose client reads nothing for ``write_timeout_s``
-  while the send buffer is full is dropped and the connection aborted (the app
-  sends bodies in slices, so at most one slice waits above the buffer's high-water mark);
+  while the send buffer is full is dropped and the connection reset (``SO_LINGER`` 0, so the kernel
+  drops what it had queued for that client too; the app sends bodies in slices, so at most one slice
+  waits above the buffer's high-water mark);
 * a graceful close: a response that ends the connection while the request body is
   still arriving is followed by a FIN, and the rest of the body is read and dropped
   for up to :data:`DRAIN_S` (or :data:`DRAIN_BYTES`), so the client can read the answer;

@@ -10,6 +10,8 @@ import dataclasses
 import json
 import logging
 import resource
+import socket
+import struct
 from typing import Any
 
 import h11
@@ -131,7 +133,8 @@ class LimitedH11Protocol(H11Protocol):
         self._write_timer = None
 
     def _write_deadline(self) -> None:
-        """The client read nothing for ``write_timeout_s``: drop what is buffered for it and abort."""
+        """The client read nothing for ``write_timeout_s``: drop what is buffered for it, here and in the
+        kernel, and reset the connection."""
         self._write_timer = None
         if self.transport.is_closing() and not self.flow.write_paused:
             return
@@ -143,6 +146,7 @@ class LimitedH11Protocol(H11Protocol):
         )
         self.waiting.pop(self, None)
         self.receiving.pop(self, None)
+        reset_on_close(self._raw)
         self._raw.abort()  # close() would keep the buffer until it is sent, i.e. forever
 
     def _track_state(self) -> None:
@@ -284,6 +288,22 @@ class _DrainOnClose:
 def _cancel(timer: Any) -> None:
     if timer is not None:
         timer.cancel()
+
+
+def reset_on_close(transport: Any) -> None:
+    """Make the transport's socket close with a reset (``SO_LINGER`` on, 0 s).
+
+    A plain close leaves what the kernel already holds to send (up to ``tcp_wmem``'s 4 MB per socket)
+    queued on an orphaned socket for as long as the peer keeps its end open and reads nothing: 40
+    stalled clients pinned 112 MB, outside the connection cap. A reset drops it at once.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:  # already closed by the peer: nothing left to drop
+        pass
 
 
 def _peer(client: tuple[str, int] | None) -> str:

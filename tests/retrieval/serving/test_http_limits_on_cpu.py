@@ -8,6 +8,7 @@ only; deadlines of 0.5 s (headers) and 1 s (body) keep each case under ~2 s.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import time
 from contextlib import contextmanager
@@ -387,6 +388,64 @@ def test_a_client_that_never_reads_its_answer_is_aborted_and_buffers_little() ->
             s.close()
     assert closed_after is not None, "the connection of a client that reads nothing stayed open for 10 s"
     assert buffered <= 4 * 65_536, f"{buffered:,} bytes buffered for one client"
+
+
+def kernel_send_queue(port: int) -> tuple[int, int]:
+    """(sockets, bytes queued to send) of the TCP sockets whose local port is ``port`` (not the listener, not
+    those in TIME_WAIT, which hold no data),
+    from ``/proc/net/tcp{,6}`` (its ``tx_queue`` column: bytes the kernel holds until the peer reads them)."""
+    n = total = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] not in ("0A", "06"):  # LISTEN, TIME_WAIT
+                n += 1
+                total += int(f[4].split(":")[0], 16)
+    return n, total
+
+
+def stalled_clients_queue(n_clients: int, write_timeout_s: float = 1.0) -> tuple[int, int]:
+    """(sockets, bytes) the kernel still queues for ``n_clients`` that asked for ~50 MB answers and read
+    nothing, measured once the server has aborted every one of them at its write deadline."""
+    limits = Limits(header_timeout_s=5, body_timeout_s=5, write_timeout_s=write_timeout_s)
+    body = b'{"queries": [' + b", ".join([b'"q"'] * 512) + b"]}"
+    request = (
+        b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    with _serve(_BigAnswers(), limits) as (base, server):  # type: ignore[arg-type]
+        host, port = base.removeprefix("http://").split(":")
+        clients = []
+        try:
+            for _ in range(n_clients):
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.connect((host, int(port)))
+                s.sendall(request)
+                clients.append(s)
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 10 * write_timeout_s + 10:  # every stalled reply past its deadline
+                time.sleep(0.1)
+                if time.monotonic() - t0 > write_timeout_s and not server.server_state.connections:
+                    break
+            assert not server.server_state.connections, "a stalled reply outlived its write deadline"
+            time.sleep(0.5)  # the clients still hold their sockets and read nothing
+            return kernel_send_queue(int(port))
+        finally:
+            for s in clients:
+                s.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads the kernel's socket table")
+def test_stalled_replies_leave_nothing_queued_in_the_kernel() -> None:
+    # Before: the abort closed without a reset, so each reply's send buffer (up to tcp_wmem's 4 MB) stayed
+    # queued for as long as its client kept the socket: 8 clients, 8 orphaned sockets, 10-30 MB measured.
+    sockets, queued = stalled_clients_queue(8)
+    assert (sockets, queued) == (0, 0), f"{sockets} server sockets still queue {queued:,} bytes"
 
 
 @pytest.mark.parametrize("framing", ["content-length", "chunked"])
