@@ -104,6 +104,13 @@ def _add_rollout_arguments(p: argparse.ArgumentParser) -> None:
         help="rewrite each row's prompt in this style from its question (default: keep the rows' prompts; "
         "fewshot: two worked examples, for a pretrained base model such as gemma-3-270m)",
     )
+    p.add_argument(
+        "--sampler",
+        choices=("per_rollout", "batched"),
+        default="per_rollout",
+        help="hf backend at T > 0: per_rollout (one seeded stream per rollout, batching-independent) or "
+        "batched (rollouts share model calls, as verl's hf_cpu rollout: many times faster; signal's default)",
+    )
     p.add_argument("--max-questions", type=int, default=None, help="first N questions of each --data file")
     p.add_argument(
         "--retriever",
@@ -175,6 +182,7 @@ def settings_from_args(args: argparse.Namespace, temperature: float | None = Non
         },
         retriever=dict(args.retriever),
         seed=args.seed,
+        sampler=args.sampler,
     )
 
 
@@ -243,7 +251,7 @@ def add_signal_parser(subparsers: Any) -> None:
     _add_data_arguments(p)
     _add_rollout_arguments(p)
     _add_run_arguments(p)
-    p.set_defaults(func=run_signal, n_samples=8)
+    p.set_defaults(func=run_signal, n_samples=8, sampler="batched")
 
 
 def _window(text: str) -> tuple[float, float]:

@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 TINY_POLICY = "tiny-random-qwen2"
 BACKENDS = ("hf", "vllm")
+SAMPLERS = ("per_rollout", "batched")
 
 
 #: Training config whose rollout budget the evaluation uses by default (GTA-RAG Stage I / II recipes).
@@ -86,6 +87,10 @@ class EvalSettings:
         seed: Sampling seed (HF backend, tiny model init).
         prompt_style: None keeps each row's ``prompt``; a :data:`gta_verl.protocol.PROMPT_STYLES` key rewrites
             it from the row's question (``fewshot`` for a pretrained base model).
+        sampler: How the HF backend samples at T > 0: ``per_rollout`` (each rollout its own seeded stream,
+            one rollout per model call: the same tokens whatever the batching) or ``batched`` (the rollouts in
+            flight share model calls and torch's stream seeded once with ``seed``, as verl's ``hf_cpu``
+            rollout samples in training: many times faster, reproducible only with the same batching).
     """
 
     policy: str
@@ -99,8 +104,11 @@ class EvalSettings:
     retriever: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
     prompt_style: str | None = None
+    sampler: str = "per_rollout"
 
     def __post_init__(self) -> None:
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler={self.sampler!r}; use one of {SAMPLERS}")
         if self.prompt_style is not None and self.prompt_style not in PROMPT_STYLES:
             raise ValueError(f"prompt_style={self.prompt_style!r}; use one of {PROMPT_STYLES}")
         if self.backend not in BACKENDS:
@@ -126,6 +134,8 @@ class EvalSettings:
         d["temperature"] = self.effective_temperature
         if d["prompt_style"] is None:  # runs pinned before the knob existed stay resumable
             del d["prompt_style"]
+        if d["sampler"] == "per_rollout":  # likewise
+            del d["sampler"]
         return d
 
 
@@ -257,6 +267,9 @@ def build_policy(settings: EvalSettings) -> tuple[Any, Any]:
     model = AutoModelForCausalLM.from_pretrained(policy, torch_dtype="auto")
     model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
     if settings.effective_temperature == 0:  # greedy: batched rows equal one-by-one generation
+        return BatchedHFServerManager(model, tok, settings.response_length), tok
+    if settings.sampler == "batched":
+        torch.manual_seed(settings.seed)
         return BatchedHFServerManager(model, tok, settings.response_length), tok
     return HFServerManager(model, tok, seed=settings.seed), tok
 

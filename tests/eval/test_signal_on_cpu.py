@@ -179,3 +179,19 @@ def test_signal_command_on_the_agent_loops_records(tmp_path, musique_qa, musique
     assert by["b"]["share_differ"] == 1.0
     assert summary["window"]["questions"] == [f"musique/{q0.qid}"]
     assert pd.read_parquet(pool)["extra_info"].map(lambda e: e["qid"]).tolist() == [q0.qid]
+
+
+def test_sampler_setting_picks_the_backend_and_keeps_old_runs_resumable(tmp_path):
+    from gta_verl.agent.backends import BatchedHFServerManager, HFServerManager
+    from gta_verl.agent.tokenizer import tiny_qwen2
+    from gta_verl.eval.runner import build_policy
+
+    assert "sampler" not in EvalSettings(policy="p").to_dict()  # run.json files pinned before the knob
+    assert EvalSettings(policy="p", sampler="batched").to_dict()["sampler"] == "batched"
+    with pytest.raises(ValueError, match="sampler='shared'"):
+        EvalSettings(policy="p", sampler="shared")
+    tiny_qwen2(0).save_pretrained(tmp_path / "m")
+    load_qwen_tokenizer().save_pretrained(tmp_path / "m")
+    per, _ = build_policy(EvalSettings(policy=str(tmp_path / "m"), n_samples=2))
+    batched, _ = build_policy(EvalSettings(policy=str(tmp_path / "m"), n_samples=2, sampler="batched"))
+    assert type(per) is HFServerManager and type(batched) is BatchedHFServerManager
