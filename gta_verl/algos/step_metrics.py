@@ -21,7 +21,14 @@ wrote per trajectory:
 ``gta/route_share/<route>``    PathRouter route shares (C±P±), summing to 1
 ``gta/kl_select_frac``         share of trajectories selected for the teacher KL
 ``gta/kl_token_frac``          distilled tokens / response tokens (KL token ratio)
+``gta/groups_with_signal``     share of GRPO groups (``uid``) with a non-zero advantage
+``gta/rollouts_with_signal``   share of trajectories with a non-zero advantage
 =============================  =====================================================
+
+The last two are the training-time form of ``gta-verl signal``'s gate (:mod:`gta_verl.eval.signal`): a group
+whose rewards are all equal has A_i = 0 for every rollout and adds nothing to the policy gradient, so a step
+with ``gta/groups_with_signal`` 0 is a step without a policy-gradient update (only KL or weight decay move
+the policy).
 
 A key whose inputs are absent from every trajectory (e.g. ``gta/P`` under the Stage-I
 reward) is left out rather than logged as 0.
@@ -36,7 +43,7 @@ from gta_verl.data import schema
 from gta_verl.data.schema import plain_value
 from gta_verl.rewards.path_router import ROUTE_NAMES
 
-__all__ = ["evidence_step_metrics", "kl_token_frac"]
+__all__ = ["evidence_step_metrics", "kl_token_frac", "signal_step_metrics"]
 
 PREFIX = "gta/"
 
@@ -131,4 +138,39 @@ def kl_token_frac(distill_tokens: float, response_tokens: float) -> dict[str, fl
     """``gta/kl_token_frac`` = Σ distill_mask / Σ response_mask over the step (0 if no tokens)."""
     return {
         PREFIX + "kl_token_frac": float(distill_tokens) / float(response_tokens) if response_tokens else 0.0
+    }
+
+
+def signal_step_metrics(
+    uids: Sequence[Any], advantages: Sequence[Sequence[float]], masks: Sequence[Sequence[float]]
+) -> dict[str, float]:
+    """``gta/groups_with_signal`` and ``gta/rollouts_with_signal`` of one step.
+
+    Args:
+        uids: the group id of each trajectory (verl's ``uid``: one per prompt, shared by its n rollouts).
+        advantages: each trajectory's per-token advantages A_{i,t} (length = its response).
+        masks: each trajectory's response mask (1 = a policy token, 0 = an observation or padding).
+
+    A trajectory has signal when some policy token has A_{i,t} ≠ 0; a group when any of its trajectories has.
+
+    >>> signal_step_metrics(["g1", "g1", "g2", "g2"], [[0.5], [-0.5], [0.0], [0.0]], [[1], [1], [1], [1]])
+    {'gta/groups_with_signal': 0.5, 'gta/rollouts_with_signal': 0.5}
+    """
+    if not (len(uids) == len(advantages) == len(masks)):
+        raise ValueError(
+            f"signal_step_metrics: {len(uids)} uids, {len(advantages)} advantage rows, {len(masks)} masks"
+        )
+    if not uids:
+        return {}
+    live = [
+        any(float(a) != 0.0 and float(m) > 0 for a, m in zip(adv, mask, strict=False))
+        for adv, mask in zip(advantages, masks, strict=True)
+    ]
+    groups: dict[str, bool] = {}
+    for uid, ok in zip(uids, live, strict=True):
+        key = str(plain_value(uid))
+        groups[key] = groups.get(key, False) or ok
+    return {
+        PREFIX + "groups_with_signal": sum(groups.values()) / len(groups),
+        PREFIX + "rollouts_with_signal": sum(live) / len(live),
     }

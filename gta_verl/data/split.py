@@ -163,3 +163,25 @@ def split_by_document_communities(
         sides = {side_of[d] for d in t}
         rows[sides.pop() if len(sides) == 1 else "dropped"].append(i)
     return DocumentSplit(**rows)
+
+
+def split_by_seen_documents(
+    gold: Sequence[Sequence[str]], seen: Sequence[Sequence[str]]
+) -> tuple[list[int], list[int]]:
+    """Row indices ``(disjoint, shared)`` of evaluation questions: no gold document in ``seen`` vs some.
+
+    A held-out question whose gold documents were training targets can be answered by recalling a document
+    the policy was rewarded for finding; report the two sides apart (e.g. real MuSiQue questions against
+    the synthetic training targets over the same paragraphs).
+
+    Args:
+        gold: Per evaluation question, its gold (supporting) document ids.
+        seen: Per training question, its target document ids S(x).
+
+    >>> split_by_seen_documents([["d1", "d2"], ["d3"], []], [["d2", "d9"]])
+    ([1, 2], [0])
+    """
+    known = {d for docs in seen for d in docs}
+    shared = [i for i, docs in enumerate(gold) if any(d in known for d in docs)]
+    taken = set(shared)
+    return [i for i in range(len(gold)) if i not in taken], shared

@@ -86,3 +86,19 @@ def test_answer_rate_of_tool_agent_rows():
     assert evidence_step_metrics(tool_rows)["gta/answer_rate"] == pytest.approx(2 / 3)
     mixed = [_traj(0, 1, 0, None, {"has_answer": 1.0}), tool_rows[0]]
     assert evidence_step_metrics(mixed)["gta/answer_rate"] == pytest.approx(1 / 2)
+
+
+def test_signal_step_metrics_by_hand():
+    from gta_verl.algos.step_metrics import signal_step_metrics
+
+    # Group g1: rollout 0 has A = +0.5 on its policy token; group g2: every advantage 0 on policy tokens,
+    # rollout 3's 0.7 sits on an observation token (mask 0) and so is no signal; group g3 one rollout −0.2.
+    uids = ["g1", "g1", "g2", "g2", "g3"]
+    adv = [[0.5, 0.5], [0.0, 0.0], [0.0, 0.0], [0.0, 0.7], [-0.2]]
+    mask = [[1, 1], [1, 1], [1, 1], [1, 0], [1]]
+    got = signal_step_metrics(uids, adv, mask)
+    # groups with signal: g1, g3 of 3 → 2/3; rollouts: #0 and #4 of 5 → 0.4
+    assert got == {"gta/groups_with_signal": 2 / 3, "gta/rollouts_with_signal": 0.4}
+    assert signal_step_metrics([], [], []) == {}
+    with pytest.raises(ValueError, match="2 uids, 1 advantage rows"):
+        signal_step_metrics(["a", "b"], [[0.0]], [[1]])

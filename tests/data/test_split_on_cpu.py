@@ -94,3 +94,18 @@ def test_document_split_shares_no_target_and_loses_no_row() -> None:
 def test_document_split_rejects_fractions_that_leave_no_sft_side() -> None:
     with pytest.raises(ValueError, match="rl_fraction"):
         split_by_document_communities([["a", "b"]], 0.5, 0.5)
+
+
+def test_evaluation_questions_split_by_documents_seen_in_training(musique_qa) -> None:
+    from gta_verl.data.split import split_by_seen_documents
+
+    # Hand case: q0 shares d2 with a training target, q1 shares nothing, q2 has no gold documents.
+    assert split_by_seen_documents([["d1", "d2"], ["d3"], []], [["d2", "d9"], ["d8"]]) == ([1, 2], [0])
+    # The bundled real MuSiQue questions against a "training set" of the first question's gold
+    # documents: the first question is shared, and so is every other question citing one of them.
+    qa = musique_qa[:20]
+    seen = [list(qa[0].supporting_doc_ids)]
+    disjoint, shared = split_by_seen_documents([list(q.supporting_doc_ids) for q in qa], seen)
+    assert shared[0] == 0 and sorted(disjoint + shared) == list(range(20))
+    assert all(not set(qa[i].supporting_doc_ids) & set(seen[0]) for i in disjoint)
+    assert all(set(qa[i].supporting_doc_ids) & set(seen[0]) for i in shared)
