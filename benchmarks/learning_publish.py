@@ -64,8 +64,16 @@ def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: 
 
 # what a run's numbers depend on: a published run is restored only into an experiment with the same values
 RESTORE_KEYS = (
-    "policy", "n_paths", "steps", "batch", "n", "lr", "eval_questions", "precision", "sft_steps", "sft_rows",
-    "sft_lr",
+    "policy", "kb", "n_paths", "steps", "batch", "n", "lr", "eval_questions", "precision", "sft_steps",
+    "sft_rows", "sft_lr",
+)  # fmt: skip
+#: The options of ``benchmarks.learning_pretrained`` that change no finished run's numbers: where it is
+#: written or published, which runs are asked for (a run's seed and start are in its name), when it
+#: checkpoints or gives up, and the CPU flags behind ``precision`` (compared itself). Every other option is
+#: one of RESTORE_KEYS (a test holds the parser to that).
+RESTORE_IGNORED = (
+    "out", "conditions", "seeds_ab", "seeds_cd", "start", "save_freq", "timeout", "report_only", "publish",
+    "restore_from", "cpu_bf16_flags",
 )  # fmt: skip
 
 
@@ -86,23 +94,62 @@ def restore(published: Path, out: Path, settings: dict, prefix: str) -> list[str
         done = out / "runs" / name / "done.json"
         if not name.startswith(prefix) or done.is_file():
             continue
-        write_text_atomic(done, json.dumps(r, indent=2))
+        # the step log published next to it, not the repository path results.json names: run from another
+        # checkout or directory, that path reads as a missing log, i.e. a run of 0 training steps
+        write_text_atomic(done, json.dumps({**r, "metrics": str(published_log(published, name))}, indent=2))
         restored.append(name)
     return restored
 
 
+def published_log(published: Path, name: str) -> Path:
+    """Where :func:`publish` put run ``name``'s step log inside the published folder."""
+    return published / "runs" / name / "metrics.jsonl"
+
+
+def _check_run(path: Path, i: int, r: object) -> None:
+    """A published run entry carries what a finished run needs (``ValueError`` naming what is missing)."""
+    where = f"{path}: run {i}"
+    if not isinstance(r, dict):
+        raise ValueError(f"{where} is {type(r).__name__}, not an object")
+    if not isinstance(r.get("metrics"), str) or not r["metrics"]:
+        raise ValueError(f"{where} has no 'metrics' (its step log); republish it")
+    name = Path(r["metrics"]).parent.name
+    where = f"{path}: run {i} ({name})"
+    problems = [f"no {k!r}" for k in ("condition", "seed", "seconds") if k not in r]
+    problems += [
+        f"no {key} held-out metrics"
+        for key in SETS
+        if not isinstance(r.get(key), dict) or "target_doc_cov" not in r[key]
+    ]
+    log = published_log(path.parent, name)
+    if not log.is_file():
+        problems.append(f"no step log at {log}")
+    if problems:
+        raise ValueError(f"{where}: {', '.join(problems)}; republish it or drop it from results.json")
+
+
 def published_runs(published: Path, settings: dict) -> list[dict]:
     """The runs in ``published/results.json``, after checking its :data:`RESTORE_KEYS` equal ``settings``
-    (``ValueError`` naming each differing value; ``FileNotFoundError`` without the file)."""
+    and that every run entry is complete: a condition, seed, wall time, each set's held-out metrics and its
+    step log inside ``published`` (``ValueError`` naming each differing value or the first incomplete run;
+    ``FileNotFoundError`` without the file). Called before the warm starts, so nothing fails an hour in."""
     path = published / "results.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no published results to restore runs from")
-    summary = json.loads(path.read_text())
-    old = summary.get("settings", {})
+    try:
+        summary = json.loads(path.read_text())
+    except ValueError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(summary, dict) or not isinstance(summary.get("runs", []), list):
+        raise ValueError(f"{path}: not a published results.json (an object with a 'runs' list)")
+    old = summary.get("settings") or {}
     diff = {k: (old.get(k), settings.get(k)) for k in RESTORE_KEYS if old.get(k) != settings.get(k)}
     if diff:
         raise ValueError(f"{path}: published with other settings (published, now): {diff}")
-    return list(summary.get("runs", []))
+    runs = list(summary.get("runs", []))
+    for i, r in enumerate(runs):
+        _check_run(path, i, r)
+    return runs
 
 
 def write_questions(records: Path, dst: Path) -> None:
@@ -250,7 +297,12 @@ WARM_STARTS = {"i": "warm", "ii": "sft"}
 
 
 def side_files(dest: Path, side: str, key: str) -> dict[int, Path]:
-    """Per seed, the published per-question file of ``side`` (a condition, or ``i``/``ii``: seed -1)."""
+    """Per seed, the published per-question file of ``side`` (a condition, or ``i``/``ii``: seed -1).
+
+    Every run of ``side`` that ``results.json`` lists must have its file once one of them has: a missing one
+    is a ``ValueError`` naming it, not a seed silently left out of the mean (round 5: (b) − (r) moved from
+    −0.038 over seeds 0, 1, 2 to −0.015 over 0, 2 and its interval crossed 0). No run with a file: ``{}``.
+    """
     if side in WARM_STARTS:
         found = sorted(dest.glob(f"*{WARM_STARTS[side]}_{key}.questions.json"))  # the SFT's: <tag>sft_…
         return {-1: found[0]} if found else {}
@@ -260,16 +312,49 @@ def side_files(dest: Path, side: str, key: str) -> dict[int, Path]:
         for r in runs
         if r["condition"] == side
     }
-    return {seed: f for seed, f in files.items() if f.is_file()}
+    missing = [f for f in files.values() if not f.is_file()]
+    if missing and len(missing) < len(files):
+        seeds = ", ".join(str(s) for s, f in files.items() if f in missing)
+        raise ValueError(
+            f"{missing[0]}: missing, so ({side}) seed {seeds} would drop out of the paired {key} mean"
+        )
+    return {} if missing else files
 
 
-def paired_rows(dest: Path, a: str, b: str, key: str) -> tuple[list[int], list[list[dict]], list[list[dict]]]:
-    """Seed-paired per-question rows of ``a`` and ``b`` on one set (a warm start pairs with every seed)."""
+def seed_files(dest: Path, a: str, b: str, key: str) -> tuple[dict[int, Path], dict[int, Path]]:
+    """:func:`side_files` of ``a`` and ``b``; a warm start's one file repeated for every seed of the other.
+
+    ``ValueError`` when one side has its files for ``key`` and the other, though it has runs (or is a warm
+    start), has none: the pair would vanish from the table without a word.
+    """
     fa, fb = side_files(dest, a, key), side_files(dest, b, key)
+    for x, fx, y, fy in ((a, fa, b, fb), (b, fb, a, fa)):
+        if fx and not fy and (y in WARM_STARTS or any(r["condition"] == y for r in _runs(dest))):
+            raise ValueError(f"{dest}: ({y}) has no {key} per-question file while ({x}) has; republish it")
     if -1 in fa and -1 not in fb:
         fa = {seed: fa[-1] for seed in fb}
     if -1 in fb and -1 not in fa:
         fb = {seed: fb[-1] for seed in fa}
+    return fa, fb
+
+
+def _runs(dest: Path) -> list[dict]:
+    return list(json.loads((dest / "results.json").read_text())["runs"])
+
+
+def unpaired(fa: dict[int, Path], fb: dict[int, Path], a: str, b: str) -> str:
+    """The seeds that one side ran and the other did not, e.g. ``(r) 1,2``: named, since they are not in
+    the mean (``""`` when every seed pairs)."""
+    only = [(x, sorted(set(fx) - set(fy))) for x, fx, fy in ((a, fa, fb), (b, fb, fa))]
+    return "; ".join(f"({x}) " + ",".join(map(str, seeds)) for x, seeds in only if seeds)
+
+
+def paired_rows(dest: Path, a: str, b: str, key: str) -> tuple[list[int], list[list[dict]], list[list[dict]]]:
+    """Seed-paired per-question rows of ``a`` and ``b`` on one set (a warm start pairs with every seed).
+
+    Seeds run by one side only are not paired (:func:`unpaired` names them); a published run whose file is
+    missing is refused (:func:`side_files`)."""
+    fa, fb = seed_files(dest, a, b, key)
     seeds = sorted(set(fa) & set(fb))
     return (
         seeds,
@@ -304,11 +389,15 @@ def paired_table(
             if not seeds:
                 continue
             shown = ",".join("–" if s < 0 else str(s) for s in seeds)
+            if alone := unpaired(*seed_files(dest, a, b, key), a, b):
+                shown += f" (unpaired: {alone})"
             cells = []
             for metric in metrics:
                 d = paired_difference(ra, rb, metric, n_boot=n_boot)
                 per = ", ".join(f"{x:+.3f}" for x in d.per_seed)
                 ci = f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
+                if d.n_unshared:  # a run evaluated on fewer questions narrowed every run to the shared ones
+                    ci += f" on {d.n_questions} shared questions, {d.n_unshared} not in every run left out"
                 if wide:
                     cells.append(f"**{d.diff:+.3f}** {ci} ({per})")
                 else:

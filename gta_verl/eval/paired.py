@@ -49,6 +49,8 @@ class PairedDiff:
     Attributes:
         metric: A key of :data:`PAIRED_METRICS`.
         n_questions: Questions shared by every run (the ones compared).
+        n_unshared: Questions some run has and another lacks, left out of every run's value: a seed evaluated
+            on fewer questions narrows all of them, so a caller shows this when it is not 0.
         per_seed: A − B for each seed pair, in the order given.
         diff: Mean of ``per_seed``.
         ci_low, ci_high: Percentile bootstrap interval of ``diff`` over questions (``level``).
@@ -58,6 +60,7 @@ class PairedDiff:
 
     metric: str
     n_questions: int
+    n_unshared: int
     per_seed: tuple[float, ...]
     diff: float
     ci_low: float
@@ -135,6 +138,7 @@ def paired_difference(
     keys = sorted(set.intersection(*(set(v) for v in va + vb)))
     if not keys:
         raise ValueError(f"the runs share no question with a defined {metric}")
+    unshared = set.union(*(set(v) for v in va + vb)) - set(keys)
     na, da = _arrays(va, keys)
     nb, db = _arrays(vb, keys)
     per_seed = na.sum(1) / da.sum(1) - nb.sum(1) / db.sum(1)  # (seeds,)
@@ -144,6 +148,7 @@ def paired_difference(
     return PairedDiff(
         metric=metric,
         n_questions=len(keys),
+        n_unshared=len(unshared),
         per_seed=tuple(float(x) for x in per_seed),
         diff=float(per_seed.mean()),
         ci_low=float(lo),

@@ -450,10 +450,16 @@ def test_paired_wide_layout_has_a_column_per_metric(tmp_path, capsys):
 
 
 def _published(dest: Path, settings: dict, names: list[str]) -> list[dict]:
+    """A published folder of finished runs: each with its wall time, held-out metrics and step log."""
+    held_out = {key: {"target_doc_cov": 0.5} for key in ("synthetic", "musique", "hotpotqa")}
     runs = [
-        {"condition": n.split("_")[-2], "seed": int(n[-1]), "metrics": f"docs/exp/runs/{n}/metrics.jsonl"}
+        {"condition": n.split("_")[-2], "seed": int(n[-1]), "seconds": 1.0, **held_out,
+         "metrics": f"docs/exp/runs/{n}/metrics.jsonl"}
         for n in names
-    ]
+    ]  # fmt: skip
+    for n in names:
+        (dest / "runs" / n).mkdir(parents=True)
+        _log(dest / "runs" / n / "metrics.jsonl", range(1, 3), n)
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "results.json").write_text(json.dumps({"settings": settings, "runs": runs}))
     return runs
@@ -470,7 +476,9 @@ def test_restore_marks_published_runs_of_this_start_done_and_keeps_finished_ones
     (out / "runs" / "sft_fp32_b_s0").mkdir(parents=True)
     (out / "runs" / "sft_fp32_b_s0" / "done.json").write_text('{"trained": "here"}')
     assert restore(tmp_path / "pub", out, settings, "sft_fp32_") == ["sft_fp32_r_s1"]
-    assert json.loads((out / "runs/sft_fp32_r_s1/done.json").read_text()) == runs[1]
+    # its step log is the published copy, not the repository path results.json names
+    want = {**runs[1], "metrics": str(tmp_path / "pub/runs/sft_fp32_r_s1/metrics.jsonl")}
+    assert json.loads((out / "runs/sft_fp32_r_s1/done.json").read_text()) == want
     assert json.loads((out / "runs/sft_fp32_b_s0/done.json").read_text()) == {"trained": "here"}
     assert not (out / "runs" / "fp32_a_s0").exists()
     assert restore(tmp_path / "pub", out, settings, "sft_fp32_") == []  # idempotent
@@ -524,3 +532,15 @@ def test_openings_counts_how_responses_begin(tmp_path, capsys):
     assert rows[2:] == ["| `Doc` | 3 | 0.750 |", "| `<think>` | 1 | 0.250 |"]
     assert opening("<search> Hamlet </search>") == "<search>"
     assert opening("   ") == "(empty)"
+
+
+def test_dynamic_sampling_reaches_verls_replay_buffer_config(monkeypatch):
+    """``--filter-groups``: verl's own DAPO group filter (V1 sync replay buffer) on the canonical reward,
+    through ``main_ppo``'s checks; off by default."""
+    from benchmarks.learning_pretrained import step_overrides
+
+    (cfg,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(filter_groups=True), 0))
+    assert cfg.algorithm.filter_groups.enable is True and cfg.algorithm.filter_groups.metric == "reward"
+    assert cfg.trainer.v1.trainer_mode == "gta_sync"
+    (off,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(), 0))
+    assert off.algorithm.filter_groups.enable is False

@@ -105,7 +105,7 @@ def test_only_shared_questions_are_compared_and_searches_are_means() -> None:
     a = [[_q("1", 0, 1, searches=1), _q("2", 0, 1, searches=3), _q("x", 0, 1, searches=9)]]
     b = [[_q("1", 0, 1, searches=2), _q("2", 0, 1, searches=2)]]
     d = paired_difference(a, b, "search_turns", n_boot=200)
-    assert d.n_questions == 2
+    assert (d.n_questions, d.n_unshared) == (2, 1)
     assert d.diff == pytest.approx(0.0)  # (1 + 3) / 2 − (2 + 2) / 2
 
 
@@ -114,3 +114,13 @@ def test_bad_inputs_are_named() -> None:
         paired_difference([[_q("1", 1, 1)]], [], "em")
     with pytest.raises(ValueError, match="share no question"):
         paired_difference([[_q("1", 1, 1)]], [[_q("2", 1, 1)]], "em")
+
+
+def test_questions_not_in_every_run_are_counted() -> None:
+    # Before: every run was cut to the questions all runs share, and nothing said how many were left out.
+    full = [_q("1", 1, 2), _q("2", 1, 1), _q("3", 0, 1)]
+    d = paired_difference([full, full], [full, full[:1]], "target_doc_cov", n_boot=10)
+    assert (d.n_questions, d.n_unshared) == (1, 2)  # b[1] lacks questions 2 and 3
+    # a question without targets is outside TargetDocCov in every run alike: not unshared
+    no_target = [_q("1", 1, 2), _q("2", 0, 0)]
+    assert paired_difference([no_target], [full[:1]], "target_doc_cov", n_boot=10).n_unshared == 0
