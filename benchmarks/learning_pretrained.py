@@ -53,29 +53,43 @@ PROMPT_LENGTH, RESPONSE_LENGTH, MAX_OBS_TOKENS = 768, 512, 128
 def step_overrides(args: argparse.Namespace, seed: int) -> tuple[str, ...]:
     """Hydra overrides of one GRPO run: ``batch`` × ``n`` rollouts, one optimizer step per GRPO step."""
     return (
-        f"data.train_batch_size={args.batch}",
-        f"actor_rollout_ref.rollout.n={args.n}",
-        f"data.max_prompt_length={PROMPT_LENGTH}",
-        f"data.max_response_length={RESPONSE_LENGTH}",
-        f"gta.agent.max_obs_tokens={MAX_OBS_TOKENS}",
-        f"actor_rollout_ref.actor.ppo_mini_batch_size={args.batch}",
-        # 8 rollouts of ≈ 600 tokens per backward pass took 18 GB (docs/policies.md): 2 fit in 24 GB.
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
-        f"actor_rollout_ref.actor.optim.lr={args.lr}",
-        "actor_rollout_ref.rollout.temperature=1.0",
-        "algorithm.norm_adv_by_std_in_grpo=false",
-        "algorithm.rollout_correction.bypass_mode=true",
-        '+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="2"',
-        "+actor_rollout_ref.rollout.engine_kwargs.hf_cpu.chunk=128",
-        f"data.seed={seed}",
-        f"actor_rollout_ref.rollout.seed={seed}",
-        f"trainer.total_training_steps={args.steps}",
-        f"trainer.save_freq={args.save_freq}",
-        "trainer.resume_mode=auto",
-        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
-    ) + precision_overrides(args.precision)
+        (
+            f"data.train_batch_size={args.batch}",
+            f"actor_rollout_ref.rollout.n={args.n}",
+            f"data.max_prompt_length={PROMPT_LENGTH}",
+            f"data.max_response_length={RESPONSE_LENGTH}",
+            f"gta.agent.max_obs_tokens={MAX_OBS_TOKENS}",
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={args.batch}",
+            # 8 rollouts of ≈ 600 tokens per backward pass took 18 GB (docs/policies.md): 2 fit in 24 GB.
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+            f"actor_rollout_ref.actor.optim.lr={args.lr}",
+            "actor_rollout_ref.rollout.temperature=1.0",
+            "algorithm.norm_adv_by_std_in_grpo=false",
+            "algorithm.rollout_correction.bypass_mode=true",
+            '+ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS="2"',
+            "+actor_rollout_ref.rollout.engine_kwargs.hf_cpu.chunk=128",
+            f"data.seed={seed}",
+            f"actor_rollout_ref.rollout.seed={seed}",
+            f"trainer.total_training_steps={args.steps}",
+            f"trainer.save_freq={args.save_freq}",
+            "trainer.resume_mode=auto",
+            "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+        )
+        + precision_overrides(args.precision)
+        + filter_groups_overrides(getattr(args, "filter_groups", False))
+    )
+
+
+def filter_groups_overrides(enabled: bool) -> tuple[str, ...]:
+    """DAPO's dynamic sampling in verl's V1 sync trainer: a group whose rewards (verl's canonical
+    ``rm_scores``, before any KL) are all equal is evicted and its prompt regenerated until the batch holds
+    ``data.train_batch_size`` groups with signal. verl bounds nothing but the concurrent batches, so a pool
+    where no group ever differs regenerates for ever: gate it with ``gta-verl signal`` first."""
+    if not enabled:
+        return ()
+    return ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=reward")
 
 
 BF16_UNITS = frozenset({"amx_bf16", "avx512_bf16"})
@@ -208,6 +222,54 @@ def sft_warm_start(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
     }
 
 
+def iii_dir(out: Path, args: argparse.Namespace) -> Path:
+    """(iii)'s build folder, named by its settings so another setting never overwrites it."""
+    return out / f"{precision_tag(args.precision)}sft_r{args.iii_rows}_e{args.iii_epochs}_lr{args.iii_lr:g}"
+
+
+def iii_steps(rows: int, epochs: int, batch_size: int = 4) -> int:
+    """SFT steps of ``epochs`` passes over ``rows`` replays, ``batch_size`` a step (a partial batch dropped).
+
+    >>> iii_steps(128, 3)  # 128 // 4 = 32 steps an epoch
+    96
+    """
+    return epochs * max(1, rows // batch_size)
+
+
+def build_iii(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> Path:
+    """Warm start (iii): verl SFT of the cut policy on the τ* replays of the first ``--iii-rows`` training
+    questions for ``--iii-epochs`` epochs at ``--iii-lr`` — those questions seen several times, so the policy
+    answers some of them and the answer reward can differ within a GRPO group on them."""
+    from gta_verl.cpu.policy_sft import PolicySFTSettings, build_policy_sft
+
+    plain = inputs["plain"]
+    settings = PolicySFTSettings(
+        steps=iii_steps(args.iii_rows, args.iii_epochs),
+        max_rows=args.iii_rows,
+        lr=args.iii_lr,
+        budgets=(PROMPT_LENGTH, RESPONSE_LENGTH, MAX_OBS_TOKENS),
+        param_dtype=args.precision,
+    )
+    t0 = time.perf_counter()
+    heldout = plain["sets"]["synthetic"][0]
+    model = build_policy_sft(
+        inputs["model"], plain["train"], heldout, inputs["kb"], iii_dir(out, args), settings
+    )
+    print(f"warm start (iii) ready ({time.perf_counter() - t0:.0f} s): {model}", flush=True)
+    inputs["iii_model"] = model
+    return model
+
+
+def iii_warm_start(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, dict]:
+    """(iii) built and evaluated greedy on the three held-out sets (instructions prompt)."""
+    model = build_iii(inputs, out, args)
+    where = iii_dir(out, args)
+    return {
+        key: evaluate(str(model), data, kb, where / f"eval_{key}", args.eval_questions, "iii")
+        for key, (data, kb) in inputs["plain"]["sets"].items()
+    }
+
+
 def choose_start(
     requested: str, warm: dict[str, dict], sft: dict[str, dict] | None, inputs: dict[str, Any]
 ) -> dict[str, Any]:
@@ -220,6 +282,17 @@ def choose_start(
     cov = {"fewshot": _mean_cov(warm)} | ({"sft": _mean_cov(sft)} if sft else {})
     if requested == "sft" and sft is None:
         raise ValueError("--start sft needs warm start (ii): pass --sft-steps N > 0")
+    if requested == "iii":
+        if "iii_model" not in inputs:
+            raise ValueError("--start iii needs warm start (iii): pass --iii-rows N > 0")
+        return {
+            "start": "iii",
+            "reason": "requested: the warm start that answers its training pool (gta-verl signal)",
+            "model": inputs["iii_model"],
+            "train": inputs["plain"]["train"],
+            "sets": inputs["plain"]["sets"],
+            "prefix": inputs["iii_prefix"],
+        }
     start = (
         requested if requested != "auto" else ("sft" if cov.get("sft", -1.0) > cov["fewshot"] else "fewshot")
     )
@@ -334,15 +407,19 @@ def report(
     results: list[dict],
     args: Any,
     start: dict[str, Any] | None = None,
+    iii: dict[str, dict] | None = None,
 ) -> str:
     conds = conditions(args)
-    frm = " from (ii)" if start and start["start"] == "sft" else ""
+    frm = {"sft": " from (ii)", "iii": " from (iii)"}.get(start["start"], "") if start else ""
     label = {c: f"({c}) {CONDITIONS[c][0]}{frm}" for c in conds}
     md = ""
     for key in SETS:
         rows = [("warm start (i): few-shot prompt, no training", [warm[key]])]
         if sft:
             rows.append((f"warm start (ii): verl SFT on τ* replays, {args.sft_steps} steps", [sft[key]]))
+        if iii:
+            label = f"warm start (iii): verl SFT, {args.iii_epochs} epochs on {args.iii_rows} τ* replays"
+            rows.append((label, [iii[key]]))
         rows += [(label[c], [r[key] for r in results if r["condition"] == c and key in r]) for c in conds]
         md += f"\n\n**{key}** held-out questions:\n\n" + table(rows)
     if results:
@@ -359,6 +436,7 @@ def report(
         "settings": vars(args),
         "warm_start": warm,
         "sft_warm_start": sft,
+        "iii_warm_start": iii,
         "start": {k: start[k] for k in ("start", "reason")} if start else None,
         "runs": results,
     }
@@ -383,7 +461,11 @@ def run_experiment(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
         for key, (data, kb) in inputs["sets"].items()
     }
     sft = sft_warm_start(inputs, out, args) if args.sft_steps > 0 else None
+    iii = iii_warm_start(inputs, out, args) if args.iii_rows > 0 else None
+    inputs["iii_prefix"] = f"{iii_dir(out, args).name}_"
     start = choose_start(args.start, warm, sft, inputs)
+    if args.train_pool:
+        start = {**start, "train": Path(args.train_pool).resolve(), "prefix": f"{start['prefix']}pool_"}
     print(f"GRPO starts from {start['start']}: {start['reason']}", flush=True)
     if args.restore_from:
         names = restore(Path(args.restore_from).resolve(), out, vars(args), start["prefix"])
@@ -391,7 +473,7 @@ def run_experiment(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
     results: list[dict] = []
 
     def save() -> str:
-        md = report(out, warm, sft, results, args, start)
+        md = report(out, warm, sft, results, args, start, iii)
         if args.publish:
             files = publish(out, Path(args.publish).resolve(), results, tag=inputs["tag"])
             print(f"published {len(files)} files to {args.publish}", flush=True)
@@ -435,9 +517,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sft-lr", type=float, default=1e-5)
     p.add_argument(
         "--start",
-        choices=("auto", "fewshot", "sft"),
+        choices=("auto", "fewshot", "sft", "iii"),
         default="auto",
-        help="GRPO's start: (i) few-shot, (ii) SFT, or auto (the higher mean held-out TargetDocCov)",
+        help="GRPO's start: (i) few-shot, (ii) SFT, (iii) several SFT epochs on the training pool, or auto "
+        "(the higher mean held-out TargetDocCov of (i) and (ii))",
+    )
+    p.add_argument("--iii-rows", type=int, default=0, help="warm start (iii): training questions replayed")
+    p.add_argument("--iii-epochs", type=int, default=3, help="warm start (iii): passes over them")
+    p.add_argument("--iii-lr", type=float, default=2e-5)
+    p.add_argument(
+        "--train-pool",
+        default=None,
+        help="GRPO's prompts: this parquet (gta-verl signal --window ... --pool-out) instead of the split",
+    )
+    p.add_argument(
+        "--filter-groups",
+        action="store_true",
+        help="DAPO dynamic sampling: groups whose rewards are all equal are regenerated (verl V1 sync)",
     )
     p.add_argument(
         "--report-only",

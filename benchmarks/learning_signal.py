@@ -32,27 +32,15 @@ from benchmarks.learning_pretrained import (
     MAX_OBS_TOKENS,
     PROMPT_LENGTH,
     RESPONSE_LENGTH,
+    build_iii,
     build_parser,
     evaluate,
+    iii_dir,
     precision_tag,
     prepare,
     resolve_precision,
 )
 from benchmarks.learning_publish import SETS
-
-
-def iii_dir(out: Path, args: argparse.Namespace) -> Path:
-    """(iii)'s build folder, named by its settings so another setting never overwrites it."""
-    return out / f"{precision_tag(args.precision)}sft_r{args.iii_rows}_e{args.iii_epochs}_lr{args.iii_lr:g}"
-
-
-def iii_steps(rows: int, epochs: int, batch_size: int = 4) -> int:
-    """SFT steps of ``epochs`` passes over ``rows`` replays, ``batch_size`` a step (a partial batch dropped).
-
-    >>> iii_steps(128, 3)  # 128 // 4 = 32 steps an epoch
-    96
-    """
-    return epochs * max(1, rows // batch_size)
 
 
 def build_ii(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> Path:
@@ -71,30 +59,6 @@ def build_ii(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> Pat
     return build_policy_sft(
         inputs["model"], plain["train"], plain["sets"]["synthetic"][0], inputs["kb"], root, settings
     )
-
-
-def build_iii(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> Path:
-    from gta_verl.cpu.policy_sft import PolicySFTSettings, build_policy_sft
-
-    plain = inputs["plain"]
-    settings = PolicySFTSettings(
-        steps=iii_steps(args.iii_rows, args.iii_epochs),
-        max_rows=args.iii_rows,
-        lr=args.iii_lr,
-        budgets=(PROMPT_LENGTH, RESPONSE_LENGTH, MAX_OBS_TOKENS),
-        param_dtype=args.precision,
-    )
-    t0 = time.perf_counter()
-    model = build_policy_sft(
-        inputs["model"],
-        plain["train"],
-        plain["sets"]["synthetic"][0],
-        inputs["kb"],
-        iii_dir(out, args),
-        settings,
-    )
-    print(f"warm start (iii) ready ({time.perf_counter() - t0:.0f} s): {model}", flush=True)
-    return model
 
 
 def measure_signal(
