@@ -187,6 +187,49 @@ def write_lock(out: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the flock
 
 
+def check_replaceable(
+    out: Path,
+    problem: Callable[[Path], str | None],
+    what: str,
+    *,
+    force: bool = False,
+    force_flag: str | None = None,
+    error: type[Exception] = KBWriteError,
+) -> None:
+    """Refuse to replace ``out`` unless it is missing, empty, or already ``what`` (``problem(out)`` is None).
+
+    The rule every writer of a whole directory shares (``kb build``, ``policy prepare|cut``): a command only
+    replaces a directory it could have written, never the working directory (the shell would be left in a
+    deleted one), whatever it holds.
+
+    Args:
+        out: The resolved target (:func:`resolve_out`).
+        problem: Why a non-empty ``out`` is not ``what`` (None: it is, and may be replaced).
+        what: The kind written, for the message ("a KB", "a gemma-3-270m model directory").
+        force: Replace a non-empty directory of another kind too (only where the command offers it).
+        force_flag: The option that sets ``force``, named in the refusal; None where there is none.
+        error: The exception raised (one line).
+    """
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise error(f"{out}: exists and is not a directory; refusing to replace it")
+    if Path.cwd().resolve().is_relative_to(out):
+        raise error(
+            f"{out}: is (or contains) the working directory; refusing to replace it — "
+            "run from another directory"
+        )
+    if not any(out.iterdir()):
+        return
+    reason = problem(out)
+    if reason is None or force:
+        return
+    hint = f", or pass {force_flag} to replace the directory and all it holds" if force_flag else ""
+    raise error(
+        f"{out}: not empty and not {what} ({reason}); refusing to replace it — pick another --out{hint}"
+    )
+
+
 def check_free_space(parent: Path, need_bytes: int) -> None:
     """Fail before writing when the file system clearly cannot hold ``need_bytes``."""
     try:

@@ -87,28 +87,17 @@ def check_out_dir(out_dir: str | Path, force: bool = False) -> None:
         KBWriteError: ``out_dir`` is a file, the working directory (or above it), or a non-empty non-KB
             directory.
     """
-    out = atomic.resolve_out(out_dir)
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise KBWriteError(f"{out}: exists and is not a directory; refusing to replace it")
-    if Path.cwd().resolve().is_relative_to(out):  # a KB too: the shell would be left in a deleted directory
-        raise KBWriteError(
-            f"{out}: is (or contains) the working directory; refusing to replace it — "
-            "run from another directory"
-        )
-    if not any(out.iterdir()):
-        return
+    atomic.check_replaceable(
+        atomic.resolve_out(out_dir), _not_a_kb, "a KB", force=force, force_flag="--force"
+    )
+
+
+def _not_a_kb(out: Path) -> str | None:
     try:
         read_manifest(out)
-        return
+        return None
     except KBLoadError as exc:
-        reason = str(exc)
-    if not force:
-        raise KBWriteError(
-            f"{out}: not empty and not a KB ({reason.split(': ', 1)[-1]}); refusing to replace "
-            "it — pick another --out, or pass --force to replace the directory and all it holds"
-        )
+        return str(exc).split(": ", 1)[-1]
 
 
 def _complete(d: Path) -> bool:
