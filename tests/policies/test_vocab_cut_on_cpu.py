@@ -121,3 +121,111 @@ def test_gemma_cut_same_pieces_and_logits(musique_kb_dir, tmp_path):
         a = full(**enc_full).logits[0][:, kept]
         b = cut(**enc_cut).logits[0]
     assert torch.equal(a, b)
+
+
+def _cut_args(tmp_path, monkeypatch, src):
+    from gta_verl.policies import vocab_cut
+
+    monkeypatch.setattr(vocab_cut, "policy_texts", lambda kb, data=(): ["abcd", "ab"])
+    return ["policy", "cut", str(src), "--kb", str(tmp_path / "kb"), "--out", str(tmp_path / "cut")]
+
+
+@pytest.mark.parametrize("model_type", ["llama", "bert"])
+def test_cut_refuses_a_source_of_another_model_type(tmp_path, monkeypatch, capsys, model_type):
+    """R5-3: with a llama/bert config.json the old cut loaded the wrong architecture and exited 0."""
+    from gta_verl.cli import main
+    from tests.policies.toy_models import write_toy_gemma
+
+    src = write_toy_gemma(tmp_path / "src")
+    cfg = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps({**cfg, "model_type": model_type}))
+    args = _cut_args(tmp_path, monkeypatch, src)
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"model_type '{model_type}'" in err and str(src / "config.json") in err
+    assert not (tmp_path / "cut").exists()
+
+
+def test_cut_refuses_a_source_with_another_models_tokenizer(tmp_path, monkeypatch, capsys):
+    from gta_verl.cli import main
+    from tests.policies.toy_models import toy_tokenizer_json, write_toy_gemma
+
+    src = write_toy_gemma(tmp_path / "src")
+    other = toy_tokenizer_json()
+    other["model"]["vocab"] = {f"x{i}": i for i in range(40)}
+    other["model"]["merges"] = []
+    (src / "tokenizer.json").write_text(json.dumps(other))
+    args = _cut_args(tmp_path, monkeypatch, src)
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "40 ids, config.json's vocab_size is 13" in err
+
+
+def test_cut_refuses_a_damaged_source_naming_the_file(tmp_path):
+    from gta_verl.policies.model_dir import ModelDirError
+    from gta_verl.policies.vocab_cut import cut_model
+    from tests.policies.toy_models import write_toy_gemma
+
+    src = cut_model(write_toy_gemma(tmp_path / "src"), ["abcd", "ab"], tmp_path / "first")  # has a manifest
+    (src / "kept_ids.json").write_text("[0]")
+    with pytest.raises(ModelDirError, match=r"first/kept_ids.json: checksum differs"):
+        cut_model(src, ["abcd"], tmp_path / "second")
+
+
+def test_cut_is_keyed_by_its_source(tmp_path):
+    """R5-4: a cut of a damaged source was reused after the source was repaired (keyed by the texts only)."""
+    from safetensors.torch import load_file
+
+    from gta_verl.policies.vocab_cut import cut_model
+    from tests.policies.toy_models import write_toy_gemma
+
+    src = write_toy_gemma(tmp_path / "src", seed=0)
+    first = cut_model(src, ["abcd", "ab"])
+    write_toy_gemma(src, seed=1)  # the source repaired (new weights)
+    again = cut_model(src, ["abcd", "ab"])
+    emb = "model.embed_tokens.weight"
+    kept = json.loads((again / "kept_ids.json").read_text())
+    new_rows = load_file(str(src / "model.safetensors"))[emb][kept]
+    assert again != first and torch_equal(load_file(str(again / "model.safetensors"))[emb], new_rows)
+    # The same --out: rebuilt from the repaired source, not reused.
+    out = cut_model(write_toy_gemma(tmp_path / "src2", seed=0), ["abcd", "ab"], tmp_path / "cut")
+    write_toy_gemma(tmp_path / "src2", seed=1)
+    cut_model(tmp_path / "src2", ["abcd", "ab"], out)
+    rows = load_file(str(tmp_path / "src2" / "model.safetensors"))[emb][kept]
+    assert torch_equal(load_file(str(out / "model.safetensors"))[emb], rows)
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b))
+
+
+def test_string_gold_answer_is_one_answer(tmp_path, monkeypatch):
+    """R5-15: ``list("Paris")`` made five one-letter answers, so the cut never checked that "<answer> Paris
+    </answer>" splits as in the full tokenizer."""
+    import pandas as pd
+
+    from gta_verl.policies import vocab_cut
+
+    class _KB:
+        passages: list = []
+
+    monkeypatch.setattr("gta_verl.kb.store.load_kb", lambda kb_dir: _KB())
+    # One file per shape (a parquet column holds one type): a bare string, a string target, a list target.
+    truths = ["Paris", {"target": "Berlin"}, {"target": ["Rome", "Roma"]}]
+    files = []
+    for i, truth in enumerate(truths):
+        files.append(tmp_path / f"qa{i}.parquet")
+        row = {"extra_info": {"question": ""}, "reward_model": {"ground_truth": truth}}
+        pd.DataFrame([row]).to_parquet(files[-1])
+    texts = vocab_cut.policy_texts(tmp_path / "kb", files)
+    answers = [t for t in texts if t.startswith("<answer>")]
+    assert answers == [
+        "<answer> Paris </answer>",
+        "<answer> Berlin </answer>",
+        "<answer> Rome </answer>",
+        "<answer> Roma </answer>",
+    ]
