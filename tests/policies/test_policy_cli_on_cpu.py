@@ -1,0 +1,212 @@
+"""``gta-verl policy prepare|cut|path``: no ``--out`` that is someone else's folder is ever emptied, a
+read-only cache and a misspelt name are one line, never a traceback or the name printed back.
+
+The Gemma build is the toy one (:func:`toy_models.fake_gemma_build`): what is tested is which directories
+the commands may replace, not the weights.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gta_verl.cli import main
+from tests.policies.toy_models import fake_gemma_build, write_toy_gemma
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("GTA_VERL_CACHE", str(root))
+    fake_gemma_build(monkeypatch)
+    return root
+
+
+def _user_folder(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "thesis.tex").write_text("three years of work")
+    (path / "data").mkdir(exist_ok=True)
+    (path / "data" / "runs.csv").write_text("1,2,3")
+    return path
+
+
+def _intact(path: Path) -> bool:
+    return (path / "thesis.tex").read_text() == "three years of work" and (
+        path / "data" / "runs.csv"
+    ).is_file()
+
+
+def _one_line_error(err: str, *words: str) -> bool:
+    lines = err.strip().splitlines()
+    return len(lines) == 1 and lines[0].startswith("gta-verl: error: ") and all(w in lines[0] for w in words)
+
+
+def _cut_args(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A toy Gemma source and texts it can cut to (no KB is read)."""
+    from gta_verl.policies import vocab_cut
+
+    monkeypatch.setattr(vocab_cut, "policy_texts", lambda kb, data=(): ["abcd", "ab"])
+    src = write_toy_gemma(tmp_path / "src")
+    return ["policy", "cut", str(src), "--kb", str(tmp_path / "kb")]
+
+
+COMMANDS = {
+    "prepare": lambda tmp, mp: ["policy", "prepare", "gemma-3-270m"],
+    "prepare --tokenizer-only": lambda tmp, mp: ["policy", "prepare", "gemma-3-270m", "--tokenizer-only"],
+    "cut": _cut_args,
+}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_out_holding_a_user_folder_is_refused_and_kept(
+    command: str,
+    cache: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """R5-1: the old code deleted the folder and exited 0 (write_model_dir removed any non-model)."""
+    out = _user_folder(tmp_path / "mine")
+    args = COMMANDS[command](tmp_path, monkeypatch)
+    capsys.readouterr()
+    rc = main([*args, "--out", str(out)])
+    assert rc == 2 and _intact(out)
+    assert _one_line_error(capsys.readouterr().err, str(out), "not empty", "refusing to replace it")
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_out_dot_is_refused_and_the_working_directory_kept(
+    command: str,
+    cache: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """R5-1: ``--out .`` emptied the working directory, then crashed."""
+    args = COMMANDS[command](tmp_path, monkeypatch)
+    work = _user_folder(tmp_path / "work")
+    monkeypatch.chdir(work)
+    capsys.readouterr()
+    assert main([*args, "--out", "."]) == 2 and _intact(work)
+    assert _one_line_error(capsys.readouterr().err, "working directory")
+
+
+def test_out_of_another_kind_is_refused(
+    cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A complete tokenizer-only directory is not a place to write the full model (nor the reverse)."""
+    tok = tmp_path / "tok"
+    assert main(["policy", "prepare", "gemma-3-270m", "--tokenizer-only", "--out", str(tok)]) == 0
+    before = sorted(p.name for p in tok.iterdir())
+    capsys.readouterr()
+    assert main(["policy", "prepare", "gemma-3-270m", "--out", str(tok)]) == 2
+    assert _one_line_error(capsys.readouterr().err, "gemma-3-270m-tokenizer-v1")
+    assert sorted(p.name for p in tok.iterdir()) == before
+
+
+def test_empty_out_and_own_kind_are_written(
+    cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "empty"
+    out.mkdir()
+    assert main(["policy", "prepare", "gemma-3-270m", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    assert main(["policy", "prepare", "gemma-3-270m", "--out", str(out), "--force"]) == 0
+    assert (out / "gta_manifest.json").is_file()
+
+
+@pytest.fixture
+def read_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
+    """Paths listed here behave as on a read-only file system (the tests run as root, which
+    permissions would not stop): creating a directory or opening a file to write under them is EROFS."""
+    roots: list[Path] = []
+
+    def under(path: object) -> bool:
+        try:
+            p = Path(os.fsdecode(path)).absolute()  # type: ignore[arg-type]
+        except TypeError:
+            return False
+        return any(p == r or r in p.parents for r in roots)
+
+    def refuse(path: object) -> OSError:
+        return OSError(errno.EROFS, os.strerror(errno.EROFS), os.fsdecode(path))  # type: ignore[arg-type]
+
+    real_mkdir, real_os_open, real_open = os.mkdir, os.open, builtins.open
+
+    def mkdir(path, *a, **k):  # type: ignore[no-untyped-def]
+        if under(path):
+            raise refuse(path)
+        return real_mkdir(path, *a, **k)
+
+    def os_open(path, flags, *a, **k):  # type: ignore[no-untyped-def]
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) and under(path):
+            raise refuse(path)
+        return real_os_open(path, flags, *a, **k)
+
+    def open_(file, mode="r", *a, **k):  # type: ignore[no-untyped-def]
+        if any(c in mode for c in "wax+") and under(file):
+            raise refuse(file)
+        return real_open(file, mode, *a, **k)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(io, "open", open_)
+    yield roots
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["policy", "path", "gemma-3-270m"], ["policy", "prepare", "gemma-3-270m", "--tokenizer-only"]],
+    ids=["path", "prepare --tokenizer-only"],
+)
+def test_read_only_cache_is_one_line(
+    args: list[str], cache: Path, read_only: list[Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R5-14: the old code raised the OSError out of ``main`` (a traceback)."""
+    read_only.append(cache)
+    assert main(args) == 2
+    assert _one_line_error(capsys.readouterr().err, "Read-only file system")
+
+
+def test_complete_directory_on_a_read_only_cache_is_used(
+    cache: Path, read_only: list[Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["policy", "path", "gemma-3-270m"]) == 0
+    path = capsys.readouterr().out.strip()
+    read_only.append(cache)
+    assert main(["policy", "path", "gemma-3-270m"]) == 0
+    assert capsys.readouterr().out.strip() == path
+
+
+def test_path_of_a_name_in_another_case_is_the_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R5-16: ``policy path gemma-3-270M`` printed ``gemma-3-270M`` back with exit status 0."""
+    from gta_verl import policies
+
+    made = tmp_path / "gemma-dir"
+    monkeypatch.setitem(policies.POLICIES, "gemma-3-270m", lambda: made)
+    monkeypatch.chdir(tmp_path)
+    assert main(["policy", "path", "gemma-3-270M"]) == 0
+    assert capsys.readouterr().out.strip() == str(made)
+
+
+def test_path_of_an_unknown_name_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R5-16: a name that is no policy, directory or hub id exits 2 naming the known policies."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["policy", "path", "gemma-3-27m"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and _one_line_error(captured.err, "'gemma-3-27m'", "known: gemma-3-270m")
+    # A directory and a hub id keep passing through.
+    assert main(["policy", "path", str(tmp_path)]) == 0
+    assert main(["policy", "path", "Qwen/Qwen2.5-3B-Instruct"]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path), "Qwen/Qwen2.5-3B-Instruct"]
