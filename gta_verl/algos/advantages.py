@@ -11,7 +11,9 @@ turns the token rewards r_{i,s} into per-token advantages:
     μ_g, σ_g = mean and unbiased std of {R_j : j in i's group g}
     A_{i,t} = (G_{i,t} − μ_g) / (σ_g + ε) · m_{i,t} (or G_{i,t} − μ_g without std scaling)
 
-Groups of one get μ = 0, σ = 1, as in verl's ``grpo``.
+Groups of one get μ = 0, σ = 1, as in verl's ``grpo``. A row whose reward could not be computed (its
+manager wrote ``reward_error`` = 1; gta's trainers pass the flags in :class:`AdvantageContext`) gets A = 0
+and is left out of its group's μ and σ, as TRL's GRPO drops such rows from the group.
 
 Relation to ``grpo`` (tested): when each row's only non-zero reward sits on its last
 response token — or anywhere after its last mask-1 token — G_{i,t} = R_i at every mask-1
@@ -30,14 +32,33 @@ how many turns each rollout took (an action-dependent baseline, #7244's length b
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import numbers
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from gta_verl.data.schema import EF_REWARD_EXTRA_INFO, RI_REWARD_ERROR
 from gta_verl.verl_compat import register_adv_est
 
-__all__ = ["TURN_GRPO_NAME", "checked_std_norm", "compute_turn_grpo_advantage", "group_stats", "reward_to_go"]
+__all__ = [
+    "TURN_GRPO_NAME",
+    "AdvantageContext",
+    "advantage_context",
+    "checked_std_norm",
+    "compute_turn_grpo_advantage",
+    "current_advantage_context",
+    "excluded_rows",
+    "group_rows",
+    "group_stats",
+    "grpo_row_advantages",
+    "reward_error_flags",
+    "reward_to_go",
+]
 
 TURN_GRPO_NAME = "gta_turn_grpo"
 
@@ -57,20 +78,155 @@ def reward_to_go(token_level_rewards: torch.Tensor) -> torch.Tensor:
     return torch.flip(torch.cumsum(torch.flip(token_level_rewards, dims=[-1]), dim=-1), dims=[-1])
 
 
-def group_stats(totals: torch.Tensor, index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-row group mean and std of ``totals`` (groups of one: mean 0, std 1, as verl)."""
+@dataclass(frozen=True)
+class AdvantageContext:
+    """What verl does not hand a registered estimator, set by gta's trainers around verl's advantage step.
+
+    Attributes:
+        seed: the run's seed (``data.seed``; the shuffled control's permutations depend on it).
+        step: the training step (``global_steps``).
+        excluded: one flag per batch row, True for a row whose reward could not be computed (its manager wrote
+            ``reward_error`` = 1): it gets advantage 0 and is left out of its group's mean and std. None: no
+            row is excluded.
+    """
+
+    seed: int = 0
+    step: int = 0
+    excluded: tuple[bool, ...] | None = None
+
+
+_CONTEXT: contextvars.ContextVar[AdvantageContext | None] = contextvars.ContextVar(
+    "gta_advantage_context", default=None
+)
+
+
+@contextlib.contextmanager
+def advantage_context(context: AdvantageContext) -> Iterator[AdvantageContext]:
+    """Make ``context`` what :func:`current_advantage_context` returns inside the ``with`` block."""
+    token = _CONTEXT.set(context)
+    try:
+        yield context
+    finally:
+        _CONTEXT.reset(token)
+
+
+def current_advantage_context() -> AdvantageContext:
+    """The context a gta trainer set; outside one (verl's classic trainer, a test): seed 0, step 0, no row
+    excluded."""
+    return _CONTEXT.get() or AdvantageContext()
+
+
+def excluded_rows(n_rows: int) -> torch.Tensor:
+    """The current context's excluded-row flags as a bool tensor of ``n_rows`` (all False without any).
+
+    Raises:
+        ValueError: the context's flags are for another number of rows (they would exclude the wrong rows).
+    """
+    flags = current_advantage_context().excluded
+    if flags is None:
+        return torch.zeros(n_rows, dtype=torch.bool)
+    if len(flags) != n_rows:
+        raise ValueError(f"{len(flags)} excluded-row flags for a batch of {n_rows} rows")
+    return torch.tensor(list(flags), dtype=torch.bool)
+
+
+def reward_error_flags(extra_fields: Sequence[Mapping[str, Any] | None]) -> list[bool]:
+    """Per row: True where the reward manager wrote ``reward_error`` = 1 in ``reward_extra_info`` (the row's
+    reward could not be computed and its 0 is a placeholder)."""
+    flags = []
+    for ef in extra_fields:
+        info = (ef or {}).get(EF_REWARD_EXTRA_INFO) or {}
+        value = info.get(RI_REWARD_ERROR, 0.0)
+        flags.append(bool(float(value if value is not None else 0.0) > 0))
+    return flags
+
+
+def _id_kind(key: Any) -> str:
+    if isinstance(key, (bool, np.bool_)):
+        return "bool"
+    if isinstance(key, (str, np.str_)):
+        return "str"
+    if isinstance(key, numbers.Integral):
+        return "int"
+    return type(key).__name__
+
+
+def group_rows(index: Sequence[Any] | np.ndarray) -> list[list[int]]:
+    """The rows of each group, groups in the order their first row appears (a group's position in the batch).
+
+    Group ids must all be strings (verl's ``uid``) or all integers. Mixed kinds are refused, not reconciled:
+    keyed by ``str`` the ids 1 and "1" would be one group, keyed by value two, and the two readings would
+    disagree about which rows share a mean. Floats are refused too: NaN is not equal to itself, so NaN ids
+    would each form a group of one under one reading and one group under another.
+
+    Raises:
+        ValueError: a float, None, bool or other id, or ids of more than one kind.
+    """
+    keys = np.asarray(index, dtype=object).tolist()
+    kinds = {_id_kind(k) for k in keys}
+    bad = kinds - {"str", "int"}
+    if bad or len(kinds) > 1:
+        example = next((k for k in keys if _id_kind(k) in bad), keys[0] if keys else None)
+        raise ValueError(
+            "group ids (verl's uid) must be all strings or all integers, got "
+            f"{', '.join(sorted(kinds))} (e.g. {example!r}); rows would be grouped inconsistently"
+        )
     groups: dict[Any, list[int]] = {}
-    for row, key in enumerate(np.asarray(index, dtype=object).tolist()):
-        groups.setdefault(key, []).append(row)
+    for row, key in enumerate(keys):
+        groups.setdefault(str(key) if kinds == {"str"} else int(key), []).append(row)
+    return list(groups.values())
+
+
+def group_stats(
+    totals: torch.Tensor, index: Sequence[Any] | np.ndarray, valid: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row group mean and std of ``totals`` over the group's valid rows.
+
+    A group with one valid row gets mean 0, std 1, as verl's groups of one; so does every invalid row
+    (``valid`` False: its advantage is zeroed by the caller). ``valid`` None: every row is valid.
+    """
     mean = torch.zeros_like(totals)
     std = torch.ones_like(totals)
-    for rows in groups.values():
-        if len(rows) > 1:
-            idx = torch.tensor(rows, device=totals.device)
+    ok = [True] * len(totals) if valid is None else [bool(v) for v in valid.tolist()]
+    for rows in group_rows(index):
+        kept = [r for r in rows if ok[r]]
+        if len(kept) > 1:
+            idx = torch.tensor(kept, device=totals.device)
             values = totals[idx]
             mean[idx] = values.mean()
             std[idx] = values.std()  # unbiased, as torch.std in verl's grpo
     return mean, std
+
+
+def grpo_row_advantages(
+    scores: torch.Tensor,
+    index: Sequence[Any] | np.ndarray,
+    valid: torch.Tensor | None = None,
+    norm_adv_by_std_in_grpo: bool = True,
+    epsilon: float = 1e-6,
+) -> torch.Tensor:
+    """GRPO's per-row advantage with invalid rows out of their groups (GTA-RAG eq 21, verl's ``grpo``):
+
+        Â_i = (R_i − mean_{j ∈ g, valid} R_j) / (std_{j ∈ g, valid} R_j + ε)   (valid i)
+        Â_i = 0                                                                 (invalid i)
+
+    Args:
+        scores: R per row, shape (bs,).
+        index: group id per row.
+        valid: bool per row (None: all valid).
+        norm_adv_by_std_in_grpo: divide by std + ε (False: centering only).
+        epsilon: ε.
+
+    Returns:
+        Â, shape (bs,).
+    """
+    mean, std = group_stats(scores, index, valid)
+    centered = scores - mean
+    if norm_adv_by_std_in_grpo:
+        centered = centered / (std + epsilon)
+    if valid is not None:
+        centered = centered * valid.to(centered.dtype)
+    return centered
 
 
 def checked_std_norm(
@@ -126,12 +282,13 @@ def compute_turn_grpo_advantage(
         token_level_rewards, response_mask, index, config, norm_adv_by_std_in_grpo
     )
     mask = response_mask.to(token_level_rewards.dtype)
+    valid = ~excluded_rows(token_level_rewards.shape[0]).to(token_level_rewards.device)
     with torch.no_grad():
         rtg = reward_to_go(token_level_rewards)
-        mean, std = group_stats(token_level_rewards.sum(dim=-1), index)
+        mean, std = group_stats(token_level_rewards.sum(dim=-1), index, valid)
         centered = rtg - mean.unsqueeze(-1)
         if norm_adv_by_std_in_grpo:
             centered = centered / (std.unsqueeze(-1) + epsilon)
-        advantages = centered * mask
+        advantages = centered * mask * valid.to(mask.dtype).unsqueeze(-1)
         returns = rtg * mask
     return advantages, returns

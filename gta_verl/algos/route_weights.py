@@ -13,7 +13,29 @@ import torch
 
 from gta_verl.rewards.path_router import ROUTE_NAMES
 
-__all__ = ["apply_route_weights", "route_metrics", "unsupported_answer_rate"]
+__all__ = ["apply_route_weights", "checked_route_weights", "route_metrics", "unsupported_answer_rate"]
+
+
+def checked_route_weights(weights: torch.Tensor) -> torch.Tensor:
+    """``weights`` unchanged if every one is finite and >= 0.
+
+    A NaN or infinite weight would turn a trajectory's advantage into NaN/inf and, through the loss, every
+    parameter; a negative one would reverse the update. Both can only come from a broken manager or config,
+    so they are refused here, before any advantage is touched.
+
+    Raises:
+        ValueError: naming the first rows with such a weight.
+    """
+    w = torch.as_tensor(weights, dtype=torch.float64)
+    bad = ~torch.isfinite(w) | (w < 0)
+    if bool(bad.any()):
+        rows = bad.nonzero().flatten().tolist()
+        shown = ", ".join(f"row {r}: {float(w[r])!r}" for r in rows[:5])
+        raise ValueError(
+            f"route weights must be finite and >= 0 ({len(rows)} are not; {shown}); "
+            "check gta.path_router.route_weights and the reward manager's route_weight"
+        )
+    return weights
 
 
 def apply_route_weights(advantages: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -26,10 +48,15 @@ def apply_route_weights(advantages: torch.Tensor, weights: torch.Tensor) -> torc
     Returns:
         Ã, shape [bs, T], same dtype as ``advantages``. With every weight 1 the result is
         bit-identical to the input (multiplication by 1.0 is exact in IEEE arithmetic).
+
+    Raises:
+        ValueError: a NaN, infinite or negative weight (:func:`checked_route_weights`).
     """
     if advantages.dim() != 2:
         raise ValueError(f"advantages must be [bs, T], got shape {tuple(advantages.shape)}")
-    weights = torch.as_tensor(weights, dtype=advantages.dtype, device=advantages.device)
+    weights = torch.as_tensor(
+        checked_route_weights(weights), dtype=advantages.dtype, device=advantages.device
+    )
     if weights.shape != advantages.shape[:1]:
         raise ValueError(
             f"route weights shape {tuple(weights.shape)} does not match batch size {advantages.shape[0]}"

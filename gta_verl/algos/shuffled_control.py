@@ -10,13 +10,20 @@ reward belongs to: within each group the scores are permuted before the advantag
     A_i,t = (R'_i − mean_g R) / (std_g R + ε) · m_{i,t}   (or R'_i − mean_g R without std scaling)
 
 so each group's advantages are the same multiset as ``grpo``'s, the update has the same size, and only the
-credit assignment is destroyed. π_g is seeded by the group id (verl's ``uid``): a run is reproducible. Groups
-of one get mean 0, std 1, as in verl.
+credit assignment is destroyed. π_g is drawn from a generator seeded by (the run's seed ``data.seed``, the
+training step, the group's position in the batch) — never by verl's ``uid``, which verl draws with
+``uuid4`` and which would make two runs of one seed shuffle differently. gta's trainers set the seed and
+step (:class:`gta_verl.algos.advantages.AdvantageContext`); outside them both are 0. A group's position is
+the order of its first row in the batch, and a row's place within its group the order of its rows, both as
+verl's replay buffer lays out the batch (the order its prompts were added). Groups of one get mean 0, std 1,
+as in verl. Group ids must be all strings or all integers (:func:`gta_verl.algos.advantages.group_rows`):
+mixed or NaN ids are refused, never merged, so a score never moves to another group. A row whose reward
+could not be computed (``reward_error``) keeps advantage 0 and takes no part in its group's permutation,
+mean or std.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -29,22 +36,36 @@ __all__ = ["SHUFFLED_GRPO_NAME", "compute_shuffled_grpo_advantage", "group_permu
 SHUFFLED_GRPO_NAME = "gta_shuffled_grpo"
 
 
-def group_permutation(index: np.ndarray) -> np.ndarray:
+def group_permutation(
+    index: np.ndarray, seed: int = 0, step: int = 0, valid: np.ndarray | None = None
+) -> np.ndarray:
     """``perm`` with ``perm[i]`` = the row whose score row ``i`` receives; rows only move within their group.
 
+    Group ``p`` (the ``p``-th distinct id in the batch, :func:`gta_verl.algos.advantages.group_rows`) permutes
+    its valid rows with ``numpy.random.default_rng([seed, step, p]).permutation``; invalid rows stay put.
+
     Args:
-        index: group id per row, shape (bs,).
+        index: group id per row, shape (bs,); all strings or all integers.
+        seed: the run's seed (>= 0).
+        step: the training step (>= 0).
+        valid: bool per row (None: all valid).
 
     Returns:
-        int array, shape (bs,); the permutation of a group depends only on its id.
+        int array, shape (bs,); it depends on (seed, step, each group's position and size), not on the ids.
+
+    Raises:
+        ValueError: a negative seed or step, or group ids refused by ``group_rows``.
     """
+    from gta_verl.algos.advantages import group_rows
+
+    if int(seed) < 0 or int(step) < 0:
+        raise ValueError(f"the shuffled control needs a seed and step >= 0, got seed={seed}, step={step}")
+    ok = np.ones(len(index), dtype=bool) if valid is None else np.asarray(valid, dtype=bool)
     perm = np.arange(len(index))
-    groups: dict[str, list[int]] = {}
-    for row, key in enumerate(np.asarray(index, dtype=object).tolist()):
-        groups.setdefault(str(key), []).append(row)
-    for key, rows in groups.items():
-        seed = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
-        perm[rows] = np.asarray(rows)[np.random.default_rng(seed).permutation(len(rows))]
+    for position, rows in enumerate(group_rows(index)):
+        kept = np.asarray([r for r in rows if ok[r]], dtype=np.int64)
+        rng = np.random.default_rng([int(seed), int(step), position])
+        perm[kept] = kept[rng.permutation(len(kept))]
     return perm
 
 
@@ -71,17 +92,27 @@ def compute_shuffled_grpo_advantage(
     Returns:
         (advantages, returns), both the advantages, shape (bs, response_length), as verl's ``grpo``.
     """
-    from gta_verl.algos.advantages import checked_std_norm, group_stats
+    from gta_verl.algos.advantages import (
+        checked_std_norm,
+        current_advantage_context,
+        excluded_rows,
+        group_stats,
+    )
 
     norm_adv_by_std_in_grpo = checked_std_norm(
         token_level_rewards, response_mask, index, config, norm_adv_by_std_in_grpo
     )
+    context = current_advantage_context()
+    valid = ~excluded_rows(token_level_rewards.shape[0])
+    perm = group_permutation(index, context.seed, context.step, valid.numpy())
     with torch.no_grad():
         scores = token_level_rewards.sum(dim=-1)
-        mean, std = group_stats(scores, index)
-        shuffled = scores[torch.as_tensor(group_permutation(index), device=scores.device)]
+        valid = valid.to(scores.device)
+        mean, std = group_stats(scores, index, valid)
+        shuffled = scores[torch.as_tensor(perm, device=scores.device)]
         centered = shuffled - mean
         if norm_adv_by_std_in_grpo:
             centered = centered / (std + epsilon)
+        centered = centered * valid.to(scores.dtype)
         advantages = centered.unsqueeze(-1) * response_mask.to(scores.dtype)
     return advantages, advantages

@@ -51,9 +51,22 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from gta_verl.algos.advantages import (
+    TURN_GRPO_NAME,
+    AdvantageContext,
+    advantage_context,
+    grpo_row_advantages,
+    reward_error_flags,
+)
 from gta_verl.algos.distill_loss import COEF_KEY, LOSS_NAME, SELECT_FRAC_KEY
-from gta_verl.algos.route_weights import apply_route_weights, route_metrics, unsupported_answer_rate
+from gta_verl.algos.route_weights import (
+    apply_route_weights,
+    checked_route_weights,
+    route_metrics,
+    unsupported_answer_rate,
+)
 from gta_verl.algos.schedule import warmup_lambda
+from gta_verl.algos.shuffled_control import SHUFFLED_GRPO_NAME
 from gta_verl.algos.step_metrics import evidence_step_metrics, kl_token_frac
 from gta_verl.data import schema
 from gta_verl.data.schema import DISTILL_SELECT_DEFAULT, plain_value
@@ -110,6 +123,17 @@ def route_fields_from_extra(extra_fields: Sequence[Mapping[str, Any]]) -> dict[s
             value = info.get(k, default)
             cols[k].append(float(value if value is not None else default))
     return {k: torch.tensor(v, dtype=torch.float64) for k, v in cols.items()}
+
+
+def run_seed(config: Any) -> int:
+    """The run's seed: ``data.seed`` (the data order's seed, which the learning benchmarks vary), else 0."""
+    data = config.get("data") if config is not None and hasattr(config, "get") else None
+    seed = data.get("seed") if data is not None else None
+    return int(seed) if seed is not None else 0
+
+
+def _padded(t: torch.Tensor) -> torch.Tensor:
+    return t.to_padded_tensor(0.0) if getattr(t, "is_nested", False) else t
 
 
 def _step_metrics(fields: Mapping[str, torch.Tensor], keep: torch.Tensor, theta_p: float) -> dict[str, float]:
@@ -220,6 +244,76 @@ class GTATrainerMixin:
         torch.save({"step": int(self.global_steps), **rows}, path + ".tmp")
         os.replace(path + ".tmp", path)
 
+    def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
+        """verl's advantages, with the run's seed and step in reach of gta's estimators and rows whose reward
+        could not be computed out of their groups.
+
+        verl hands a registered estimator only the group ids, so the step's :class:`AdvantageContext` (seed,
+        step, the rows whose manager wrote ``reward_error`` = 1) is set around verl's advantage step.
+        ``gta_turn_grpo`` and ``gta_shuffled_grpo`` read it; for verl's own ``grpo`` the advantages of a group
+        holding such a row are recomputed afterwards, over its other rows (:func:`grpo_row_advantages`); any
+        other estimator only has those rows' advantages zeroed (its statistics are verl's own). Logs
+        ``gta/reward_error_rows`` (count) and ``gta/reward_error_frac``.
+        """
+        data = tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"]
+        )
+        errors = reward_error_flags(list(plain_value(data["extra_fields"])))
+        keep = _padding_keep(batch, len(errors))
+        counted = [e for e, ok in zip(errors, keep, strict=True) if ok]
+        metrics["gta/reward_error_rows"] = float(sum(counted))
+        metrics["gta/reward_error_frac"] = float(sum(counted)) / len(counted) if counted else 0.0
+        context = AdvantageContext(
+            seed=run_seed(self.config),
+            step=int(getattr(self, "global_steps", 0) or 0),
+            excluded=tuple(errors) if any(errors) else None,
+        )
+        with advantage_context(context):
+            batch = super()._compute_advantage(batch, metrics)
+        if any(errors) and str(self.config.algorithm.adv_estimator) not in (
+            TURN_GRPO_NAME,
+            SHUFFLED_GRPO_NAME,
+        ):
+            batch = self._drop_error_rows(batch, errors)
+        return batch
+
+    def _drop_error_rows(self, batch: Any, errors: list[bool]) -> Any:
+        """Rewrite the advantages verl computed with the error rows inside their groups (see above)."""
+        algo = self.config.algorithm
+        # With a KL penalty in the reward verl writes token_level_rewards back; otherwise they are rm_scores.
+        reward_field = "token_level_rewards" if algo.get("use_kl_in_reward", False) else "rm_scores"
+        data = tq.kv_batch_get(
+            keys=batch.keys,
+            partition_id=batch.partition_id,
+            select_fields=["uid", "response_mask", "advantages", reward_field],
+        )
+        response_mask = data["response_mask"]
+        mask = _padded(response_mask)
+        advantages = _padded(data["advantages"]).clone()
+        error = torch.tensor(errors, dtype=torch.bool)
+        if str(algo.adv_estimator) == "grpo":
+            uids = list(plain_value(data["uid"]))
+            scores = _padded(data[reward_field]).to(advantages.dtype).sum(dim=-1)
+            row = grpo_row_advantages(
+                scores, uids, ~error, bool(algo.get("norm_adv_by_std_in_grpo", True)), epsilon=1e-6
+            )
+            hit = {u for u, e in zip(uids, errors, strict=True) if e}
+            rows = torch.tensor([u in hit for u in uids], dtype=torch.bool)
+            advantages[rows] = row[rows].unsqueeze(-1) * mask[rows].to(advantages.dtype)
+            fields = {"advantages": advantages, "returns": advantages}
+        else:
+            logger.warning(
+                "%d rows without a reward get advantage 0, but %s's group statistics still include them",
+                int(error.sum()),
+                algo.adv_estimator,
+            )
+            advantages[error] = 0.0
+            fields = {"advantages": advantages}
+        out = TensorDict(
+            {k: response_to_nested(v, response_mask) for k, v in fields.items()}, batch_size=len(errors)
+        )
+        return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=out)
+
 
 @register_trainer(BASE_TRAINER_NAME)
 class GTATrainerSync(GTATrainerMixin, PPOTrainerSync):
@@ -295,6 +389,7 @@ class PathRouterMixin:
             if self.path_router_cfg.route_scaling
             else torch.ones_like(fields[schema.RI_ROUTE_WEIGHT])
         )
+        checked_route_weights(weights)  # NaN, inf or negative: refused before any advantage is touched
         if bool((weights == 1.0).all()):
             return batch  # plain GRPO: leave Â bit-for-bit as the parent wrote it
         response_mask = data["response_mask"]

@@ -73,6 +73,7 @@ RI_ROUTE = "route"  # int: PathRouter route id (index into ROUTE_NAMES)
 RI_ROUTE_WEIGHT = "route_weight"  # float: PathRouter's advantage weight of the route
 RI_HAS_GOLD_EVIDENCE = "has_gold_evidence"  # int: 1 = the row carries gold evidence passages
 RI_DISTILL_SELECT = "distill_select"  # float: 1 = the gold-evidence teacher distils this trajectory
+RI_REWARD_ERROR = "reward_error"  # float: 1 = the reward could not be computed (scored 0, out of its group)
 #: The one default of ``distill_select``: a trajectory no reward manager selected is never
 #: distilled (only the ``path_router`` manager selects, and only rows with gold evidence).
 DISTILL_SELECT_DEFAULT = 0.0

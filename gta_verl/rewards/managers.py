@@ -25,6 +25,7 @@ import logging
 import math
 from typing import Any
 
+from gta_verl.data.schema import RI_REWARD_ERROR
 from gta_verl.rewards.scoring import (
     ScoringRequest,
     reward_config_from_trainer,
@@ -37,8 +38,10 @@ from gta_verl.verl_compat import RewardManagerBase, register_reward_manager, ret
 __all__ = ["ExactMatchRewardManager", "GTARewardManager", "REWARD_ERROR_KEY", "TrajectoryGuidedRewardManager"]
 
 logger = logging.getLogger(__name__)
-#: 1.0 on a row that could not be scored (scored 0), else 0.0; its batch mean is the error rate metric.
-REWARD_ERROR_KEY = "reward_error"
+#: 1.0 on a row that could not be scored (scored 0), else 0.0; its batch mean is the error rate metric, and
+#: gta's trainers give such a row advantage 0 and leave it out of its group's mean and std
+#: (:class:`gta_verl.algos.advantages.AdvantageContext`; metric ``gta/reward_error_rows``).
+REWARD_ERROR_KEY = RI_REWARD_ERROR
 
 
 class GTARewardManager(RewardManagerBase):
@@ -73,7 +76,9 @@ class GTARewardManager(RewardManagerBase):
 
         A malformed row (bad ground truth, NaN counters, …) scores 0 with ``reward_error`` = 1 instead of
         raising: verl gathers the batch's rewards without ``return_exceptions``, so one raise would fail every
-        rollout of the step. Every row carries the same ``reward_extra_info`` keys (verl takes the key set
+        rollout of the step. The 0 is a placeholder, not a reward: gta's trainers give the row advantage 0 and
+        compute its group's mean and std without it (a 0 among rewards of −1 would otherwise shift every other
+        rollout's advantage). Every row carries the same ``reward_extra_info`` keys (verl takes the key set
         from the first row, ``agent_loop.py:1109``).
         """
         try:

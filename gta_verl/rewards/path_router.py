@@ -26,6 +26,7 @@ get r_p = 0 and are never selected for the teacher (it would have nothing to add
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -191,8 +192,8 @@ class PathRouterConfig(StrictConfig):
             raise ValueError(
                 f"gta.path_router.route_weights needs 4 values (C+P+, C+P-, C-P+, C-P-), got {weights}"
             )
-        if any(w < 0 for w in weights):
-            raise ValueError(f"gta.path_router.route_weights must be >= 0, got {weights}")
+        if not all(math.isfinite(w) and w >= 0 for w in weights):
+            raise ValueError(f"gta.path_router.route_weights must be finite and >= 0, got {weights}")
         object.__setattr__(self, "route_weights", weights)
         if isinstance(self.kl, Mapping):
             object.__setattr__(self, "kl", PathRouterKLConfig(**dict(self.kl)))

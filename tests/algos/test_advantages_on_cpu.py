@@ -126,3 +126,34 @@ def test_input_validation():
 
 def test_registered_under_name():
     assert get_adv_estimator_fn(TURN_GRPO_NAME) is compute_turn_grpo_advantage
+
+
+def test_error_rows_leave_their_group_by_hand():
+    from gta_verl.algos.advantages import AdvantageContext, advantage_context, grpo_row_advantages
+
+    # Group A: scores 1, 3, 0 with row 2 a reward error; group B: 4, 6. Valid A rows: mean 2, deviations
+    # ∓1, unbiased std sqrt((1 + 1)/1) = sqrt(2) → Â = ∓1/(sqrt(2) + ε). B: mean 5, std sqrt(2), the same.
+    # With row 2 inside A (as before): mean 4/3, so row 0 would get (1 − 4/3)/std(1, 3, 0) instead.
+    scores = torch.tensor([1.0, 3.0, 0.0, 4.0, 6.0])
+    index = np.array(["A", "A", "A", "B", "B"], dtype=object)
+    valid = torch.tensor([True, True, False, True, True])
+    a = 1 / (math.sqrt(2) + 1e-6)
+    assert grpo_row_advantages(scores, index, valid).tolist() == pytest.approx([-a, a, 0.0, -a, a])
+    assert grpo_row_advantages(scores, index, valid, norm_adv_by_std_in_grpo=False).tolist() == [
+        -1.0,
+        1.0,
+        0.0,
+        -1.0,
+        1.0,
+    ]
+    # gta_turn_grpo reads the flags from the trainer's context: the same numbers on every mask-1 token.
+    rewards = torch.zeros(5, 2)
+    rewards[:, -1] = scores
+    with advantage_context(AdvantageContext(excluded=(False, False, True, False, False))):
+        adv, _ = compute_turn_grpo_advantage(rewards, torch.ones(5, 2), index, norm_adv_by_std_in_grpo=False)
+    assert adv[:, 0].tolist() == [-1.0, 1.0, 0.0, -1.0, 1.0]
+    with (
+        advantage_context(AdvantageContext(excluded=(True,))),
+        pytest.raises(ValueError, match="1 excluded-row"),
+    ):
+        compute_turn_grpo_advantage(rewards, torch.ones(5, 2), index)
