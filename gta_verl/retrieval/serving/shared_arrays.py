@@ -11,6 +11,15 @@ are shared by all processes of the node, whatever restarts them (no owner has to
 stay alive, unlike an object in Ray's object store). The KB's own ``.npy`` files
 are mapped the same way. Results are bit-identical to a retriever built in
 process (the same arrays, only mapped instead of copied).
+
+The cache proves what it holds: ``meta.json`` (written last, after every array is fsynced) names the
+KB digest, the index parameters, the full cache key and each file's size and sha256. A replica verifies
+all of them before it maps anything (a streaming hash of every file, several files at once: about
+``cache bytes / (0.5 GB/s × threads)`` — at 1M passages and triples a flat cache is ≈ 7.5 GB, 15 s on one
+busy core, a few seconds on a node's cores; an IVF/HNSW build there takes minutes). A truncated, empty,
+missing or swapped file, flipped bytes, or a cache of another KB or settings is rebuilt by the first replica
+that takes the node lock (the others wait, then verify its copy) and never served; if it cannot be rebuilt,
+one :class:`SharedCacheError` line says why. Temporaries of a killed builder are removed under the lock.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +43,8 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: meta.json names the KB digest, the parameters and each file's size and sha256
+_META = "meta.json"
 _EMB = ("passage_emb", "entity_emb", "triple_emb")
 _BASIS = ("doc_response", "ones_response", "emb_mass", "node_mass")
 #: Modules whose code derives the cached arrays: a change to any of them invalidates the cache.
@@ -47,22 +58,27 @@ _CODE = (
 )
 
 
+class SharedCacheError(RuntimeError):
+    """The node cache is damaged or stale and cannot be rebuilt here (one line naming it and why)."""
+
+
+def cache_params(config: Any) -> dict[str, Any]:
+    """The settings the cached arrays are derived with (recorded in ``meta.json``)."""
+    return {
+        "index": config.index,
+        "nprobe": config.ivf_nprobe,
+        "hnsw_m": config.hnsw_m,
+        "basis_alpha": config.alpha if config.uses_passage_basis else None,
+        "scan": getattr(config, "triple_scan", "float32"),
+    }
+
+
 def shared_cache_key(manifest: dict[str, Any], config: Any) -> str:
     """sha256 of the KB checksums, the index settings and the deriving code."""
     files = manifest.get("files") if isinstance(manifest, dict) else None
     h = hashlib.sha256(
         json.dumps(
-            {
-                "files": files,
-                "format": CACHE_FORMAT,
-                "index": config.index,
-                "nprobe": config.ivf_nprobe,
-                "hnsw_m": config.hnsw_m,
-                "basis_alpha": config.alpha if config.uses_passage_basis else None,
-                "scan": getattr(config, "triple_scan", "float32"),
-            },
-            sort_keys=True,
-            default=str,
+            {"files": files, "format": CACHE_FORMAT, **cache_params(config)}, sort_keys=True, default=str
         ).encode()
     )
     for name in _CODE:
@@ -108,7 +124,62 @@ def _load_transition(d: Path, meta: dict[str, Any]) -> Any:
     )
 
 
-def _write_cache(retriever: Any, d: Path) -> None:
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)  # releases the GIL: files hash in parallel threads
+    return h.hexdigest()
+
+
+def _hash_all(paths: list[Path]) -> list[str]:
+    with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1, len(paths)))) as pool:
+        return list(pool.map(_sha256, paths))
+
+
+def _files_digest(files: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
+def cache_problem(cache_dir: Path, key: str, kb_digest: str) -> str | None:
+    """Why ``cache_dir`` must not be served (``None``: it holds what its ``meta.json`` says, for this KB,
+    these settings and this code). Reads every file once (see the module docstring for the cost)."""
+    if not cache_dir.is_dir():
+        return "not built"
+    try:
+        meta = json.loads((cache_dir / _META).read_text())
+    except FileNotFoundError:
+        return f"no {_META} (an interrupted or damaged build)"
+    except (OSError, ValueError) as exc:
+        return f"{_META} unreadable ({exc})"
+    if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        return f"cache format {got!r}, this code reads {CACHE_FORMAT}"
+    if meta.get("kb_digest") != kb_digest:
+        return f"built from KB {meta.get('kb_digest')!r}, the KB is {kb_digest!r}"
+    if meta.get("key") != key:
+        return "built with other index parameters or code"
+    files = meta.get("files")
+    if not isinstance(files, dict) or meta.get("digest") != _files_digest(files):
+        return f"{_META}: its file list does not match its digest"
+    present = {p.name for p in cache_dir.iterdir() if p.name != _META}
+    if missing := sorted(set(files) - present):
+        return f"{missing[0]} missing"
+    if extra := sorted(present - set(files)):
+        return f"{extra[0]} not written by the builder"
+    names = sorted(files)
+    for name in names:
+        size = (cache_dir / name).stat().st_size
+        if size != files[name]["bytes"]:
+            return f"{name}: {size:,} bytes, {files[name]['bytes']:,} written"
+    for name, got in zip(names, _hash_all([cache_dir / n for n in names]), strict=True):
+        if got != files[name]["sha256"]:
+            return f"{name}: sha256 {got[:12]}…, {files[name]['sha256'][:12]}… written (other data or damage)"
+    return None
+
+
+def _write_cache(retriever: Any, d: Path) -> dict[str, Any]:
+    """Write the derived arrays of ``retriever`` into ``d``; return what ``meta.json`` will hold."""
     import faiss
 
     np.save(d / "fact_pairs.npy", retriever._fact_pairs)
@@ -130,7 +201,7 @@ def _write_cache(retriever: Any, d: Path) -> None:
         for name in _BASIS:
             np.save(d / f"basis_{name}.npy", getattr(basis, name))
         meta["basis"] = {"alpha": basis.alpha, "ones_mass": basis.ones_mass}
-    (d / "meta.json").write_text(json.dumps(meta))
+    return meta
 
 
 @contextlib.contextmanager
@@ -145,28 +216,49 @@ def _node_lock(cache_dir: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _write_atomic(kb_dir: str | Path, retriever: Any, cache_dir: Path) -> None:
+def _leftovers(cache_dir: Path) -> list[Path]:
+    """Temporaries of builders of ``cache_dir`` (a live one's only while it holds the node lock)."""
+    return sorted(cache_dir.parent.glob(f".{cache_dir.name}.tmp-*")) + sorted(
+        cache_dir.parent.glob(f".{cache_dir.name}.old-*")
+    )
+
+
+def _write_atomic(kb_dir: str | Path, retriever: Any, cache_dir: Path, key: str, kb_digest: str) -> None:
+    """Write into a temporary sibling (every file fsynced and hashed, ``meta.json`` last), then rename it
+    into place; a damaged ``cache_dir`` is moved aside first and deleted after. Call under the node lock."""
+    from gta_verl.kb.atomic import fsync_path
+
     tmp = cache_dir.parent / f".{cache_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
+    old = None
     try:
-        _write_cache(retriever, tmp)
+        meta = _write_cache(retriever, tmp)
+        names = sorted(p.name for p in tmp.iterdir())
+        for name in names:
+            fsync_path(tmp / name)
+        digests = _hash_all([tmp / n for n in names])
+        files = {
+            n: {"bytes": (tmp / n).stat().st_size, "sha256": h} for n, h in zip(names, digests, strict=True)
+        }
+        meta.update(key=key, kb_digest=kb_digest, params=cache_params(retriever.config), files=files)
+        meta["digest"] = _files_digest(files)
+        with open(tmp / _META, "w") as f:
+            f.write(json.dumps(meta))
+            f.flush()
+            os.fsync(f.fileno())
+        fsync_path(tmp)
+        if cache_dir.exists():
+            old = cache_dir.parent / f".{cache_dir.name}.old-{uuid.uuid4().hex[:8]}"
+            os.replace(cache_dir, old)  # replicas that mapped its files keep them until they exit
         os.replace(tmp, cache_dir)
+        fsync_path(cache_dir.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     logger.info("shared retrieval arrays of %s written to %s", kb_dir, cache_dir)
-
-
-def ensure_node_cache(kb_dir: str | Path, retriever: Any, cache_dir: Path) -> Path:
-    """Write the derived arrays of ``retriever`` to ``cache_dir`` unless already there.
-
-    Atomic (written to a temporary directory, renamed) and serialized by a file lock,
-    so replicas starting together on one node build it once.
-    """
-    with _node_lock(cache_dir):
-        if not (cache_dir / "meta.json").is_file():
-            _write_atomic(kb_dir, retriever, cache_dir)
-    return cache_dir
 
 
 def _map_index(path: Path, kind: str) -> Any:
@@ -187,7 +279,7 @@ def cached_fact_index(cache_dir: Path, config: Any) -> Any:
     """
     from gta_verl.retrieval.index import Bf16Scan, VectorIndex, _flat_vectors
 
-    meta = json.loads((cache_dir / "meta.json").read_text())
+    meta = json.loads((cache_dir / _META).read_text())
     if not meta["fact_index"]:
         return None
     path = cache_dir / "fact_index.faiss"
@@ -209,7 +301,7 @@ def cached_fact_index(cache_dir: Path, config: Any) -> Any:
 
 def attach_shared_arrays(retriever: Any, cache_dir: Path) -> Any:
     """Swap ``retriever``'s private copies for read-only maps of ``cache_dir`` (in place)."""
-    meta = json.loads((cache_dir / "meta.json").read_text())
+    meta = json.loads((cache_dir / _META).read_text())
     retriever._fact_pairs = np.load(cache_dir / "fact_pairs.npy", mmap_mode="r")
     retriever._fact_emb = np.load(cache_dir / "fact_emb.npy", mmap_mode="r")
     retriever._doc_freq = np.load(cache_dir / "doc_freq.npy", mmap_mode="r")
@@ -266,7 +358,7 @@ def load_shared_retriever(
         The retriever; its answers equal ``open_retriever(kb_dir, config, embedder)``'s.
     """
     from gta_verl.kb.embed import cache_root as default_root
-    from gta_verl.kb.store import load_kb
+    from gta_verl.kb.store import load_kb, manifest_digest
     from gta_verl.retrieval.backends import open_kb_retriever
     from gta_verl.retrieval.config import RetrieverConfig
 
@@ -275,13 +367,28 @@ def load_shared_retriever(
     if config.backend != "graph":
         return open_kb_retriever(kb, config, embedder)
     root = Path(cache_root) if cache_root else default_root() / "retriever-shared"
-    cache_dir = root / shared_cache_key(kb.manifest, config)[:24]
-    # The first replica on a node builds (an IVF/HNSW index: minutes at 1M rows) under the lock;
-    # the others wait for it, then read its index instead of building their own.
-    with _node_lock(cache_dir):
-        if not (cache_dir / "meta.json").is_file():
-            retriever = open_kb_retriever(kb, config, embedder)
-            _write_atomic(kb_dir, retriever, cache_dir)
-            return attach_shared_arrays(retriever, cache_dir)
+    key = shared_cache_key(kb.manifest, config)
+    cache_dir, kb_digest = root / key[:24], manifest_digest(kb.manifest)
+    # A sound cache is served without the lock (a sound cache is never rewritten). Else the first replica
+    # on a node to take the lock builds it (an IVF/HNSW index: minutes at 1M rows); the others wait for it,
+    # then verify and read its index instead of building their own.
+    problem = cache_problem(cache_dir, key, kb_digest)
+    if problem is not None or _leftovers(cache_dir):
+        with _node_lock(cache_dir):
+            for stale in _leftovers(cache_dir):  # a killed builder's: a live one would hold the lock
+                shutil.rmtree(stale, ignore_errors=True)
+            problem = cache_problem(cache_dir, key, kb_digest)  # another replica may have rebuilt it
+            if problem is not None:
+                if problem != "not built":
+                    logger.warning("%s: %s; rebuilding it", cache_dir, problem)
+                retriever = open_kb_retriever(kb, config, embedder)
+                try:
+                    _write_atomic(kb_dir, retriever, cache_dir, key, kb_digest)
+                except OSError as exc:
+                    raise SharedCacheError(
+                        f"{cache_dir}: {problem}, and it cannot be written here "
+                        f"({exc.strerror or exc}); free space or pass another cache_root"
+                    ) from None
+                return attach_shared_arrays(retriever, cache_dir)
     retriever = open_kb_retriever(kb, config, embedder, fact_index=cached_fact_index(cache_dir, config))
     return attach_shared_arrays(retriever, cache_dir)
