@@ -53,7 +53,7 @@ def small_gguf(tmp_path, monkeypatch):
 
 
 def test_truncated_gguf_is_assembled_again(small_gguf):
-    """R5-2: a prepare killed mid-assembly left a truncated GGUF that blocked every later prepare with a
+    """R5-2: a truncated GGUF (a prepare killed mid-assembly) must not block every later prepare with a
     traceback recommending an ``overwrite=True`` that ``gta-verl`` does not have."""
     from gta_verl.policies.gemma import gguf_file
 
@@ -74,7 +74,7 @@ def test_killed_assembly_temporaries_are_removed(small_gguf):
 
 
 def test_concurrent_first_assemblies_both_get_the_whole_file(small_gguf, monkeypatch):
-    """R5-2: two first prepares at once: the second read the first's half-written file (1 of 2 trials)."""
+    """R5-2: two first prepares at once: the second must never read the first one's half-written file."""
     import threading
     import time
 
@@ -100,7 +100,7 @@ def test_concurrent_first_assemblies_both_get_the_whole_file(small_gguf, monkeyp
     def run():
         try:
             results.append(gguf_file())
-        except Exception as exc:  # the old code raised FileExistsError in the second caller
+        except Exception as exc:  # e.g. FileExistsError: the half-written file has the wrong sha256
             errors.append(exc)
 
     first = threading.Thread(target=run)

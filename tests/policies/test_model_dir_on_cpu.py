@@ -1,7 +1,7 @@
 """Model directories proved by their manifest, replaced without a gap, written by one writer at a time.
 
 Through the public builders (``prepare_gemma`` with the toy build of :mod:`toy_models`, ``cut_model`` on a toy
-Gemma source), so each test also runs against the code before manifests.
+Gemma source), so each test also runs against a tree without manifests.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _qwen_like_tokenizer_json() -> str:
 
 
 def test_another_models_tokenizer_is_detected_and_rebuilt(toy: None, tmp_path: Path) -> None:
-    """R5-3: four files present was "complete": another model's tokenizer.json was used as Gemma's."""
+    """R5-3: four files present is not "complete": another model's tokenizer.json must not pass as Gemma's."""
     out = gemma.prepare_gemma(tmp_path / "g")
     good = (out / "tokenizer.json").read_bytes()
     (out / "tokenizer.json").write_text(_qwen_like_tokenizer_json())
@@ -44,7 +44,7 @@ def test_another_models_tokenizer_is_detected_and_rebuilt(toy: None, tmp_path: P
 
 @pytest.mark.parametrize("model_type", ["llama", "bert"])
 def test_wrong_model_type_is_detected_and_rebuilt(toy: None, tmp_path: Path, model_type: str) -> None:
-    """R5-3: a config.json naming llama or bert loaded the wrong architecture."""
+    """R5-3: a config.json naming llama or bert would load the wrong architecture."""
     out = gemma.prepare_gemma(tmp_path / "g")
     cfg = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({**cfg, "model_type": model_type}))
@@ -82,7 +82,7 @@ def _spy_rmtree(monkeypatch: pytest.MonkeyPatch, out: Path, seen: list[str]) -> 
 
 
 def test_replacing_a_cut_never_leaves_it_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """R5-5: the old writer deleted the directory, then renamed the new one in (a reader caught it gone)."""
+    """R5-5: deleting the directory, then renaming the new one in, lets a reader catch it gone."""
     src = write_toy_gemma(tmp_path / "src")
     out = vocab_cut.cut_model(src, TEXTS, tmp_path / "cut")
     (out / "tokenizer_config.json").unlink()  # damaged: rebuilt
@@ -94,7 +94,7 @@ def test_replacing_a_cut_never_leaves_it_gone(tmp_path: Path, monkeypatch: pytes
 
 
 def test_two_writers_of_one_directory_build_it_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """R5-5: two prepares of one directory ran at once; now the second waits and reuses the first's."""
+    """R5-5: two prepares of one directory: the second waits for the first and reuses its directory."""
     src = write_toy_gemma(tmp_path / "src")
     real, calls = vocab_cut._cut_tokenizer, []
 
@@ -118,7 +118,7 @@ def test_two_writers_of_one_directory_build_it_once(tmp_path: Path, monkeypatch:
 
 
 def test_killed_writers_temporaries_are_removed(tmp_path: Path) -> None:
-    """R5-5: a killed writer's temporary directory was never removed."""
+    """R5-5: a killed writer's temporary directory is removed by the next writer."""
     src = write_toy_gemma(tmp_path / "src")
     old_style = tmp_path / ".cut-k1ll3d0x"  # tempfile.mkdtemp's name in the writer before manifests
     new_style = tmp_path / ".cut.tmp-deadbeef"
