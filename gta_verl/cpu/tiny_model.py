@@ -19,7 +19,6 @@ from pathlib import Path
 from gta_verl.policies.model_dir import (
     REQUIRED_FILES,
     ModelKind,
-    config_model_type,
     digest_text,
     ensure_model_dir,
     is_complete,
@@ -39,8 +38,15 @@ TINY_MODEL_VERSION = 1
 
 
 def _legacy_tiny(path: Path) -> bool:
-    """A tiny model directory of a gta-verl before manifests (Qwen2, not a policy of gta_verl.policies)."""
-    return config_model_type(path) == "qwen2" and read_json(path / "gta_policy.json") is None
+    """A tiny model directory of a gta-verl before manifests: a 2-layer, 64-wide Qwen2 (so a user's own
+    Qwen2 checkpoint given as ``--out`` is refused, not replaced)."""
+    cfg = read_json(path / "config.json")
+    return (
+        isinstance(cfg, dict)
+        and cfg.get("model_type") == "qwen2"
+        and (cfg.get("hidden_size"), cfg.get("num_hidden_layers")) == (64, 2)
+        and read_json(path / "gta_policy.json") is None
+    )
 
 
 TINY_KIND = ModelKind(f"tiny-qwen2-v{TINY_MODEL_VERSION}", "qwen2", legacy=_legacy_tiny)

@@ -72,3 +72,29 @@ def test_corpus_tiny_model_has_the_corpus_vocabulary_and_is_reused(musique_kb_di
     stamp = (out / "model.safetensors").stat().st_mtime_ns
     assert build_corpus_tiny_model(musique_kb_dir, stage1, out, seed=0) == out
     assert (out / "model.safetensors").stat().st_mtime_ns == stamp
+
+
+def test_a_users_qwen2_checkpoint_given_as_out_is_refused(tmp_path):
+    """Only a tiny model directory is replaced: a real Qwen2 checkpoint (24 layers, 896 wide) is not one."""
+    from gta_verl.policies.model_dir import ModelDirError
+
+    out = tmp_path / "Qwen2.5-0.5B"
+    out.mkdir()
+    (out / "config.json").write_text(
+        json.dumps({"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24})
+    )
+    (out / "model.safetensors").write_bytes(b"weights")
+    with pytest.raises(ModelDirError, match="refusing to replace it"):
+        build_tiny_model(out, seed=0)
+    assert (out / "model.safetensors").read_bytes() == b"weights"
+
+
+def test_a_tiny_model_without_manifest_is_rebuilt_with_one(built, tmp_path):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(built, old)
+    (old / "gta_manifest.json").unlink()
+    assert build_tiny_model(old, seed=0) == old
+    m = json.loads((old / "gta_manifest.json").read_text())
+    assert (m["kind"], m["model_type"]) == ("tiny-qwen2-v1", "qwen2")
