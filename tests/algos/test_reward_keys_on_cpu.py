@@ -48,7 +48,10 @@ def _written_keys() -> set[str]:
         score_path_router(request, cfg)[1],
         score_path_router(request, replace(cfg, base_reward="trajectory_guided"))[1],
     ]
-    return {key for info in infos for key in info}
+    # run_single adds reward_error to every row, scored or not (tests/rewards/test_managers_on_cpu.py).
+    from gta_verl.rewards.managers import REWARD_ERROR_KEY
+
+    return {key for info in infos for key in info} | {REWARD_ERROR_KEY}
 
 
 def _reader_trees() -> dict[str, ast.Module]:
