@@ -65,8 +65,12 @@ def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: 
 # what a run's numbers depend on: a published run is restored only into an experiment with the same values
 RESTORE_KEYS = (
     "policy", "kb", "n_paths", "steps", "batch", "n", "lr", "eval_questions", "precision", "sft_steps",
-    "sft_rows", "sft_lr",
+    "sft_rows", "sft_lr", "iii_rows", "iii_epochs", "iii_lr", "train_pool", "filter_groups",
 )  # fmt: skip
+#: The value a setting had before its option existed: a folder published then compares as that value.
+RESTORE_DEFAULTS: dict[str, object] = {
+    "iii_rows": 0, "iii_epochs": 3, "iii_lr": 2e-5, "train_pool": None, "filter_groups": False,
+}  # fmt: skip
 #: The options of ``benchmarks.learning_pretrained`` that change no finished run's numbers: where it is
 #: written or published, which runs are asked for (a run's seed and start are in its name), when it
 #: checkpoints or gives up, and the CPU flags behind ``precision`` (compared itself). Every other option is
@@ -143,7 +147,9 @@ def published_runs(published: Path, settings: dict) -> list[dict]:
     if not isinstance(summary, dict) or not isinstance(summary.get("runs", []), list):
         raise ValueError(f"{path}: not a published results.json (an object with a 'runs' list)")
     old = summary.get("settings") or {}
-    diff = {k: (old.get(k), settings.get(k)) for k in RESTORE_KEYS if old.get(k) != settings.get(k)}
+    was = {k: old.get(k, RESTORE_DEFAULTS.get(k)) for k in RESTORE_KEYS}
+    now = {k: settings.get(k, RESTORE_DEFAULTS.get(k)) for k in RESTORE_KEYS}
+    diff = {k: (was[k], now[k]) for k in RESTORE_KEYS if was[k] != now[k]}
     if diff:
         raise ValueError(f"{path}: published with other settings (published, now): {diff}")
     runs = list(summary.get("runs", []))

@@ -176,3 +176,25 @@ def test_a_missing_step_log_is_refused(pub: Path) -> None:
         ValueError, match=rf"\(sft_fp32_b_s2\): no step log at {pub}/runs/sft_fp32_b_s2/metrics.jsonl"
     ):
         published_runs(pub, _settings())
+
+
+def test_a_folder_published_before_an_option_existed_restores_as_its_default(tmp_path):
+    """exp10 was published before ``--iii-rows``/``--train-pool``/``--filter-groups``: with those at their
+    defaults its runs restore, with (iii) or dynamic sampling asked for they are another experiment."""
+    import shutil
+
+    from benchmarks.learning_pretrained import build_parser
+    from benchmarks.learning_publish import published_runs
+
+    src = Path(__file__).resolve().parents[1] / "docs/learning/experiments/exp10"
+    pub = tmp_path / "exp10"
+    shutil.copytree(src, pub)
+    old = json.loads((pub / "results.json").read_text())["settings"]
+    assert "iii_rows" not in old and "filter_groups" not in old
+    args = vars(build_parser().parse_args([]))
+    now = {**args, **{k: old[k] for k in old if k in args}}
+    assert len(published_runs(pub, now)) == len(json.loads((pub / "results.json").read_text())["runs"])
+    with pytest.raises(ValueError, match="filter_groups"):
+        published_runs(pub, {**now, "filter_groups": True})
+    with pytest.raises(ValueError, match="iii_rows"):
+        published_runs(pub, {**now, "iii_rows": 128})
