@@ -374,8 +374,11 @@ def paired_table(
 ) -> str:
     """Markdown: A − B per held-out set and metric, seed-paired, with a bootstrap interval over questions.
 
-    ``wide``: one row per pair and set, a column per metric holding ``mean [95 % interval]`` and the seeds'
-    values (the learning page's layout); else one row per metric with P(≤ 0) too.
+    ``wide``: one row per pair and set, a column per metric holding ``mean q [interval over questions] ·
+    seeds t [t-interval over seeds]`` and the seeds' values (the learning page's layout); else one row per
+    metric with both intervals, the two-level bootstrap and P(≤ 0). Every interval names the variance it
+    covers: ``q`` resamples the questions with the seeds held fixed; ``seeds t`` treats the seeds as random
+    (``–`` with one seed).
     """
     from gta_verl.eval.paired import paired_difference
 
@@ -386,8 +389,9 @@ def paired_table(
         ]
     else:
         lines = [
-            "| A − B | set | metric | seeds | per seed | mean | 95 % interval (questions) | P(≤ 0) |",
-            "|---|---|---|---|---|---:|---|---:|",
+            "| A − B | set | metric | seeds | per seed | mean | 95 % interval (questions) "
+            "| 95 % interval (seeds, t) | 95 % interval (seeds and questions, bootstrap) | P(≤ 0) |",
+            "|---|---|---|---|---|---:|---|---|---|---:|",
         ]
     for a, b in pairs:
         for key in SETS:
@@ -404,12 +408,16 @@ def paired_table(
                 ci = f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
                 if d.n_unshared:  # a run evaluated on fewer questions narrowed every run to the shared ones
                     ci += f" on {d.n_questions} shared questions, {d.n_unshared} not in every run left out"
+                t_ci = (
+                    f"[{d.seed_t_low:+.3f}, {d.seed_t_high:+.3f}]" if len(d.per_seed) > 1 else "– (one seed)"
+                )
                 if wide:
-                    cells.append(f"**{d.diff:+.3f}** {ci} ({per})")
+                    cells.append(f"**{d.diff:+.3f}** q {ci} · seeds t {t_ci} ({per})")
                 else:
+                    b2 = f"[{d.seed_boot_low:+.3f}, {d.seed_boot_high:+.3f}]"
                     lines.append(
                         f"| ({a}) − ({b}) | {key} | {metric} | {shown} | {per} | {d.diff:+.3f} | "
-                        f"{ci} | {d.p_not_above_0:.3f} |"
+                        f"{ci} | {t_ci} | {b2} | {d.p_not_above_0:.3f} |"
                     )
             if wide:
                 lines.append(f"| ({a}) − ({b}) | {key} | {shown} | " + " | ".join(cells) + " |")

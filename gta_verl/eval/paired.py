@@ -5,7 +5,10 @@ would, so the unpaired standard error of one set (≈ 0.07 on TargetDocCov) over
 difference. :func:`paired_difference` takes, per seed, each policy's per-question values and returns the
 difference of the corpus-level metric (A − B, mean over seeds), each seed's difference, and a percentile
 bootstrap interval that resamples **questions** (the same resample for both policies and every seed): the
-uncertainty from which questions were asked, not from the seeds (read the per-seed values for that).
+uncertainty from which questions were asked, not from the seeds. Two intervals treat the training seeds as
+random too: a t-interval over the per-seed differences, mean ± t_{(1+level)/2, S−1} · sd/√S (undefined for one
+seed), and a two-level bootstrap that resamples seeds, then questions. With three seeds the t-interval is the
+honest one (t_{0.975, 2} = 4.303); the two-level bootstrap of three values understates the seeds' spread.
 
 Metrics (:data:`PAIRED_METRICS`), each a ratio of sums over questions so that the resampled statistic is the
 metric itself:
@@ -56,6 +59,8 @@ class PairedDiff:
         ci_low, ci_high: Percentile bootstrap interval of ``diff`` over questions (``level``).
         level: Coverage of the interval, e.g. 0.95.
         p_not_above_0: Share of bootstrap resamples with a difference ≤ 0 (one-sided; small → A > B).
+        seed_t_low, seed_t_high: t-interval of ``diff`` over the seeds (NaN with one seed).
+        seed_boot_low, seed_boot_high: Two-level bootstrap interval (seeds, then questions, resampled).
     """
 
     metric: str
@@ -67,6 +72,10 @@ class PairedDiff:
     ci_high: float
     level: float
     p_not_above_0: float
+    seed_t_low: float = float("nan")
+    seed_t_high: float = float("nan")
+    seed_boot_low: float = float("nan")
+    seed_boot_high: float = float("nan")
 
 
 def question_rows(records: Sequence[EvalRecord]) -> list[dict[str, Any]]:
@@ -145,6 +154,12 @@ def paired_difference(
     idx = np.random.default_rng(seed).integers(0, len(keys), size=(n_boot, len(keys)))
     boot = (na[:, idx].sum(2) / da[:, idx].sum(2) - nb[:, idx].sum(2) / db[:, idx].sum(2)).mean(0)
     lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    t_lo, t_hi = seed_t_interval(per_seed, level)
+    # Two-level: per resample b, seeds drawn with replacement, then the question resample idx[b].
+    per_seed_boot = na[:, idx].sum(2) / da[:, idx].sum(2) - nb[:, idx].sum(2) / db[:, idx].sum(2)  # (S, B)
+    sidx = np.random.default_rng(seed + 1).integers(0, len(per_seed), size=(n_boot, len(per_seed)))
+    boot2 = per_seed_boot[sidx, np.arange(n_boot)[:, None]].mean(1)
+    b2_lo, b2_hi = np.quantile(boot2, [(1 - level) / 2, (1 + level) / 2])
     return PairedDiff(
         metric=metric,
         n_questions=len(keys),
@@ -155,4 +170,23 @@ def paired_difference(
         ci_high=float(hi),
         level=level,
         p_not_above_0=float((boot <= 0).mean()),
+        seed_t_low=t_lo,
+        seed_t_high=t_hi,
+        seed_boot_low=float(b2_lo),
+        seed_boot_high=float(b2_hi),
     )
+
+
+def seed_t_interval(per_seed: Sequence[float] | np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """mean ± t_{(1+level)/2, S−1} · sd/√S over S per-seed differences (sd with S − 1); NaN for S < 2.
+
+    >>> [round(x, 4) for x in seed_t_interval([0.1, 0.3])]  # 0.2 ± 12.7062 × 0.1414/√2
+    [-1.0706, 1.4706]
+    """
+    from scipy.stats import t
+
+    x = np.asarray(per_seed, dtype=np.float64)
+    if x.size < 2:
+        return float("nan"), float("nan")
+    half = float(t.ppf((1 + level) / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+    return float(x.mean() - half), float(x.mean() + half)

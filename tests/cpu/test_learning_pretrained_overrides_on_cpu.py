@@ -430,6 +430,8 @@ def test_paired_command_prints_hand_computed_differences(tmp_path, capsys):
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("| (b) − (ii)")][0]
     # per seed: 0.5 − 0.5 = +0.000, 0.25 − 0.5 = −0.250; mean −0.125
     assert "| musique | target_doc_cov | 0,1 | +0.000, -0.250 | -0.125 |" in line
+    # over the seeds: sd of (0, −0.25) = 0.17678, se 0.125, t_{0.975, 1} = 12.7062 → −0.125 ± 1.58828
+    assert "| [-1.713, +1.463] |" in line
 
 
 def test_paired_wide_layout_has_a_column_per_metric(tmp_path, capsys):
@@ -445,8 +447,9 @@ def test_paired_wide_layout_has_a_column_per_metric(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "| A − B | set | seeds | target_doc_cov (per seed) | complete_traj_cov (per seed) |"
     # TargetDocCov 0.75 − 0.5 = +0.250, CompleteTrajCov 0.5 − 0 = +0.500 (one seed)
-    assert out[2].startswith("| (r) − (ii) | synthetic | 0 | **+0.250** [")
-    assert "(+0.250) | **+0.500** [" in out[2]
+    assert out[2].startswith("| (r) − (ii) | synthetic | 0 | **+0.250** q [")
+    # one seed: no interval over seeds, said so
+    assert "· seeds t – (one seed) (+0.250) | **+0.500** q [" in out[2]
 
 
 def _published(dest: Path, settings: dict, names: list[str]) -> list[dict]:

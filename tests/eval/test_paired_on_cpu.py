@@ -124,3 +124,22 @@ def test_questions_not_in_every_run_are_counted() -> None:
     # a question without targets is outside TargetDocCov in every run alike: not unshared
     no_target = [_q("1", 1, 2), _q("2", 0, 0)]
     assert paired_difference([no_target], [full[:1]], "target_doc_cov", n_boot=10).n_unshared == 0
+
+
+def test_seed_level_intervals_by_hand() -> None:
+    # Two seeds, two questions, EM. Seed 0: A answers q1 only, B nothing → A − B per question (1, 0), 0.5.
+    # Seed 1: both answer both → (0, 0), 0. Per seed (0.5, 0.0), mean 0.25.
+    a = [[_q("1", 0, 0, em=1.0), _q("2", 0, 0, em=0.0)], [_q("1", 0, 0, em=1.0), _q("2", 0, 0, em=1.0)]]
+    b = [[_q("1", 0, 0, em=0.0), _q("2", 0, 0, em=0.0)], [_q("1", 0, 0, em=1.0), _q("2", 0, 0, em=1.0)]]
+    d = paired_difference(a, b, "em", n_boot=20_000)
+    assert d.per_seed == (0.5, 0.0) and d.diff == 0.25
+    # t over seeds: sd = 0.35355 (ddof 1), se = 0.35355/√2 = 0.25, t_{0.975, 1} = 12.7062 → 0.25 ± 3.17655.
+    assert (d.seed_t_low, d.seed_t_high) == pytest.approx((0.25 - 3.17655, 0.25 + 3.17655), abs=1e-4)
+    # Questions only: seed 0's resampled mean is 0, 0.5 or 1 (p 1/4, 1/2, 1/4), seed 1's always 0, so the
+    # mean over the two seeds is 0, 0.25 or 0.5 → the 95 % interval is [0, 0.5].
+    assert (d.ci_low, d.ci_high) == (0.0, 0.5)
+    # Two levels: seeds (0, 0) with p 1/4 keep seed 0's value (1 with p 1/16 overall > 2.5 %), so the
+    # interval reaches 1; 0 has p 1/4 + 1/4·1/4 + 1/2·1/4 = 0.4375 > 2.5 % → [0, 1].
+    assert (d.seed_boot_low, d.seed_boot_high) == (0.0, 1.0)
+    one = paired_difference(a[:1], b[:1], "em")
+    assert one.seed_t_low != one.seed_t_low  # NaN: one seed says nothing about the seeds' spread
