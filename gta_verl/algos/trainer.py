@@ -67,7 +67,7 @@ from gta_verl.algos.route_weights import (
 )
 from gta_verl.algos.schedule import warmup_lambda
 from gta_verl.algos.shuffled_control import SHUFFLED_GRPO_NAME
-from gta_verl.algos.step_metrics import evidence_step_metrics, kl_token_frac
+from gta_verl.algos.step_metrics import evidence_step_metrics, kl_token_frac, signal_step_metrics
 from gta_verl.data import schema
 from gta_verl.data.schema import DISTILL_SELECT_DEFAULT, plain_value
 from gta_verl.preflight import trainer_name
@@ -164,6 +164,15 @@ def _distillation_enabled(config: Any) -> bool:
     return bool(dist is not None and dist.get("enabled", False))
 
 
+def _signal_metrics(data: Mapping[str, Any], keep: list[bool]) -> dict[str, float]:
+    """``gta/groups_with_signal`` and ``gta/rollouts_with_signal`` over the kept rows (TQ fields ``uid``,
+    ``advantages`` and ``response_mask``, regular or nested tensors)."""
+    uids = [u for u, ok in zip(plain_value(data["uid"]), keep, strict=True) if ok]
+    rows = zip(data["advantages"].unbind(0), data["response_mask"].unbind(0), keep, strict=True)
+    kept = [(a.tolist(), m.tolist()) for a, m, ok in rows if ok]
+    return signal_step_metrics(uids, [a for a, _ in kept], [m for _, m in kept])
+
+
 def _token_sum(t: torch.Tensor, keep: list[bool]) -> float:
     padded = t.to_padded_tensor(0) if getattr(t, "is_nested", False) else t
     return float(padded[torch.tensor(keep, dtype=torch.bool)].float().sum().item())
@@ -207,11 +216,13 @@ class GTATrainerMixin:
         """verl's step metrics, then ``gta/*`` from the step's ``extra_fields`` (still in TQ)."""
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
         with_kl = _distillation_enabled(self.config)
-        fields = ["extra_fields", "response_mask"] + (["distill_mask"] if with_kl else [])
+        fields = ["extra_fields", "response_mask", "uid", "advantages"]
+        fields += ["distill_mask"] if with_kl else []
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
         extra = list(plain_value(data["extra_fields"]))
         keep = _padding_keep(batch, len(extra))
         metrics.update(evidence_step_metrics(extra, keep))
+        metrics.update(_signal_metrics(data, keep))
         if with_kl:
             metrics.update(
                 kl_token_frac(_token_sum(data["distill_mask"], keep), _token_sum(data["response_mask"], keep))

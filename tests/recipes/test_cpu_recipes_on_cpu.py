@@ -141,6 +141,13 @@ def _evidence(recipe: str, steps: dict) -> None:
     for step in (1, 2):
         keys = [k for k in steps[step] if k.startswith("gta/")]
         assert keys, f"{recipe} step {step}: no gta/* metric in {sorted(steps[step])}"
+    for step in (1, 2):
+        m = steps[step]
+        # The training-time signal gate agrees with verl's own advantage range: a step has a group with
+        # signal exactly when some policy token's advantage is non-zero.
+        assert 0.0 <= m["gta/rollouts_with_signal"] <= 1.0 and 0.0 <= m["gta/groups_with_signal"] <= 1.0, m
+        moved = m["critic/advantages/max"] != 0 or m["critic/advantages/min"] != 0
+        assert (m["gta/groups_with_signal"] > 0) == moved, m
     errors = [v for k, v in steps[1].items() if "retrieval_errors" in k]
     assert errors and all(v == 0 for v in errors), {k: v for k, v in steps[1].items() if "retrieval" in k}
 
