@@ -49,12 +49,16 @@ __all__ = [
     "KL_SCHEDULES",
     "OVERLAPS",
     "ROUTE_NAMES",
+    "EXPLORATION_RULES",
+    "LAZY_RULES",
+    "REDUNDANCY_RULES",
     "ROUTINGS",
     "PathRouterConfig",
     "PathRouterKLConfig",
     "PathRouterReward",
     "Route",
     "correctness",
+    "covered_repeats",
     "path_overlap",
     "path_router_config_from_trainer",
     "path_router_reward",
@@ -64,6 +68,19 @@ __all__ = [
 ]
 
 ROUTINGS = ("2d", "answer_only", "path_only")
+#: When r_e is paid: ``searched`` (gta-verl's default: >= 1 search and a non-empty answer) or
+#: ``multi_turn_correct`` (Table 5: "multi-turn retrieval on correctly answered questions": >= 2 searches
+#: and C = 1).
+EXPLORATION_RULES = ("searched", "multi_turn_correct")
+#: When r_l is paid: ``no_search`` (default: the answer action with no search) or
+#: ``single_search_low_coverage`` (Table 5: "single-turn stops with insufficient evidence coverage": the
+#: answer action after <= 1 search while P < θ_P; a row without gold evidence, whose coverage is unknown,
+#: only when there was no search).
+LAZY_RULES = ("no_search", "single_search_low_coverage")
+#: What r_d is paid for: ``repeated_query`` (default: each repeated normalized query) or ``covered_evidence``
+#: (Table 5: "re-retrieving covered evidence": each search whose shown documents include a target document
+#: already shown by an earlier search and no target document not shown before; see :func:`covered_repeats`).
+REDUNDANCY_RULES = ("repeated_query", "covered_evidence")
 OVERLAPS = ("best_passage", "bag")
 BASE_REWARDS = ("path_router", "trajectory_guided")
 KL_SCHEDULES = ("linear", "cosine", "constant")
@@ -93,7 +110,7 @@ class PathRouterKLConfig(StrictConfig):
             Table 7). False = "uniform KL" ablation: every trajectory is selected.
         topk: K_vocab, the teacher's top-K ids kept per position; must equal verl's
             ``distillation.distillation_loss.topk``. Default 32 (verl's OPD default; the
-            paper does not give its value).
+            paper's Table 5, as transcribed in a public digest, gives 128: the paper preset).
         lambda_max: λ after warmup, the KL coefficient. Default 0.1: the KL of a same-size
             frozen teacher on reasoning/query tokens is O(0.1–1) nats while GRPO's
             surrogate is O(|Â|)≈1, so 0.1 keeps the KL a guide rather than the objective
@@ -141,7 +158,8 @@ class PathRouterConfig(StrictConfig):
         overlap: how ``retrieved(τ_i)`` enters P: ``best_passage`` (default: per gold
             passage, the best F1 of any one shown passage) or ``bag`` (the literal reading:
             one bag of tokens of all shown passages; falls as a rollout searches more).
-        alpha: α, weight of r_p = P in R (paper names the term, not the value; 1.0 puts
+        alpha: α, weight of r_p = P in R (Table 5, as transcribed in a public digest: 0.5, the
+            paper preset ``gta_verl/config/preset/path_router_paper.yaml``; our 1.0 puts
             evidence overlap on the same scale as answer F1).
         exploration_bonus: r_e, added once when the trajectory searched at least once and
             answered. Default 0.1 — small next to r_a ∈ [0, 1], and paid once so that
@@ -155,6 +173,16 @@ class PathRouterConfig(StrictConfig):
         redundancy_penalty: r_d per repeated (normalized) search query. Default -0.05.
         redundancy_max_count: at most this many repeats are penalized (caps r_d at
             -0.2 by default, so one loop cannot dominate R).
+        exploration_rule: when r_e is paid (:data:`EXPLORATION_RULES`). Default ``searched``;
+            the paper preset's ``multi_turn_correct`` pays it for >= 2 searches and C = 1.
+        lazy_rule: when r_l is paid (:data:`LAZY_RULES`). Default ``no_search``; the paper
+            preset's ``single_search_low_coverage`` pays it for an answer after <= 1 search with P < θ_P.
+        redundancy_rule: what r_d counts (:data:`REDUNDANCY_RULES`). Default ``repeated_query``;
+            the paper preset's ``covered_evidence`` counts searches that re-show covered target documents
+            and show no new one.
+        no_answer_reward: R_0, the paper's base reward (Table 5: -1), read as the reward of a trajectory
+            that never took the answer action: R = R_0 + r_s there instead of r_a + α·r_p + r_s. Default
+            None: no base reward (such a trajectory gets α·P + r_s, as any other).
         route_weights: w_route for (C↑P↑, C↑P↓, C↓P↑, C↓P↓). Default (1.0, 0.5, 0.5, 1.0):
             halve the reinforcement of shortcut successes and halve the penalty on
             evidence-seeking failures; keep faithful successes and joint failures as GRPO.
@@ -184,6 +212,10 @@ class PathRouterConfig(StrictConfig):
     route_scaling: bool = True
     routing: str = "2d"
     base_reward: str = "path_router"
+    exploration_rule: str = "searched"
+    lazy_rule: str = "no_search"
+    redundancy_rule: str = "repeated_query"
+    no_answer_reward: float | None = None
     kl: PathRouterKLConfig = field(default_factory=PathRouterKLConfig)
 
     def __post_init__(self) -> None:
@@ -209,6 +241,17 @@ class PathRouterConfig(StrictConfig):
             raise ValueError(f"gta.path_router.routing={self.routing!r}; use one of {ROUTINGS}")
         if self.base_reward not in BASE_REWARDS:
             raise ValueError(f"gta.path_router.base_reward={self.base_reward!r}; use one of {BASE_REWARDS}")
+        for name, value, known in (
+            ("exploration_rule", self.exploration_rule, EXPLORATION_RULES),
+            ("lazy_rule", self.lazy_rule, LAZY_RULES),
+            ("redundancy_rule", self.redundancy_rule, REDUNDANCY_RULES),
+        ):
+            if value not in known:
+                raise ValueError(f"gta.path_router.{name}={value!r}; use one of {known}")
+        if self.no_answer_reward is not None and not math.isfinite(float(self.no_answer_reward)):
+            raise ValueError(
+                f"gta.path_router.no_answer_reward={self.no_answer_reward} must be finite or null"
+            )
         if self.redundancy_max_count < 0:
             raise ValueError(f"gta.path_router.redundancy_max_count={self.redundancy_max_count} must be >= 0")
 
@@ -327,6 +370,30 @@ def _count_repeats(queries: Sequence[str]) -> int:
     return repeats
 
 
+def covered_repeats(turn_doc_ids: Sequence[Sequence[str]], target_doc_ids: Sequence[str]) -> int:
+    """Searches that re-retrieve covered evidence (Table 5's r_d, the paper preset's ``covered_evidence``).
+
+    Search t, showing documents D_t, re-retrieves covered evidence when it shows a target document that an
+    earlier search already showed and no target document that none did:
+    ``D_t ∩ S ≠ ∅``, ``D_t ∩ S ⊆ C_{t−1}`` with ``C_{t−1} = S ∩ (D_1 ∪ … ∪ D_{t−1})``. A search that finds
+    nothing of S is not counted here (it covers nothing, old or new: eq 17's miss is its own term). Without
+    target ids (S = ∅) nothing counts.
+
+    Examples:
+        >>> covered_repeats([["a", "x"], ["a"], ["a", "b"], ["b", "y"], ["z"]], ["a", "b"])  # turns 2 and 4
+        2
+    """
+    targets = {str(t) for t in target_doc_ids}
+    covered: set[str] = set()
+    count = 0
+    for shown in turn_doc_ids:
+        hits = {str(d) for d in shown} & targets
+        if hits and hits <= covered:
+            count += 1
+        covered |= hits
+    return count
+
+
 def shaping_reward(
     num_searches: int,
     answered: bool,
@@ -334,13 +401,21 @@ def shaping_reward(
     queries: Sequence[str],
     cfg: PathRouterConfig,
     answer_action: bool | None = None,
+    correct: bool = False,
+    evidence_poor: bool = False,
+    covered_repeat_count: int = 0,
 ) -> float:
-    """r_s = r_e + r_l + r_o + r_d (§3.4; values in :class:`PathRouterConfig`).
+    """r_s = r_e + r_l + r_o + r_d (§3.4; values and rules in :class:`PathRouterConfig`).
 
-    * exploration bonus r_e: searched at least once **and** gave a non-empty answer;
-    * lazy penalty r_l: took the answer action (empty or not) with no search;
+    * exploration bonus r_e: ``searched`` — searched at least once **and** gave a non-empty answer;
+      ``multi_turn_correct`` — searched at least twice and the answer is correct (C = 1);
+    * lazy penalty r_l: ``no_search`` — took the answer action (empty or not) with no search;
+      ``single_search_low_coverage`` — took the answer action after at most one search while the evidence
+      was poor (``evidence_poor``: P < θ_P with gold evidence; without gold evidence only with no search);
     * timeout penalty r_o: budget exhausted / truncated without taking the answer action;
-    * redundancy penalty r_d: per repeated normalized query, capped.
+    * redundancy penalty r_d: ``repeated_query`` — per repeated normalized query; ``covered_evidence`` — per
+      search that re-retrieved covered evidence (``covered_repeat_count``, :func:`covered_repeats`); capped at
+      ``redundancy_max_count``.
 
     The empty answer ``<answer></answer>`` is an answer action with nothing in it: it ends the episode, so
     it takes the lazy penalty without a search, but earns no exploration bonus — it never pays better than a
@@ -349,6 +424,9 @@ def shaping_reward(
     Args:
         answered: A non-empty answer was given.
         answer_action: The answer action was taken (default: ``answered``).
+        correct: C = 1 (read by ``multi_turn_correct``).
+        evidence_poor: the evidence coverage is insufficient (read by ``single_search_low_coverage``).
+        covered_repeat_count: searches that re-retrieved covered evidence (read by ``covered_evidence``).
 
     Examples:
         >>> cfg = PathRouterConfig()
@@ -361,13 +439,22 @@ def shaping_reward(
     """
     acted = answered if answer_action is None else bool(answer_action) or answered
     r = 0.0
-    if answered and num_searches > 0:
+    if cfg.exploration_rule == "multi_turn_correct":
+        explored = answered and correct and num_searches >= 2
+    else:
+        explored = answered and num_searches > 0
+    if explored:
         r += cfg.exploration_bonus
-    if acted and num_searches == 0:
+    if cfg.lazy_rule == "single_search_low_coverage":
+        lazy = acted and (num_searches == 0 or (num_searches <= 1 and evidence_poor))
+    else:
+        lazy = acted and num_searches == 0
+    if lazy:
         r += cfg.lazy_penalty
     if budget_exhausted and not acted:
         r += cfg.timeout_penalty
-    r += cfg.redundancy_penalty * min(_count_repeats(queries), cfg.redundancy_max_count)
+    repeats = covered_repeat_count if cfg.redundancy_rule == "covered_evidence" else _count_repeats(queries)
+    r += cfg.redundancy_penalty * min(repeats, cfg.redundancy_max_count)
     return r
 
 
@@ -417,8 +504,13 @@ def path_router_reward(
     num_searches: int | None = None,
     budget_exhausted: bool = False,
     cfg: PathRouterConfig | None = None,
+    turn_doc_ids: Sequence[Sequence[str]] = (),
+    target_doc_ids: Sequence[str] = (),
 ) -> PathRouterReward:
     """R(τ_i) = r_a + α·r_p + r_s plus the routing diagnostics (§3.2, §3.4).
+
+    With ``no_answer_reward`` = R_0 set (the paper preset: −1), a trajectory that never took the answer
+    action gets R = R_0 + r_s instead.
 
     Args:
         prediction: the extracted final answer, or None when the agent never answered.
@@ -430,6 +522,8 @@ def path_router_reward(
         num_searches: number of searches; defaults to ``len(queries)``.
         budget_exhausted: the action budget / response length ran out.
         cfg: :class:`PathRouterConfig` (defaults when None).
+        turn_doc_ids: the documents each search showed (``covered_evidence`` redundancy).
+        target_doc_ids: S(x), the row's target documents (``covered_evidence`` redundancy).
     """
     cfg = cfg or PathRouterConfig()
     n_search = len(queries) if num_searches is None else int(num_searches)
@@ -438,14 +532,29 @@ def path_router_reward(
     c = int(em > 0 or f1_score >= cfg.theta_c)
     has_gold = any(str(g).strip() for g in gold_texts)
     p = path_overlap(retrieved_texts, gold_texts, cfg.overlap) if has_gold else 0.0
+    evidence_poor = has_gold and p < cfg.theta_p
+    covered = (
+        covered_repeats(turn_doc_ids, target_doc_ids) if cfg.redundancy_rule == "covered_evidence" else 0
+    )
     r_s = shaping_reward(
-        n_search, answered, budget_exhausted, queries, cfg, answer_action=prediction is not None
+        n_search,
+        answered,
+        budget_exhausted,
+        queries,
+        cfg,
+        answer_action=prediction is not None,
+        correct=bool(c),
+        evidence_poor=evidence_poor,
+        covered_repeat_count=covered,
     )
     r = route(c, p, cfg, has_gold=has_gold)
-    evidence_poor = has_gold and p < cfg.theta_p
     select = cfg.kl.enabled and has_gold and (evidence_poor or not cfg.kl.selective)
+    if cfg.no_answer_reward is not None and prediction is None:
+        score = float(cfg.no_answer_reward) + r_s
+    else:
+        score = f1_score + cfg.alpha * p + r_s
     return PathRouterReward(
-        score=f1_score + cfg.alpha * p + r_s,
+        score=score,
         r_a=f1_score,
         r_p=p,
         r_s=r_s,

@@ -86,6 +86,8 @@ def score_path_router(
         num_searches=request.num_searches,
         budget_exhausted=_budget_exhausted(request),
         cfg=cfg,
+        turn_doc_ids=request.turn_doc_ids,
+        target_doc_ids=request.target_doc_ids,
     )
     if cfg.base_reward == "trajectory_guided":
         score, info = score_trajectory_guided(request, trajectory_cfg or TrajectoryRewardConfig())

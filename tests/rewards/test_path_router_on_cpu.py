@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import pytest
 
 from gta_verl.rewards.path_router import (
@@ -264,3 +267,128 @@ def test_the_empty_answer_never_beats_a_wrong_guess():
     assert path_router_reward(
         "", gold, [], no_gold_texts, queries=["q"], budget_exhausted=True, cfg=CFG
     ).score == pytest.approx(0.0)
+
+
+# ----------------------------------------------------------------------------- the paper preset (Table 5)
+def _paper_cfg():
+    from omegaconf import OmegaConf
+
+    import gta_verl
+    from gta_verl.rewards.path_router import PathRouterConfig
+
+    preset = Path(gta_verl.__file__).parent / "config" / "preset" / "path_router_paper.yaml"
+    return PathRouterConfig.from_mapping(OmegaConf.load(preset).gta.path_router)
+
+
+# Gold evidence: two 4-token passages; the targets d1, d2 are their documents.
+GOLD = ["b c d e", "f g h i"]  # no article: SQuAD normalization drops "a"
+TARGETS = ["d1", "d2"]
+
+
+def _paper(prediction, texts, queries, turn_ids, budget_exhausted=False):
+    from gta_verl.rewards.path_router import path_router_reward
+
+    return path_router_reward(
+        prediction,
+        ["Paris"],
+        texts,
+        GOLD,
+        queries=queries,
+        budget_exhausted=budget_exhausted,
+        cfg=_paper_cfg(),
+        turn_doc_ids=turn_ids,
+        target_doc_ids=TARGETS,
+    )
+
+
+def test_paper_preset_values():
+    cfg = _paper_cfg()
+    assert (cfg.alpha, cfg.theta_c, cfg.theta_p, cfg.overlap) == (0.5, 0.5, 0.1, "bag")
+    assert cfg.route_weights == (1.0, 0.5, 0.3, 1.0) and cfg.kl.topk == 128 and cfg.no_answer_reward == -1.0
+
+
+def test_paper_exploration_bonus_needs_two_searches_and_a_correct_answer():
+    # Both gold passages shown over 2 searches: bag P = F1 of the 8-token bag against each 4-token passage
+    # = 2·(4/8)·(4/4)/(4/8 + 4/4) = 2/3. r_a = 1, r_e = +0.2 → R = 1 + 0.5·2/3 + 0.2 = 1.5333.
+    two = _paper("Paris", GOLD, ["q one", "q two"], [["d1"], ["d2"]])
+    assert two.r_s == pytest.approx(0.2) and two.score == pytest.approx(1 + 0.5 * 2 / 3 + 0.2)
+    # One search showing gold 1: P = (1 + 0)/2 = 0.5 ≥ θ_P, so no lazy penalty, and no r_e (one search):
+    # R = 1 + 0.5·0.5 = 1.25. (The default rule would pay r_e = +0.1 here.)
+    one = _paper("Paris", ["b c d e"], ["q one"], [["d1"]])
+    assert one.r_s == 0.0 and one.score == pytest.approx(1.25)
+    # Two searches, wrong answer: no r_e. r_a = 0 → R = 0.5·2/3 = 0.3333.
+    wrong = _paper("Rome", GOLD, ["q one", "q two"], [["d1"], ["d2"]])
+    assert wrong.r_s == 0.0 and wrong.score == pytest.approx(0.5 * 2 / 3)
+
+
+def test_paper_lazy_penalty_is_a_stop_after_at_most_one_search_with_poor_coverage():
+    # One search showing "x y z" (no gold token): P = 0 < 0.1 → r_l = −0.25; wrong answer → R = −0.25.
+    lazy = _paper("Rome", ["x y z"], ["q one"], [["x"]])
+    assert lazy.r_s == pytest.approx(-0.25) and lazy.score == pytest.approx(-0.25)
+    # No search at all: also lazy, R = −0.25.
+    assert _paper("Rome", [], [], []).score == pytest.approx(-0.25)
+    # Two searches with the same poor coverage: not a single-turn stop → R = 0.
+    assert _paper("Rome", ["x y z", "u v w"], ["q one", "q two"], [["x"], ["u"]]).score == 0.0
+    # One search whose passage covers enough: "b c x" against "b c d e": 2 common tokens,
+    # F1 = 2·(2/3)·(2/4)/(2/3 + 2/4) = 4/7; against "f g h i" 0 → P = 2/7 = 0.2857 ≥ 0.1: not lazy,
+    # R = 0 + 0.5·2/7 = 0.1429.
+    covered = _paper("Rome", ["b c x"], ["q one"], [["d1"]])
+    assert covered.r_s == 0.0 and covered.score == pytest.approx(0.5 * 2 / 7)
+
+
+def test_paper_timeout_and_base_reward():
+    # No answer action, budget exhausted, 2 searches showing nothing of the gold: R = R_0 + r_o = −1 − 0.5.
+    out = _paper(None, ["x y z", "u v w"], ["q one", "q two"], [["x"], ["u"]], budget_exhausted=True)
+    assert out.r_s == pytest.approx(-0.5) and out.score == pytest.approx(-1.5)
+    # No answer action, budget not exhausted (the response stopped without one): R = R_0 = −1, even with
+    # both gold passages shown (α·P is not paid without an answer).
+    assert _paper(None, GOLD, ["q one", "q two"], [["d1"], ["d2"]]).score == pytest.approx(-1.0)
+    # Under the defaults the first trajectory gets R = 0 + 1.0·0 + r_o(−0.2) = −0.2 (no base reward).
+    from gta_verl.rewards.path_router import path_router_reward
+
+    default = path_router_reward(
+        None, ["Paris"], ["x y z", "u v w"], GOLD, queries=["q one", "q two"], budget_exhausted=True
+    )
+    assert default.score == pytest.approx(-0.2)
+
+
+def test_paper_redundancy_is_re_retrieving_covered_evidence():
+    # Searches show [d1, x], [d1], [d1, d2]: search 2 re-shows covered d1 and nothing new → 1 redundant;
+    # search 3 adds d2 → not. Repeated query text does not count under this rule ("q" three times).
+    # P: distinct shown texts "b c d e", "x", "f g h i" → a 9-token bag; F1 against each gold passage
+    # 2·(4/9)·1/(4/9 + 1) = 8/13, so P = 8/13. Correct after 3 searches: r_e = +0.2; r_d = −0.1·1.
+    # R = 1 + 0.5·8/13 + 0.2 − 0.1 = 1.4077.
+    texts = ["b c d e", "x", "b c d e", "b c d e", "f g h i"]
+    out = _paper("Paris", texts, ["q", "q", "q"], [["d1", "x"], ["d1"], ["d1", "d2"]])
+    assert out.p == pytest.approx(8 / 13)
+    assert out.r_s == pytest.approx(0.2 - 0.1) and out.score == pytest.approx(1 + 0.5 * 8 / 13 + 0.1)
+
+
+def test_covered_repeats_by_hand():
+    from gta_verl.rewards.path_router import covered_repeats
+
+    # [d1]; [d1] (covered, nothing new: 1); [d2] (new); [d1, d2] (both covered: 2); [z] (no target)
+    assert covered_repeats([["d1"], ["d1"], ["d2"], ["d1", "d2"], ["z"]], ["d1", "d2"]) == 2
+    assert covered_repeats([["d1"], ["d1"]], []) == 0  # no target ids: nothing counts
+
+
+def test_paper_preset_route_weight_of_an_evidence_seeking_failure():
+    # Wrong answer with P = 2/3 ≥ θ_P → C↓P↑, weight w_preserve = 0.3 (defaults: 0.5).
+    out = _paper("Rome", GOLD, ["q one", "q two"], [["d1"], ["d2"]])
+    assert out.route == 2 and out.route_weight == 0.3
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("exploration_rule", "often"),
+        ("lazy_rule", "never"),
+        ("redundancy_rule", "x"),
+        ("no_answer_reward", math.nan),
+    ],
+)
+def test_unknown_rules_and_a_non_finite_base_reward_are_refused(key, value):
+    from gta_verl.rewards.path_router import PathRouterConfig
+
+    with pytest.raises(ValueError, match=key):
+        PathRouterConfig(**{key: value})
