@@ -211,22 +211,16 @@ def rescored_rewards(dump: Mapping[str, Any], tokenizer: Any) -> list[float]:
     """R_traj (eq 18) of each dumped rollout, recomputed from its text, ground truth and turn records.
 
     Independent of the trainer's reward wiring (manager, verl's reward loop, the advantage estimator):
-    the pure :func:`gta_verl.rewards.scoring.score_trajectory_guided` on what the policy said and saw.
+    the pure :func:`gta_verl.rewards.scoring.score_trajectory_guided` on what the policy said and saw. The
+    request is built by the reward managers' own builder (:func:`gta_verl.rewards.scoring.scoring_request`),
+    so a search whose tool response verl never appended (``gta/turn_obs_start`` at or past the response's
+    end, verl's ``tool_agent``) shows nothing here either, exactly as in the reward the run was paid.
     """
-    from gta_verl.data.schema import parse_ground_truth
-    from gta_verl.rewards.scoring import ScoringRequest, score_trajectory_guided
+    from gta_verl.rewards.scoring import score_trajectory_guided, scoring_request
 
     out = []
     for ids, rm, extra in zip(dump["responses"], dump["reward_model"], dump["extra_fields"], strict=True):
-        answers, doc_ids, texts = parse_ground_truth(dict(rm)["ground_truth"])
-        request = ScoringRequest(
-            response_text=tokenizer.decode(ids, skip_special_tokens=True),
-            answers=tuple(answers),
-            target_doc_ids=tuple(doc_ids),
-            support_texts=tuple(texts),
-            extra_fields=dict(extra or {}),
-        )
-        out.append(score_trajectory_guided(request)[0])
+        out.append(score_trajectory_guided(scoring_request(ids, rm, extra, tokenizer))[0])
     return out
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "reward_config_from_trainer",
     "score_exact_match",
     "score_trajectory_guided",
+    "scoring_request",
     "scoring_request_from_data",
 ]
 
@@ -166,24 +167,61 @@ def scoring_request_from_data(data: Any, tokenizer: Any) -> ScoringRequest:
     """
     item = data[len(data) - 1] if _is_batched(data) else data
     ntb = item.non_tensor_batch
-    reward_model = _as_mapping(ntb.get("reward_model"))
-    if "ground_truth" not in reward_model:
+    return scoring_request(
+        _response_ids(item),
+        ntb.get("reward_model"),
+        ntb.get("tool_extra_fields"),
+        tokenizer,
+        data_source=str(plain_value(ntb.get("data_source", "")) or ""),
+        extra_info=ntb.get("extra_info"),
+    )
+
+
+def scoring_request(
+    response_ids: Any,
+    reward_model: Any,
+    extra_fields: Any,
+    tokenizer: Any,
+    data_source: str = "",
+    extra_info: Any = None,
+) -> ScoringRequest:
+    """The :class:`ScoringRequest` of one rollout from plain parts: what every scorer of the package reads.
+
+    The reward managers (through :func:`scoring_request_from_data`) and the learning probe
+    (:func:`gta_verl.eval.learning_probe.rescored_rewards`, from a step dump) both build their requests here,
+    so both drop the searches the policy never saw (:func:`gta_verl.data.schema.drop_unshown_searches`) and
+    refuse the same malformed records.
+
+    Args:
+        response_ids: the valid response token ids (no padding).
+        reward_model: the row's ``reward_model`` column (``{"ground_truth": ...}``).
+        extra_fields: the agent loop's ``extra_fields`` (``gta/...`` keys), or None.
+        tokenizer: decodes ``response_ids`` (special tokens skipped).
+        data_source: the row's ``data_source``.
+        extra_info: the row's ``extra_info`` column.
+
+    Raises:
+        KeyError: no ``reward_model.ground_truth``.
+        ValueError: a malformed ground truth or ``gta/turn_doc_ids``.
+    """
+    rm = _as_mapping(reward_model)
+    if "ground_truth" not in rm:
         raise KeyError(
             "reward_model.ground_truth missing from the sample; build parquet rows with "
             "gta_verl.data.schema.make_verl_row"
         )
-    answers, doc_ids, texts = parse_ground_truth(plain_value(reward_model["ground_truth"]))
-    response_ids = _response_ids(item)
-    extra_fields = drop_unshown_searches(_as_mapping(ntb.get("tool_extra_fields")), len(response_ids))
-    parse_turn_doc_ids(extra_fields.get(EF_TURN_DOC_IDS))  # refused here, whichever manager scores
+    answers, doc_ids, texts = parse_ground_truth(plain_value(rm["ground_truth"]))
+    ids = [int(t) for t in plain_value(response_ids)]
+    fields = drop_unshown_searches(_as_mapping(extra_fields), len(ids))
+    parse_turn_doc_ids(fields.get(EF_TURN_DOC_IDS))  # refused here, whichever manager scores
     return ScoringRequest(
-        response_text=str(tokenizer.decode(response_ids, skip_special_tokens=True)),
+        response_text=str(tokenizer.decode(ids, skip_special_tokens=True)),
         answers=tuple(answers),
         target_doc_ids=tuple(doc_ids),
         support_texts=tuple(texts),
-        extra_fields=extra_fields,
-        data_source=str(plain_value(ntb.get("data_source", "")) or ""),
-        extra_info=_as_mapping(ntb.get("extra_info")),
+        extra_fields=fields,
+        data_source=data_source,
+        extra_info=_as_mapping(extra_info),
     )
 
 

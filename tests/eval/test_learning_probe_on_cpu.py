@@ -190,3 +190,28 @@ def test_misplaced_advantages_are_listed_where_the_probe_sees_nothing():
     # same S_policy whatever verl placed where (here +1 · mean(+0.1, +0.1) = 0.1 > 0).
     res = probe([1.0], [[-1.0, -1.0, -1.0]], [[-0.9, -0.5, -0.9]], [[1, 0, 1]])
     assert res.policy_shift == pytest.approx(0.1)
+
+
+def test_rescored_rewards_drop_searches_the_policy_never_saw():
+    """A verl ``tool_agent`` dump whose second search's tool response was never appended (its
+    ``gta/turn_obs_start`` is the response's length): the probe scores what the reward managers score."""
+    from gta_verl.agent.tokenizer import load_qwen_tokenizer
+    from gta_verl.data import schema
+    from gta_verl.eval.learning_probe import rescored_rewards
+    from gta_verl.rewards.scoring import score_trajectory_guided, scoring_request
+
+    tok = load_qwen_tokenizer()
+    ids = tok.encode("<answer> Paris </answer>", add_special_tokens=False)
+    rm = {"ground_truth": schema.make_ground_truth(["Paris"], ["d1", "d2"])}
+    extra = {
+        schema.EF_TURN_QUERIES: ["capital of France", "France"],
+        schema.EF_TURN_DOC_IDS: [["d1"], ["d2"]],
+        schema.EF_TURN_OBS_START: [2, len(ids)],  # the second search's response would start past the end
+    }
+    dump = {"responses": [ids], "reward_model": [rm], "extra_fields": [extra]}
+    # Shown: search 1 finds d1 (+0.25); search 2 showed nothing, a miss (−0.10); the answer is right but
+    # the chain incomplete (C_T = {d1} ⊉ {d1, d2}): +1. R_traj = 0.25 − 0.10 + 1 = 1.15.
+    # (Scored from the raw fields, as before: 0.25 + 0.25 + 2 = 2.5, a reward the run was never paid.)
+    assert rescored_rewards(dump, tok) == [pytest.approx(1.15)]
+    # The same number as the managers' own request builder gives.
+    assert score_trajectory_guided(scoring_request(ids, rm, extra, tok))[0] == pytest.approx(1.15)
