@@ -106,7 +106,10 @@ def row(name: str, report: Any, held: dict[str, dict]) -> str:
         f"{by['a'].mean_abs_adv:.3f}",
         f"{by['b'].mean_abs_adv:.3f}",
         f"{report.term_rates()['searches / rollout']:.2f}",
-        *(f"{float(held[k]['em']):.3f} / {float(held[k]['target_doc_cov']):.3f}" for k in SETS),
+        *(
+            f"{float(held[k]['em']):.3f} / {float(held[k]['target_doc_cov']):.3f}" if k in held else "–"
+            for k in SETS
+        ),
     ]
     return "| " + " | ".join(cells) + " |"
 
@@ -136,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iii-epochs", type=int, default=3, help="(iii): passes over them")
     p.add_argument("--iii-lr", type=float, default=2e-5)
     p.add_argument("--warm-starts", default="ii,iii", help="which warm starts to measure")
+    p.add_argument(
+        "--heldout-of",
+        default="ii,iii",
+        help="which warm starts to evaluate on the held-out sets (a published one can be left out)",
+    )
     args = p.parse_args(argv)
     from benchmarks.cpu_precision import cpu_bf16_flags
     from gta_verl.eval.signal import render_markdown
@@ -171,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 str(model), data, kb, Path(f"{prefix}{key}"), args.eval_questions, "sft" if k == "ii" else k
             )
             for key, (data, kb) in inputs["plain"]["sets"].items()
+            if k in args.heldout_of.split(",")
         }
         rows.append(row(label, reports[k], held))
         results[k] = {"model": str(model), "held_out": held, "signal": _summary(reports[k])}
