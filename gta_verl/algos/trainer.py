@@ -106,7 +106,7 @@ def route_fields_from_extra(extra_fields: Sequence[Mapping[str, Any]]) -> dict[s
 
     Returns float64 tensors ``route_weight`` (1.0 if missing), ``route`` (−1 if missing),
     ``C``, ``P``, ``distill_select`` (:data:`~gta_verl.data.schema.DISTILL_SELECT_DEFAULT`
-    if missing) and ``has_gold_evidence``.
+    if missing), ``has_gold_evidence`` and ``reward_error``.
     """
     keys = {
         schema.RI_ROUTE_WEIGHT: 1.0,
@@ -115,6 +115,7 @@ def route_fields_from_extra(extra_fields: Sequence[Mapping[str, Any]]) -> dict[s
         schema.RI_P: 0.0,
         schema.RI_DISTILL_SELECT: DISTILL_SELECT_DEFAULT,
         schema.RI_HAS_GOLD_EVIDENCE: 0.0,
+        schema.RI_REWARD_ERROR: 0.0,
     }
     cols: dict[str, list[float]] = {k: [] for k in keys}
     for ef in extra_fields:
@@ -391,6 +392,8 @@ class PathRouterMixin:
         extra = list(plain_value(data["extra_fields"]))
         fields = route_fields_from_extra(extra)
         keep = torch.tensor(_padding_keep(batch, len(extra)), dtype=torch.bool)
+        # A row whose reward could not be computed carries placeholder C, P and route (0 = C+P+): not a route.
+        keep &= fields[schema.RI_REWARD_ERROR] == 0
         metrics.update(_step_metrics(fields, keep, self.path_router_cfg.theta_p))
         selected = fields[schema.RI_DISTILL_SELECT][keep]
         self._distill_select_frac = float(selected.mean().item()) if selected.numel() else 0.0

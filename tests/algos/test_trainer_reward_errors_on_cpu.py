@@ -79,3 +79,21 @@ def test_route_weight_settings_that_are_not_finite_and_non_negative_are_refused(
         PathRouterConfig(route_weights=(1.0, 0.5, bad, 1.0))
     with pytest.raises(ValueError, match="finite and >= 0"):
         apply_route_weights(torch.ones(2, 3), torch.tensor([1.0, bad]))
+
+
+def test_an_error_row_is_no_route_in_the_path_router_metrics(monkeypatch):
+    # Routes 0, 1, 2, 3, 0, 1 with row 5 unscored: its manager's placeholders say route 0 (C+P+), weight 0.
+    rows, _ = _rows([1.0, 0.5, 0.5, 1.0, 1.0, 0.5], [0, 1, 2, 3, 0, 1])
+    _mark_error(rows, 5)
+    trainer, meta, fake = _trainer(monkeypatch, rows)
+    metrics: dict = {}
+    trainer._compute_advantage(meta, metrics)
+    # Shares over rows 0-4: C+P+ rows 0, 4 → 2/5; C+P-, C-P+, C-P- one each → 1/5 (counting row 5 as its
+    # placeholder would give C+P+ 3/6).
+    assert metrics["path_router/route_share/C+P+"] == pytest.approx(2 / 5)
+    assert metrics["path_router/route_share/C-P-"] == pytest.approx(1 / 5)
+    # Row 5's advantage is 0; row 3 (C-P-, weight 1) has group 2's Â without row 5: (2 − 0.5)/(2.1213203 + ε).
+    last = fake.rows[meta.keys[5]]["advantages"]
+    assert torch.equal(last, torch.zeros_like(last))
+    row3 = fake.rows[meta.keys[3]]["advantages"]
+    assert torch.allclose(row3, torch.full_like(row3, 0.7071064), atol=1e-5)
