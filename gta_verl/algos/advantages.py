@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from gta_verl.data.schema import EF_REWARD_EXTRA_INFO, RI_REWARD_ERROR
-from gta_verl.verl_compat import register_adv_est
+from gta_verl.verl_compat import register_adv_est, retry_plugin_registration
 
 __all__ = [
     "TURN_GRPO_NAME",
@@ -292,3 +292,7 @@ def compute_turn_grpo_advantage(
         advantages = centered * mask * valid.to(mask.dtype).unsqueeze(-1)
         returns = rtg * mask
     return advantages, returns
+
+
+# The trainers import names from this module and may have waited on it (verl imported first from here).
+retry_plugin_registration()

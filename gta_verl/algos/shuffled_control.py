@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gta_verl.verl_compat import register_adv_est
+from gta_verl.verl_compat import register_adv_est, retry_plugin_registration
 
 __all__ = ["SHUFFLED_GRPO_NAME", "compute_shuffled_grpo_advantage", "group_permutation"]
 
@@ -116,3 +116,7 @@ def compute_shuffled_grpo_advantage(
         centered = centered * valid.to(scores.dtype)
         advantages = centered.unsqueeze(-1) * response_mask.to(scores.dtype)
     return advantages, advantages
+
+
+# The trainers import names from this module and may have waited on it (verl imported first from here).
+retry_plugin_registration()
