@@ -138,16 +138,36 @@ def dir_problem(path: Path, kind: ModelKind | None = None, source_sha256: str | 
         return str(exc)
     where = path / MANIFEST
     if kind is not None:
-        if m.get("kind") != kind.kind:
-            return f"{where}: holds a {m.get('kind')!r} directory, not {kind.kind!r}"
-        if m.get("model_type") != kind.model_type:
-            return f"{where}: model_type {m.get('model_type')!r}, expected {kind.model_type!r}"
-        missing = [f for f in kind.required if f not in m["files"]]
-        if missing:
-            return f"{where}: does not list {', '.join(missing)}"
+        wrong_kind = _kind_problem(m, kind)
+        if wrong_kind is not None:
+            return f"{where}: {wrong_kind}"
     if source_sha256 is not None and m.get("source_sha256") != source_sha256:
         return f"{where}: built from source {str(m.get('source_sha256'))[:12]}…, not {source_sha256[:12]}…"
-    for name, digest in m["files"].items():
+    damaged = _files_problem(path, m["files"])
+    if damaged is not None:
+        return damaged
+    if "config.json" in m["files"] and config_model_type(path) != m.get("model_type"):
+        found = config_model_type(path)
+        return f"{path / 'config.json'}: model_type {found!r}, the manifest says {m.get('model_type')!r}"
+    return None
+
+
+def _kind_problem(m: dict[str, Any], kind: ModelKind) -> str | None:
+    """Why manifest ``m`` does not describe a directory of ``kind`` (None: it does)."""
+    if m.get("kind") != kind.kind:
+        return f"holds a {m.get('kind')!r} directory, not {kind.kind!r}"
+    if m.get("model_type") != kind.model_type:
+        return f"model_type {m.get('model_type')!r}, expected {kind.model_type!r}"
+    missing = [f for f in kind.required if f not in m["files"]]
+    if missing:
+        return f"does not list {', '.join(missing)}"
+    return None
+
+
+def _files_problem(path: Path, files: dict[str, str]) -> str | None:
+    """The first of ``files`` (name to sha256) under ``path`` that is missing, not a regular file, or
+    changed, with why (None: all are as listed)."""
+    for name, digest in files.items():
         f = path / name
         try:
             st = f.lstat()
@@ -157,9 +177,6 @@ def dir_problem(path: Path, kind: ModelKind | None = None, source_sha256: str | 
             return f"{f}: not a regular file"
         if sha256_file(f) != digest:
             return f"{f}: checksum differs from the manifest (modified or damaged)"
-    if "config.json" in m["files"] and config_model_type(path) != m.get("model_type"):
-        found = config_model_type(path)
-        return f"{path / 'config.json'}: model_type {found!r}, the manifest says {m.get('model_type')!r}"
     return None
 
 

@@ -219,14 +219,7 @@ class PathRouterConfig(StrictConfig):
     kl: PathRouterKLConfig = field(default_factory=PathRouterKLConfig)
 
     def __post_init__(self) -> None:
-        weights = tuple(float(w) for w in self.route_weights)
-        if len(weights) != 4:
-            raise ValueError(
-                f"gta.path_router.route_weights needs 4 values (C+P+, C+P-, C-P+, C-P-), got {weights}"
-            )
-        if not all(math.isfinite(w) and w >= 0 for w in weights):
-            raise ValueError(f"gta.path_router.route_weights must be finite and >= 0, got {weights}")
-        object.__setattr__(self, "route_weights", weights)
+        object.__setattr__(self, "route_weights", _checked_route_weights(self.route_weights))
         if isinstance(self.kl, Mapping):
             object.__setattr__(self, "kl", PathRouterKLConfig(**dict(self.kl)))
         if not 0.0 <= self.theta_c <= 1.0:
@@ -235,13 +228,10 @@ class PathRouterConfig(StrictConfig):
             raise ValueError(f"gta.path_router.theta_p={self.theta_p} must be in [0, 1]")
         if self.alpha < 0:
             raise ValueError(f"gta.path_router.alpha={self.alpha} must be >= 0")
-        if self.overlap not in OVERLAPS:
-            raise ValueError(f"gta.path_router.overlap={self.overlap!r}; use one of {OVERLAPS}")
-        if self.routing not in ROUTINGS:
-            raise ValueError(f"gta.path_router.routing={self.routing!r}; use one of {ROUTINGS}")
-        if self.base_reward not in BASE_REWARDS:
-            raise ValueError(f"gta.path_router.base_reward={self.base_reward!r}; use one of {BASE_REWARDS}")
         for name, value, known in (
+            ("overlap", self.overlap, OVERLAPS),
+            ("routing", self.routing, ROUTINGS),
+            ("base_reward", self.base_reward, BASE_REWARDS),
             ("exploration_rule", self.exploration_rule, EXPLORATION_RULES),
             ("lazy_rule", self.lazy_rule, LAZY_RULES),
             ("redundancy_rule", self.redundancy_rule, REDUNDANCY_RULES),
@@ -267,6 +257,18 @@ class PathRouterConfig(StrictConfig):
     def effective_weights(self) -> tuple[float, float, float, float]:
         """``route_weights``, or all ones under the "no route scaling" ablation."""
         return self.route_weights if self.route_scaling else (1.0, 1.0, 1.0, 1.0)
+
+
+def _checked_route_weights(route_weights: Any) -> tuple[float, float, float, float]:
+    """``route_weights`` as 4 floats, each finite and >= 0; ValueError naming the setting otherwise."""
+    weights = tuple(float(w) for w in route_weights)
+    if len(weights) != 4:
+        raise ValueError(
+            f"gta.path_router.route_weights needs 4 values (C+P+, C+P-, C-P+, C-P-), got {weights}"
+        )
+    if not all(math.isfinite(w) and w >= 0 for w in weights):
+        raise ValueError(f"gta.path_router.route_weights must be finite and >= 0, got {weights}")
+    return (weights[0], weights[1], weights[2], weights[3])
 
 
 def path_router_config_from_trainer(config: Any) -> PathRouterConfig:

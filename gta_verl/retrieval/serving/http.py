@@ -98,42 +98,14 @@ class BodyLimit:
         if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or ())
-        declared = headers.get(b"content-length")
-        if declared is not None and b"transfer-encoding" in headers:
-            # RFC 9112 §6.1: the request-smuggling shape behind a proxy that trusts Content-Length; close.
-            await _reply(send, 400, "request has both Content-Length and Transfer-Encoding")
-            return
-        if declared is not None:
-            try:
-                if int(declared) > self.max_bytes:
-                    await _reply(send, 413, f"request body over {self.max_bytes} bytes")
-                    return
-            except ValueError:
-                await _reply(send, 400, "Content-Length is not a number")
-                return
-        chunks, size = [], 0
-        while True:
-            msg = await receive()
-            if msg["type"] == "http.disconnect":
-                return
-            chunk = msg.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await _reply(send, 413, f"request body over {self.max_bytes} bytes")
-                return
-            chunks.append(chunk)
-            if not msg.get("more_body", False):
-                break
-        body = b"".join(chunks)
         try:
-            body.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            await _reply(send, 422, f"request body is not valid UTF-8 (byte {exc.start})")
-            return
-        duplicate = _duplicate_key(body)
-        if duplicate is not None:
-            await _reply(send, 422, f"duplicate JSON key {duplicate!r}: every key may appear once")
+            _check_headers(dict(scope.get("headers") or ()), self.max_bytes)
+            body = await self._receive_body(receive)
+            if body is None:
+                return
+            _check_body(body)
+        except _Refused as exc:
+            await _reply(send, exc.status, exc.detail)
             return
         replayed = False
 
@@ -145,6 +117,57 @@ class BodyLimit:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
+    async def _receive_body(self, receive: Any) -> bytes | None:
+        """The whole body, counted as it arrives (:class:`_Refused` past ``max_bytes``); None if the
+        client disconnected first."""
+        chunks, size = [], 0
+        while True:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return None
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise _Refused(413, f"request body over {self.max_bytes} bytes")
+            chunks.append(chunk)
+            if not msg.get("more_body", False):
+                return b"".join(chunks)
+
+
+class _Refused(Exception):
+    """A request :class:`BodyLimit` answers itself, with ``status`` and ``detail``, and closes."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+def _check_headers(headers: dict[bytes, bytes], max_bytes: int) -> None:
+    """:class:`_Refused` for a request whose headers alone rule it out."""
+    declared = headers.get(b"content-length")
+    if declared is None:
+        return
+    if b"transfer-encoding" in headers:
+        # RFC 9112 §6.1: the request-smuggling shape behind a proxy that trusts Content-Length; close.
+        raise _Refused(400, "request has both Content-Length and Transfer-Encoding")
+    try:
+        too_large = int(declared) > max_bytes
+    except ValueError:
+        raise _Refused(400, "Content-Length is not a number") from None
+    if too_large:
+        raise _Refused(413, f"request body over {max_bytes} bytes")
+
+
+def _check_body(body: bytes) -> None:
+    """:class:`_Refused` for a complete body that is not UTF-8 or repeats a JSON key."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Refused(422, f"request body is not valid UTF-8 (byte {exc.start})") from None
+    duplicate = _duplicate_key(body)
+    if duplicate is not None:
+        raise _Refused(422, f"duplicate JSON key {duplicate!r}: every key may appear once")
 
 
 class _DuplicateKey(ValueError):

@@ -152,6 +152,12 @@ def cache_problem(cache_dir: Path, key: str, kb_digest: str) -> str | None:
         return f"no {_META} (an interrupted or damaged build)"
     except (OSError, ValueError) as exc:
         return f"{_META} unreadable ({exc})"
+    return _meta_problem(meta, key, kb_digest) or _files_problem(cache_dir, meta["files"])
+
+
+def _meta_problem(meta: Any, key: str, kb_digest: str) -> str | None:
+    """Why ``meta.json``'s content does not describe a cache of this format, KB and key, or does not
+    match its own file list (None: it does)."""
     if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         return f"cache format {got!r}, this code reads {CACHE_FORMAT}"
@@ -162,6 +168,12 @@ def cache_problem(cache_dir: Path, key: str, kb_digest: str) -> str | None:
     files = meta.get("files")
     if not isinstance(files, dict) or meta.get("digest") != _files_digest(files):
         return f"{_META}: its file list does not match its digest"
+    return None
+
+
+def _files_problem(cache_dir: Path, files: dict[str, Any]) -> str | None:
+    """The first difference between ``cache_dir``'s files and ``files`` (name to bytes and sha256):
+    one missing or extra, then sizes, then content (None: none)."""
     present = {p.name for p in cache_dir.iterdir() if p.name != _META}
     if missing := sorted(set(files) - present):
         return f"{missing[0]} missing"
