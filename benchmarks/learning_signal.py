@@ -78,8 +78,10 @@ def measure_signal(
         response_length=RESPONSE_LENGTH,
         seed=args.signal_seed,
         sampler="batched",
+        # as the GRPO runs' hf_cpu rollout generates (precision_overrides: bfloat16 in bf16 runs)
+        dtype="bfloat16" if args.precision == "bf16" else "float32",
     )
-    where = out / "signal" / f"{name}_p{args.pool}_n{args.signal_n}_s{args.signal_seed}"
+    where = out / "signal" / f"{name}_p{args.pool}_n{args.signal_n}_s{args.signal_seed}_{args.precision}"
     t0 = time.perf_counter()
     res = evaluate_policy(
         name,
@@ -135,9 +137,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pool", type=int, default=24, help="first N training questions measured")
     p.add_argument("--signal-n", type=int, default=8, help="rollouts per question (a GRPO group)")
     p.add_argument("--signal-seed", type=int, default=0)
-    p.add_argument("--iii-rows", type=int, default=128, help="(iii): training questions replayed")
-    p.add_argument("--iii-epochs", type=int, default=3, help="(iii): passes over them")
-    p.add_argument("--iii-lr", type=float, default=2e-5)
     p.add_argument("--warm-starts", default="ii,iii", help="which warm starts to measure")
     p.add_argument(
         "--heldout-of",

@@ -111,6 +111,12 @@ def _add_rollout_arguments(p: argparse.ArgumentParser) -> None:
         help="hf backend at T > 0: per_rollout (one seeded stream per rollout, batching-independent) or "
         "batched (rollouts share model calls, as verl's hf_cpu rollout: many times faster; signal's default)",
     )
+    p.add_argument(
+        "--dtype",
+        choices=("auto", "float32", "bfloat16"),
+        default="auto",
+        help="hf backend weights and compute (default: as saved; bfloat16 as verl's hf_cpu rollout in bf16)",
+    )
     p.add_argument("--max-questions", type=int, default=None, help="first N questions of each --data file")
     p.add_argument(
         "--retriever",
@@ -183,6 +189,7 @@ def settings_from_args(args: argparse.Namespace, temperature: float | None = Non
         retriever=dict(args.retriever),
         seed=args.seed,
         sampler=args.sampler,
+        dtype=args.dtype,
     )
 
 

@@ -195,3 +195,12 @@ def test_sampler_setting_picks_the_backend_and_keeps_old_runs_resumable(tmp_path
     per, _ = build_policy(EvalSettings(policy=str(tmp_path / "m"), n_samples=2))
     batched, _ = build_policy(EvalSettings(policy=str(tmp_path / "m"), n_samples=2, sampler="batched"))
     assert type(per) is HFServerManager and type(batched) is BatchedHFServerManager
+    # dtype: as saved by default (the tiny model is float32), bfloat16 as verl's hf_cpu rollout in bf16
+    import torch
+
+    assert per.model.dtype == torch.float32
+    bf16, _ = build_policy(EvalSettings(policy=str(tmp_path / "m"), n_samples=2, dtype="bfloat16"))
+    assert bf16.model.dtype == torch.bfloat16
+    assert "dtype" not in EvalSettings(policy="p").to_dict()
+    with pytest.raises(ValueError, match="dtype='half'"):
+        EvalSettings(policy="p", dtype="half")
