@@ -34,12 +34,12 @@ def _record(qid, turns, answer, targets=("d1", "d2"), golds=("Paris",)):
     }
 
 
-# Question q1, four rollouts (targets d1, d2; gold "Paris"):
-#   r0: [d1, x], [d2] → Paris   R_traj = 0.25 + 0.25 + 2  = 2.5   R_EM = 1   coverage bonus = 1/2 + 1/2 + 2 = 3
-#   r1: [d1]         → Rome    R_traj = 0.25 − 1          = −0.75 R_EM = 0   coverage bonus = 1/2 − 1 = −0.5
-#   r2: (no search)  → None    R_traj = −1                       R_EM = 0   coverage bonus = −1
-#   r3: [x], [d1]    → Rome    R_traj = −0.10 + 0.25 − 1  = −0.85 R_EM = 0   coverage bonus = 0 + 1/2 − 1 = −0.5
-# Question q2, two rollouts, both wrong with one missed search: R_traj = −0.10 − 1 = −1.1, R_EM = 0 (no spread).
+# Question q1, four rollouts (targets d1, d2; gold "Paris"); R_traj, R_EM, coverage bonus (CB):
+#   r0: [d1, x], [d2] → Paris  R_traj 0.25 + 0.25 + 2 = 2.5    R_EM 1  CB 1/2 + 1/2 + 2 = 3
+#   r1: [d1]         → Rome   R_traj 0.25 − 1 = −0.75         R_EM 0  CB 1/2 − 1 = −0.5
+#   r2: (no search)  → None   R_traj −1                       R_EM 0  CB −1
+#   r3: [x], [d1]    → Rome   R_traj −0.10 + 0.25 − 1 = −0.85 R_EM 0  CB 0 + 1/2 − 1 = −0.5
+# Question q2, two rollouts, both wrong with one missed search: R_traj −0.10 − 1 = −1.1, R_EM 0 (no spread).
 Q1 = [
     _record("q1", [["d1", "x"], ["d2"]], "Paris"),
     _record("q1", [["d1"]], "Rome"),
@@ -87,7 +87,8 @@ def test_signal_report_by_hand():
     assert by["a"].share_differ == 0.5
     # mean |A| of (a): q1 |0.75| + 3 × |−0.25| = 1.5; q2 0 + 0 → 1.5 / 6 rollouts = 0.25.
     assert by["a"].mean_abs_adv == pytest.approx(0.25)
-    # (b): q1 (2.5, −0.75, −1, −0.85) mean −0.025 → |A| 2.525 + 0.725 + 0.975 + 0.825 = 5.05; q2 (−1.1, −1.1) 0.
+    # (b): q1 (2.5, −0.75, −1, −0.85) mean −0.025 → |A| 2.525 + 0.725 + 0.975 + 0.825 = 5.05;
+    # q2 (−1.1, −1.1) → 0.
     assert by["b"].share_differ == 0.5
     assert by["b"].mean_abs_adv == pytest.approx(5.05 / 6)
     assert by["b"].mean == pytest.approx((2.5 - 0.75 - 1.0 - 0.85 - 2.2) / 6)
