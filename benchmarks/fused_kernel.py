@@ -5,8 +5,8 @@ Usage:
 
 Prints two markdown tables on a synthetic Table-5 graph (``make_synthetic_graph``, seed 0):
 
-* one ``_step`` of :mod:`gta_verl.retrieval.ppr.fused_power` (float32) per block width b: ms per iteration and
-  multiply-adds per second (in-edges × b / time);
+* one ``fused_step`` of :mod:`gta_verl.retrieval.ppr.fused_power` (float32) per block width b: ms per
+  iteration and multiply-adds per second (in-edges × b / time);
 * whole ``batched_ppr(method="fused")`` solves (float32, tol 1e-7, B=32) on the transition built with
   and without reverse Cuthill–McKee, alternating ``--reps`` times (the reference is the other row of the
   same run).
@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from gta_verl.retrieval.ppr.batched import batched_ppr
-from gta_verl.retrieval.ppr.fused_power import _CHUNK_ROWS, _step
+from gta_verl.retrieval.ppr.fused_power import FUSED_CHUNK_ROWS, fused_step
 from gta_verl.retrieval.ppr.transition import transition_from_edges
 from gta_verl.testing.synthetic_graphs import (
     HOTPOTQA_10K,
@@ -42,12 +42,12 @@ def step_rates(tr, spec, widths: list[int], reps: int) -> list[str]:
         pers = make_seed_personalization(spec, b, seed=1)
         x = np.ascontiguousarray((pers / pers.sum(1, keepdims=True))[:, tr.perm].T, dtype=np.float32)
         out, lost = np.empty_like(x), np.zeros(b, np.float32)
-        parts = np.zeros(((x.shape[0] + _CHUNK_ROWS - 1) // _CHUNK_ROWS, b))
+        parts = np.zeros(((x.shape[0] + FUSED_CHUNK_ROWS - 1) // FUSED_CHUNK_ROWS, b))
         args = (m.indptr, m.indices, m.data, x, x, np.float32(0.5), lost, out, parts)
-        _step(*args)  # compile / load the cache
+        fused_step(*args)  # compile / load the cache
         t = time.perf_counter()
         for _ in range(reps * 5):
-            _step(*args)
+            fused_step(*args)
         dt = (time.perf_counter() - t) / (reps * 5)
         lines.append(f"| {b} | {dt * 1e3:.2f} | {dt * 1e3 / b:.3f} | {m.nnz * b / dt / 1e9:.2f} |")
         print(lines[-1], flush=True)

@@ -152,7 +152,7 @@ def exchange_available(root: Path) -> bool:
     a.mkdir()
     b.mkdir()
     try:
-        return atomic._exchange(a, b)
+        return atomic.exchange_paths(a, b)
     except OSError:
         return False
 

@@ -61,9 +61,7 @@ def memory_mib(pid: int) -> dict[str, float]:
     return {"rss": vals["Rss"], "pss": vals["Pss"], "uss": vals["Private_Clean"] + vals["Private_Dirty"]}
 
 
-async def _drive(
-    call: Any, qs: list[str], n_calls: int, callers: int
-) -> tuple[list[Any], list[float], float]:
+async def drive(call: Any, qs: list[str], n_calls: int, callers: int) -> tuple[list[Any], list[float], float]:
     results: list[Any] = [None] * n_calls
     lat: list[float] = [0.0] * n_calls
     nxt = iter(range(n_calls))
@@ -88,7 +86,7 @@ def result_row(
     ready_s: float,
     mem: list[dict[str, float]],
 ) -> dict[str, Any]:
-    """One table row: throughput and latency of ``_drive``'s ``(results, latencies, wall)``, the answers
+    """One table row: throughput and latency of ``drive``'s ``(results, latencies, wall)``, the answers
     equal to the in-process reference, start-up time and the mean memory per replica."""
     res, lat, wall = driven
     return {
@@ -131,9 +129,9 @@ def bench_actors(
     ready_s = time.perf_counter() - t0
     try:
         client = RayRetrieverClient(NAME, timeout_s=600, namespace=NS, seed=0)
-        asyncio.run(_drive(client.aretrieve, qs, 4 * n, 4 * n))  # warm every replica
+        asyncio.run(drive(client.aretrieve, qs, 4 * n, 4 * n))  # warm every replica
         st0 = ray.get(svc.stats.remote())
-        res, lat, wall = asyncio.run(_drive(client.aretrieve, qs, n_calls, callers))
+        res, lat, wall = asyncio.run(drive(client.aretrieve, qs, n_calls, callers))
         st1 = ray.get(svc.stats.remote())
         pids = [ray.get(h.health.remote())["pid"] for _, h in ray.get(svc.replicas.remote())["replicas"]]
         mem = [memory_mib(p) for p in pids]
@@ -176,7 +174,7 @@ def bench_serve(
             return await handle.retrieve.remote(q)
 
         async def go(n_calls_: int, callers_: int) -> tuple[list[Any], list[float], float]:
-            return await _drive(call, qs, n_calls_, callers_)
+            return await drive(call, qs, n_calls_, callers_)
 
         asyncio.run(go(4 * n, 4 * n))
         res, lat, wall = asyncio.run(go(n_calls, callers))

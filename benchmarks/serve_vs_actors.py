@@ -40,9 +40,9 @@ import numpy as np
 
 from benchmarks.replicas import (
     NS,
-    _drive,
     bench_actors,
     bench_reference,
+    drive,
     memory_mib,
     musique_kb_dir,
     questions,
@@ -137,9 +137,9 @@ def bench_serve_batch(
         async def call(q: list[str]) -> list[Any]:
             return [await handle.retrieve.remote(q[0])]
 
-        asyncio.run(_drive(call, qs, 4 * n, 4 * n))  # warm every replica, as bench_actors does
+        asyncio.run(drive(call, qs, 4 * n, 4 * n))  # warm every replica, as bench_actors does
         warm = {pid: len(i["batches"]) for pid, i in replica_infos(handle, n).items()}
-        res, lat, wall = asyncio.run(_drive(call, qs, n_calls, callers))
+        res, lat, wall = asyncio.run(drive(call, qs, n_calls, callers))
         infos = replica_infos(handle, n)
         mem = [memory_mib(p) for p in infos]
         sizes = [b for pid, i in infos.items() for b in i["batches"][warm.get(pid, 0) :]]
@@ -188,9 +188,9 @@ def serve_ceiling(n_calls: int, callers: int, max_batch: int, max_wait_ms: float
         async def call(q: list[str]) -> list[Any]:
             return [await handle.retrieve.remote(q[0])]
 
-        asyncio.run(_drive(call, ["q"], 8, 8))
+        asyncio.run(drive(call, ["q"], 8, 8))
         warm = len(handle.info.remote().result())
-        _, _, wall = asyncio.run(_drive(call, ["q"], n_calls, callers))
+        _, _, wall = asyncio.run(drive(call, ["q"], n_calls, callers))
         sizes = handle.info.remote().result()[warm:]
     finally:
         serve.delete(APP)

@@ -298,7 +298,7 @@ def served(
     """One run through the Ray actor service with ``n`` replicas."""
     import ray
 
-    from benchmarks.replicas import _drive, memory_mib
+    from benchmarks.replicas import drive, memory_mib
     from gta_verl.retrieval.serving.clients import RayRetrieverClient
     from gta_verl.retrieval.serving.config import ServingConfig
     from gta_verl.retrieval.serving.service import RetrieverSpec
@@ -319,9 +319,9 @@ def served(
     ready_s = time.perf_counter() - t0
     try:
         client = RayRetrieverClient(NAME, timeout_s=600, namespace=NS, seed=0)
-        asyncio.run(_drive(client.aretrieve, qs, 8 * n, 8 * n))  # warm every replica
+        asyncio.run(drive(client.aretrieve, qs, 8 * n, 8 * n))  # warm every replica
         st0 = replica_totals(ray.get(svc.stats.remote())["per_replica"])
-        res, lat, wall = asyncio.run(_drive(client.aretrieve, qs, args.calls, args.callers))
+        res, lat, wall = asyncio.run(drive(client.aretrieve, qs, args.calls, args.callers))
         st1 = replica_totals(ray.get(svc.stats.remote())["per_replica"])
         pids = [ray.get(h.health.remote())["pid"] for _, h in ray.get(svc.replicas.remote())["replicas"]]
         mem = [memory_mib(p) for p in pids]

@@ -116,7 +116,7 @@ def build_policy_sft(
     Raises:
         RuntimeError: verl's SFT trainer failed or saved no HF checkpoint (the log's path is named).
     """
-    from gta_verl.cpu.warm_start import _export
+    from gta_verl.cpu.warm_start import export_checkpoint
 
     root, policy = Path(root), Path(policy)
     ws = dataclasses.replace(layout(root), init_model=policy)
@@ -143,7 +143,7 @@ def build_policy_sft(
     t1 = time.perf_counter()
     ckpt = _run_sft(ws, settings, len(train))
     report["sft_s"] = round(time.perf_counter() - t1, 1)
-    _export(ckpt, ws.model)
+    export_checkpoint(ckpt, ws.model)
     tmp = done.with_suffix(".tmp")
     tmp.write_text(json.dumps(report, indent=2))
     tmp.replace(done)  # last: the build is whole from here on

@@ -43,13 +43,18 @@ def default_root() -> Path:
     return cache_dir() / "cpu_recipes"
 
 
-def _ensure_kb(kb_dir: Path) -> Path:
+def ensure_kb(kb_dir: Path) -> Path:
     from gta_verl.bundled import MUSIQUE_CORPUS, MUSIQUE_OPENIE
     from gta_verl.kb.build import KBConfig, build_kb_from_files
 
     if not (kb_dir / "manifest.json").is_file():
         build_kb_from_files(MUSIQUE_CORPUS, "hipporag", f"precomputed:{MUSIQUE_OPENIE}", kb_dir, KBConfig())
     return kb_dir
+
+
+# The learning campaign's drivers (benchmarks/learning.py, learning_pretrained.py, step_cost.py) still import
+# the old private name; they are edited only between learning runs, when this alias goes.
+_ensure_kb = ensure_kb
 
 
 def _ensure_stage1(kb_dir: Path, out: Path, seed: int) -> Path:
@@ -88,7 +93,7 @@ def prepare_cpu_inputs(root: Path | None = None, kb_dir: Path | None = None, see
 
     root = Path(root or default_root())
     root.mkdir(parents=True, exist_ok=True)
-    kb = _ensure_kb(Path(kb_dir) if kb_dir else root / "kb_musique")
+    kb = ensure_kb(Path(kb_dir) if kb_dir else root / "kb_musique")
     qa = root / "data" / "musique_train.parquet"
     if not qa.is_file():
         qa = Path(prepare_musique(root / "data", verbose=False)["qa"])

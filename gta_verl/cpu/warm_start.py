@@ -291,7 +291,7 @@ def fix_dtype(hf_dir: Path) -> Path:
     return hf_dir
 
 
-def _export(ckpt: Path, out: Path) -> None:
+def export_checkpoint(ckpt: Path, out: Path) -> None:
     """Copy verl's HF checkpoint to ``out`` as fp32."""
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -348,7 +348,7 @@ def build_warm_start(
     ckpt = out_dir / f"global_step_{settings.steps}" / "huggingface"
     if not ckpt.is_dir():
         raise RuntimeError(f"verl SFT exited 0 but wrote no {ckpt}; see {log_path}")
-    _export(ckpt, ws.model)
+    export_checkpoint(ckpt, ws.model)
     report_path.write_text(json.dumps(report, indent=2))
     record(ws.root, [ws.model, ws.train, ws.heldout, ws.rl])  # last: the build is whole from here on
     return ws

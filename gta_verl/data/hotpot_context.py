@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gta_verl.data.ids import make_doc_id
-from gta_verl.data.loaders import LoadReport, Rejection, _answers, _Collector, _json_records
+from gta_verl.data.loaders import Collector, LoadReport, Rejection, answer_tuple, json_records
 from gta_verl.data.types import Passage, QAExample
 
 T = TypeVar("T")
@@ -169,7 +169,7 @@ def parse_context_record(rec: Mapping[str, Any], index: int) -> ContextRecord | 
     if isinstance(answer, bool) or (isinstance(answer, float) and not math.isfinite(answer)):
         # JSON true / NaN / Infinity would become the gold strings "True", "nan", "inf"
         return f"bad field: answer must be a string or a finite number, got {answer!r}"
-    answers = _answers(answer) if isinstance(answer, (str, int, float)) else ()
+    answers = answer_tuple(answer) if isinstance(answer, (str, int, float)) else ()
     if not answers:
         return "no gold answer"
     for key in ("context", "supporting_facts"):
@@ -205,9 +205,9 @@ def read_hotpot_context(path: str | Path, strict: bool = False) -> LoadReport[Co
     Returns:
         The records, with ``n_in == n_ok + len(rejected)``.
     """
-    col: _Collector[ContextRecord] = _Collector(Path(path), strict)
+    col: Collector[ContextRecord] = Collector(Path(path), strict)
     first: dict[str, int] = {}  # question id -> index of the record that holds it
-    for i, rec in _json_records(Path(path), "HotpotQA questions", col):
+    for i, rec in json_records(Path(path), "HotpotQA questions", col):
         parsed = parse_context_record(rec, i)
         if isinstance(parsed, str):
             col.reject(i, parsed)

@@ -87,7 +87,7 @@ class LoadReport(Generic[T]):
         )
 
 
-class _Collector(Generic[T]):
+class Collector(Generic[T]):
     """Accumulates records/rejections; raises on the first rejection when strict."""
 
     def __init__(self, path: Path | str, strict: bool) -> None:
@@ -144,7 +144,7 @@ def not_utf8(obj: Any) -> str:
     return ""
 
 
-def _iter_jsonl(path: Path, col: _Collector[Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+def _iter_jsonl(path: Path, col: Collector[Any]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object); bad lines are rejected (or raise when strict)."""
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
@@ -180,7 +180,7 @@ def _json_list(path: Path, what: str) -> list[Any]:
     return data
 
 
-def _json_records(path: Path, what: str, col: _Collector[Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+def json_records(path: Path, what: str, col: Collector[Any]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (record index, object) of a JSON list; non-objects and non-UTF-8 records are rejected."""
     for i, rec in enumerate(_json_list(path, what)):
         if not isinstance(rec, dict):
@@ -193,7 +193,7 @@ def _json_records(path: Path, what: str, col: _Collector[Any]) -> Iterator[tuple
 
 # --------------------------------------------------------------------------- corpora
 def _add_passage(
-    col: _Collector[Passage], seen: dict[tuple[str, str], str], idx: int, title: Any, text: Any
+    col: Collector[Passage], seen: dict[tuple[str, str], str], idx: int, title: Any, text: Any
 ) -> None:
     if not isinstance(title, str) or not isinstance(text, str):
         col.reject(idx, "bad field: title and text must be strings")
@@ -215,7 +215,7 @@ def read_hipporag_corpus(path: Path | str, strict: bool = False) -> LoadReport[P
     """Read a HippoRAG corpus JSON ``[{title, text}]`` (or ``{title: [sentences]}``)."""
     path = Path(path)
     data = _read_json(path)
-    col: _Collector[Passage] = _Collector(path, strict)
+    col: Collector[Passage] = Collector(path, strict)
     seen: dict[tuple[str, str], str] = {}
     if isinstance(data, dict):  # HotpotQA corpus: sentences carry their own leading spaces
         for i, (title, sents) in enumerate(data.items()):
@@ -249,7 +249,7 @@ def split_flashrag_contents(contents: str) -> tuple[str, str]:
 def read_flashrag_corpus(path: Path | str, strict: bool = False) -> LoadReport[Passage]:
     """Read a Search-R1/FlashRAG corpus jsonl ``{id, contents}`` (or ``{title, text}``)."""
     path = Path(path)
-    col: _Collector[Passage] = _Collector(path, strict)
+    col: Collector[Passage] = Collector(path, strict)
     seen: dict[tuple[str, str], str] = {}
     for lineno, obj in _iter_jsonl(path, col):
         if isinstance(obj.get("contents"), str):
@@ -269,7 +269,7 @@ def read_parquet_corpus(path: Path | str, strict: bool = False) -> LoadReport[Pa
 
     path = Path(path)
     df = pd.read_parquet(path)
-    col: _Collector[Passage] = _Collector(path, strict)
+    col: Collector[Passage] = Collector(path, strict)
     seen: dict[tuple[str, str], str] = {}
     has_tt = "text" in df.columns
     if not has_tt and "contents" not in df.columns:
@@ -302,7 +302,7 @@ def read_corpus(path: Path | str, fmt: str | None = None, strict: bool = False) 
 
 
 # --------------------------------------------------------------------------- QA
-def _answers(primary: Any, aliases: Any = ()) -> tuple[str, ...]:
+def answer_tuple(primary: Any, aliases: Any = ()) -> tuple[str, ...]:
     """Gold answer first, then aliases; dedup keeping order; drop empties."""
     vals: list[Any] = list(primary) if isinstance(primary, (list, tuple)) else [primary]
     vals += list(aliases or ())
@@ -340,10 +340,10 @@ def read_musique_qa(
     ``hops`` = ``len(question_decomposition)`` (else the number of gold paragraphs).
     """
     path = Path(path)
-    col: _Collector[QAExample] = _Collector(path, strict)
-    for i, rec in _json_records(path, "questions", col):
+    col: Collector[QAExample] = Collector(path, strict)
+    for i, rec in json_records(path, "questions", col):
         try:
-            question, answers = rec["question"], _answers(rec["answer"], rec.get("answer_aliases"))
+            question, answers = rec["question"], answer_tuple(rec["answer"], rec.get("answer_aliases"))
             gold = _musique_gold(rec)
         except (KeyError, TypeError, AttributeError) as exc:
             col.reject(i, f"missing field: {exc}")
@@ -393,11 +393,11 @@ def read_supporting_facts_qa(
     by_title: dict[str, list[Passage]] = {}
     for p in corpus:
         by_title.setdefault(p.title, []).append(p)
-    col: _Collector[QAExample] = _Collector(path, strict)
-    for i, rec in _json_records(path, "questions", col):
+    col: Collector[QAExample] = Collector(path, strict)
+    for i, rec in json_records(path, "questions", col):
         try:
             titles = list(dict.fromkeys(str(f[0]) for f in rec["supporting_facts"]))
-            answers = _answers(rec["answer"], rec.get("answer_aliases"))
+            answers = answer_tuple(rec["answer"], rec.get("answer_aliases"))
             question = rec["question"]
         except (KeyError, TypeError, IndexError) as exc:
             col.reject(i, f"missing field: {exc}")
@@ -428,13 +428,13 @@ def read_flashrag_qa(
 ) -> LoadReport[QAExample]:
     """Read FlashRAG jsonl QA ``{id, question, golden_answers, metadata}`` (answers only)."""
     path = Path(path)
-    col: _Collector[QAExample] = _Collector(path, strict)
+    col: Collector[QAExample] = Collector(path, strict)
     for lineno, obj in _iter_jsonl(path, col):
         q, gold = obj.get("question"), obj.get("golden_answers")
         if not isinstance(q, str) or not q.strip():
             col.reject(lineno, "missing field: question")
             continue
-        answers = _answers(gold if gold is not None else ())
+        answers = answer_tuple(gold if gold is not None else ())
         if not answers:
             col.reject(lineno, "no gold answer (golden_answers)")
             continue
@@ -455,10 +455,10 @@ def read_nq_open(
 ) -> LoadReport[QAExample]:
     """Read NQ-open jsonl ``{question, answer: [...]}``; qid = ``nq-<line>``."""
     path = Path(path)
-    col: _Collector[QAExample] = _Collector(path, strict)
+    col: Collector[QAExample] = Collector(path, strict)
     for lineno, obj in _iter_jsonl(path, col):
         q = obj.get("question")
-        answers = _answers(obj.get("answer") or ())
+        answers = answer_tuple(obj.get("answer") or ())
         if not isinstance(q, str) or not q.strip():
             col.reject(lineno, "missing field: question")
         elif not answers:
@@ -477,12 +477,12 @@ def read_react_hotpot(
 ) -> LoadReport[QAExample]:
     """Read ReAct's ``hotpot_dev_v1_simplified.json`` ``[{question, answer, type}]``."""
     path = Path(path)
-    col: _Collector[QAExample] = _Collector(path, strict)
-    for i, rec in _json_records(path, "questions", col):
+    col: Collector[QAExample] = Collector(path, strict)
+    for i, rec in json_records(path, "questions", col):
         if not isinstance(rec, dict) or not isinstance(rec.get("question"), str):
             col.reject(i, "missing field: question")
             continue
-        answers = _answers(rec.get("answer"))
+        answers = answer_tuple(rec.get("answer"))
         if not answers:
             col.reject(i, "no gold answer")
             continue

@@ -68,7 +68,7 @@ def fsync_tree(d: Path) -> None:
     fsync_path(d)
 
 
-def _exchange(a: Path, b: Path) -> bool:
+def exchange_paths(a: Path, b: Path) -> bool:
     """Atomically swap two paths; False where the platform or file system cannot."""
     try:
         fn = ctypes.CDLL(None, use_errno=True).renameat2
@@ -86,9 +86,9 @@ def _exchange(a: Path, b: Path) -> bool:
 def swap_into_place(tmp: Path, out: Path, exchange: Callable[[Path, Path], bool] | None = None) -> None:
     """Make the complete directory ``tmp`` appear at ``out``; the old ``out`` (if any) is deleted afterwards.
 
-    ``exchange`` (default :func:`_exchange`) is a parameter so tests can force the two-rename fallback.
+    ``exchange`` (default :func:`exchange_paths`) is a parameter so tests can force the two-rename fallback.
     """
-    if out.exists() and (exchange or _exchange)(tmp, out):
+    if out.exists() and (exchange or exchange_paths)(tmp, out):
         fsync_path(out.parent)
         shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old KB
         return

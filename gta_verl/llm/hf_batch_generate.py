@@ -25,7 +25,13 @@ from typing import Any
 
 import torch
 
-from gta_verl.llm.hf_generate import _KNOWN, Generation, _generate_kwargs, _stop_strings, token_log_probs
+from gta_verl.llm.hf_generate import (
+    KNOWN_SAMPLING_PARAMS,
+    Generation,
+    generate_kwargs,
+    stop_strings,
+    token_log_probs,
+)
 
 #: Sampling parameters that must agree for two requests to share a ``generate`` call.
 _SHARED = ("temperature", "top_p", "top_k", "repetition_penalty", "stop", "logprobs")
@@ -37,7 +43,7 @@ def batch_key(params: Mapping[str, Any]) -> tuple[Any, ...] | None:
     Teacher requests (``prompt_logprobs``) and seeded requests stay single: they need a forward
     pass of their own or a reproducible random stream of their own.
     """
-    unknown = set(params) - _KNOWN
+    unknown = set(params) - KNOWN_SAMPLING_PARAMS
     if unknown:
         raise ValueError(f"hf_cpu rollout: unsupported sampling params {sorted(unknown)}")
     if params.get("prompt_logprobs") is not None or params.get("seed") is not None:
@@ -161,7 +167,7 @@ def hf_generate_batch(
     from transformers import StoppingCriteriaList
 
     stops = _RowStops(
-        tokenizer, _stop_strings(params), width, [caps[i] for i in live], [prev[i] for i in live]
+        tokenizer, stop_strings(params), width, [caps[i] for i in live], [prev[i] for i in live]
     )
     max_new = max(caps[i] - prev[i] for i in live)
     max_new = max_new if chunk is None else min(max_new, int(chunk))
@@ -170,7 +176,7 @@ def hf_generate_batch(
         input_ids=ids.to(device),
         attention_mask=mask.to(device),
         stopping_criteria=StoppingCriteriaList([stops]),
-        **_generate_kwargs(params, max_new, tokenizer),
+        **generate_kwargs(params, max_new, tokenizer),
     )
     for i, generation in zip(live, _generations(out, width, stops, params), strict=True):
         results[i] = generation

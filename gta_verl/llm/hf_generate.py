@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 #: ``sampling_params`` keys we read; anything else (e.g. ``detokenize``) is ignored like vLLM's defaults.
-_KNOWN = {
+KNOWN_SAMPLING_PARAMS = {
     "temperature",
     "top_p",
     "top_k",
@@ -55,12 +55,12 @@ class Generation:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _stop_strings(params: Mapping[str, Any]) -> list[str]:
+def stop_strings(params: Mapping[str, Any]) -> list[str]:
     stop = params.get("stop") or []
     return [stop] if isinstance(stop, str) else [s for s in stop if s]
 
 
-def _generate_kwargs(params: Mapping[str, Any], max_new_tokens: int, tokenizer: Any) -> dict[str, Any]:
+def generate_kwargs(params: Mapping[str, Any], max_new_tokens: int, tokenizer: Any) -> dict[str, Any]:
     temperature = float(params.get("temperature", 1.0) or 0.0)
     top_k = int(params.get("top_k", -1) or -1)
     kwargs: dict[str, Any] = {
@@ -161,7 +161,7 @@ def hf_generate(
         is the only behaviour verl's agent loops use).
     """
     params = dict(sampling_params)
-    unknown = set(params) - _KNOWN
+    unknown = set(params) - KNOWN_SAMPLING_PARAMS
     if unknown:
         raise ValueError(f"hf_cpu rollout: unsupported sampling params {sorted(unknown)}")
     extra: dict[str, Any] = {}
@@ -174,7 +174,7 @@ def hf_generate(
     if "seed" in params and params["seed"] is not None:
         torch.manual_seed(int(params["seed"]))
     input_ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=getattr(model, "device", None))
-    stops = _stop_strings(params)
+    stops = stop_strings(params)
     criteria = None
     if stops:
         from transformers import StoppingCriteriaList
@@ -184,7 +184,7 @@ def hf_generate(
         input_ids=input_ids,
         attention_mask=torch.ones_like(input_ids),
         stopping_criteria=criteria,
-        **_generate_kwargs(params, max_new, tokenizer),
+        **generate_kwargs(params, max_new, tokenizer),
     )
     new = out.sequences[0, input_ids.shape[1] :]
     logits = torch.stack([step[0] for step in out.logits])[: new.numel()]  # [R, V]

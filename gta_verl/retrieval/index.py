@@ -181,7 +181,7 @@ def use_blas_for_batches(threshold: int = BLAS_THRESHOLD) -> None:
     faiss.cvar.distance_compute_blas_threshold = threshold
 
 
-def _flat_vectors(index) -> np.ndarray:
+def flat_vectors(index) -> np.ndarray:
     """A zero-copy ``float32 [n, dim]`` view of a flat index's stored vectors."""
     import faiss
 
@@ -358,7 +358,7 @@ class VectorIndex:
         top_s = np.full((len(q), k), -np.inf, dtype=np.float32)
         top_i = np.full((len(q), k), -1, dtype=np.int64)
         mins = np.full(len(q), np.inf, dtype=np.float32)
-        xb = _flat_vectors(self._index)  # re-read: a shared cache may swap in a mapped index
+        xb = flat_vectors(self._index)  # re-read: a shared cache may swap in a mapped index
         for start in range(0, self.n, CHUNK_ROWS):
             block = gemm.scores(q, xb[start : start + CHUNK_ROWS])
             _topk_min_update(block, start, k, top_s, top_i, mins)

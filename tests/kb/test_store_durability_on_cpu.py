@@ -118,7 +118,7 @@ def test_the_exchange_keeps_a_kb_at_out_at_every_instant(toy, tmp_path: Path, mo
     out = tmp_path / "kb"
     save_kb(toy, out)
     seen: list[bool] = []
-    real = atomic._exchange
+    real = atomic.exchange_paths
 
     def exchange_and_look(a: Path, b: Path) -> bool:
         seen.append((b / "manifest.json").exists())
@@ -126,7 +126,7 @@ def test_the_exchange_keeps_a_kb_at_out_at_every_instant(toy, tmp_path: Path, mo
         seen.append((b / "manifest.json").exists())
         return ok
 
-    monkeypatch.setattr(atomic, "_exchange", exchange_and_look)
+    monkeypatch.setattr(atomic, "exchange_paths", exchange_and_look)
     save_kb(toy, out, exchange=exchange_and_look)
     if seen == []:
         pytest.skip("no renameat2 here")

@@ -46,11 +46,11 @@ LR = 1e-3  # one Adam step moves every weight by about lr: large enough to measu
 def one_step(tmp_path_factory):
     import pandas as pd
 
-    from gta_verl.cpu.prepare import _ensure_kb, default_root
+    from gta_verl.cpu.prepare import default_root, ensure_kb
     from gta_verl.cpu.recipe_run import run_cpu_recipe
     from gta_verl.cpu.warm_start import QUICK, build_warm_start, checkpoint_dir, grpo_overrides
 
-    kb = _ensure_kb(default_root() / "kb_musique")
+    kb = ensure_kb(default_root() / "kb_musique")
     ws = build_warm_start(kb, settings=QUICK)
     out = tmp_path_factory.mktemp("learning_probe")
     # A fixed set: the first QUESTIONS training questions, written once so the step cannot draw others.

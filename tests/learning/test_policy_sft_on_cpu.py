@@ -20,10 +20,10 @@ def test_sft_starts_from_the_policy_and_moves_it(tmp_path) -> None:
     from safetensors.torch import load_file
 
     from gta_verl.cpu.policy_sft import PolicySFTSettings, build_policy_sft
-    from gta_verl.cpu.prepare import _ensure_kb, default_root
+    from gta_verl.cpu.prepare import default_root, ensure_kb
     from gta_verl.cpu.warm_start import QUICK, build_warm_start
 
-    kb = _ensure_kb(default_root() / "kb_musique")
+    kb = ensure_kb(default_root() / "kb_musique")
     ws = build_warm_start(kb, settings=QUICK)
     s = PolicySFTSettings(steps=2, batch_size=4, micro_batch=2, lr=1e-3, max_rows=8, val_rows=4)
     model = build_policy_sft(ws.model, ws.train, ws.heldout, kb, tmp_path / "sft", s)

@@ -22,11 +22,11 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-_CHUNK_ROWS = 2048  # rows per parallel work item: enough to amortize scheduling, many per thread
+FUSED_CHUNK_ROWS = 2048  # rows per parallel work item: enough to amortize scheduling, many per thread
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def _step(indptr, indices, data, x, pers, alpha, lost, out, diff_parts):  # pragma: no cover - jit
+def fused_step(indptr, indices, data, x, pers, alpha, lost, out, diff_parts):  # pragma: no cover - jit
     """One iteration for every row; ``diff_parts[t, :]`` gets chunk ``t``'s L1 change per column."""
     n, b = x.shape
     beta = 1.0 - alpha
@@ -34,7 +34,7 @@ def _step(indptr, indices, data, x, pers, alpha, lost, out, diff_parts):  # prag
     for t in numba.prange(n_chunks):
         acc = np.empty(b, dtype=x.dtype)
         part = np.zeros(b, dtype=np.float64)
-        for i in range(t * _CHUNK_ROWS, min(n, (t + 1) * _CHUNK_ROWS)):
+        for i in range(t * FUSED_CHUNK_ROWS, min(n, (t + 1) * FUSED_CHUNK_ROWS)):
             acc[:] = 0.0
             for k in range(indptr[i], indptr[i + 1]):
                 j = indices[k]
@@ -76,12 +76,14 @@ def fused_power_block(
     n, b = pers.shape
     x = pers.copy()
     out = np.empty_like(pers)
-    parts = np.zeros(((n + _CHUNK_ROWS - 1) // _CHUNK_ROWS, b))
+    parts = np.zeros(((n + FUSED_CHUNK_ROWS - 1) // FUSED_CHUNK_ROWS, b))
     indptr, indices = matrix.indptr, matrix.indices
     data = matrix.data.astype(pers.dtype, copy=False)
     for it in range(1, max_iter + 1):
         lost = x[dangling].sum(axis=0) if len(dangling) else np.zeros(b, dtype=pers.dtype)
-        _step(indptr, indices, data, x, pers, pers.dtype.type(alpha), lost.astype(pers.dtype), out, parts)
+        fused_step(
+            indptr, indices, data, x, pers, pers.dtype.type(alpha), lost.astype(pers.dtype), out, parts
+        )
         x, out = out, x
         if float(parts.sum(axis=0).max()) <= tol:
             return x, it

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 from gta_verl.retrieval import gemm
 from gta_verl.retrieval.ppr.fused_power import fused_power_block
-from gta_verl.retrieval.ppr.push import _push_graph, _push_row, push_scratch, push_threshold
+from gta_verl.retrieval.ppr.push import push_graph, push_row, push_scratch, push_threshold
 from gta_verl.retrieval.ppr.transition import Transition
 
 
@@ -107,7 +107,7 @@ def build_passage_basis(
     n = tr.n_nodes
     emb = np.asarray(passage_emb)
     n_docs, dim = emb.shape
-    indptr, indices, probs, perm, inv = _push_graph(tr)  # also the transposed system's matrix, below
+    indptr, indices, probs, perm, inv = push_graph(tr)  # also the transposed system's matrix, below
     doc_pos = inv[:n_docs]  # internal positions of documents 0..n_docs−1
     block = block or int(np.clip(2**27 // max(n, 1), 8, 64))
     mat = tr.matrix.astype(dtype)
@@ -167,7 +167,7 @@ def _push_add(
     for t in numba.prange(n_threads):
         est, res, seen, touched = est_t[t], res_t[t], seen_t[t], touched_t[t]
         for b in range(t, n_q, n_threads):
-            nt = _push_row(indptr, indices, probs, thresh, s_ptr, s_ids, s_vals, alpha, b, t,
+            nt = push_row(indptr, indices, probs, thresh, s_ptr, s_ids, s_vals, alpha, b, t,
                            est_t, res_t, inq_t, seen_t, touched_t, queue_t)  # fmt: skip
             out_touched[b] = nt
             for i in range(nt):
@@ -234,7 +234,7 @@ def _add_seed_push(
 
     Row ``b`` is scaled by ``1 / total[b]``; ``touched[b]`` gets the nodes its push touched.
     """
-    indptr, indices, probs, perm, inv = _push_graph(tr)
+    indptr, indices, probs, perm, inv = push_graph(tr)
     threads = max(1, min(int(n_threads or numba.get_num_threads()), seeds.shape[0]))
     with push_scratch(tr, threads) as scratch:
         _push_add(

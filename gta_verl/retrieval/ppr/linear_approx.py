@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 from gta_verl.retrieval.ppr.basis_index import BasisIndex
 from gta_verl.retrieval.ppr.linear import PassageBasis, response_mass
-from gta_verl.retrieval.ppr.push import _push_graph, _push_row, push_scratch, push_threshold
+from gta_verl.retrieval.ppr.push import push_graph, push_row, push_scratch, push_threshold
 from gta_verl.retrieval.ppr.transition import Transition
 
 #: Documents outside the candidates that the push may add per query (step 2 of the module docstring).
@@ -80,7 +80,7 @@ def _push_on_docs(indptr, indices, probs, thresh, perm, inv, n_docs, s_ptr, s_id
     for t in numba.prange(n_threads):
         est, res, seen, touched = est_t[t], res_t[t], seen_t[t], touched_t[t]
         for b in range(t, n_q, n_threads):
-            nt = _push_row(indptr, indices, probs, thresh, s_ptr, s_ids, s_vals, alpha, b, t,
+            nt = push_row(indptr, indices, probs, thresh, s_ptr, s_ids, s_vals, alpha, b, t,
                            est_t, res_t, inq_t, seen_t, touched_t, queue_t)  # fmt: skip
             out_touched[b] = nt
             f = scale[b] / alpha  # est + α·res approximates π = α G p from below (push.py)
@@ -131,7 +131,7 @@ def _seed_push(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Run :func:`_push_on_docs`: ``(π on cand [B, C], extra ids [B, P], their π [B, P], touched [B])``,
     ``P`` the most extra documents of a row (ids −1 past each row's count)."""
-    indptr, indices, probs, perm, inv = _push_graph(tr)
+    indptr, indices, probs, perm, inv = push_graph(tr)
     n_b = seeds.shape[0]
     threads = max(1, min(int(n_threads or numba.get_num_threads()), n_b))
     cand_push = np.zeros(cand.shape)

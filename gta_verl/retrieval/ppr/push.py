@@ -87,7 +87,7 @@ def _push_one(indptr, indices, probs, thresh, seeds, vals, alpha, est, res, inq,
 
 
 @numba.njit(**_JIT)
-def _push_row(indptr, indices, probs, thresh, s_ptr, s_ids, s_vals, alpha, b, t,
+def push_row(indptr, indices, probs, thresh, s_ptr, s_ids, s_vals, alpha, b, t,
               est_t, res_t, inq_t, seen_t, touched_t, queue_t):  # fmt: skip
     """:func:`_push_one` of query ``b`` (row ``b`` of the seed CSR ``s_ptr/s_ids/s_vals``) on
     thread ``t``'s scratch rows (``*_t``: :func:`push_scratch`); returns the number of touched nodes."""
@@ -144,7 +144,7 @@ def _push_batch(indptr, indices, probs, thresh, is_target, perm, isolated, s_ptr
                     lost += s_vals[i]
             # rows sum to 1 and Σπ = 1 − (1−α) p(isolated): an isolated seed keeps only α of its mass
             scale = 1.0 / (1.0 - (1.0 - alpha) * lost)
-            nt = _push_row(indptr, indices, probs, thresh, s_ptr, s_ids, s_vals, alpha, b, t,
+            nt = push_row(indptr, indices, probs, thresh, s_ptr, s_ids, s_vals, alpha, b, t,
                            est_t, res_t, inq_t, seen_t, touched_t, queue_t)  # fmt: skip
             out_touched[b] = nt
             _topk_of_touched(touched, nt, is_target, perm, est, res, alpha, scale, k, out_ids[b], out_vals[b])
@@ -222,7 +222,7 @@ class PushResult:
     touched: np.ndarray
 
 
-def _push_graph(tr: Transition) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def push_graph(tr: Transition) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Row-stochastic ``P = D^{-1} A`` in internal order (row ``u`` = where ``u`` pushes), cached."""
     if "push" not in tr._cache:
         if tr.sym is None:
@@ -282,7 +282,7 @@ def push_ppr(
         raise ValueError(f"alpha (restart probability) must be in (0, 1), got {alpha}")
     if eps <= 0 or k < 1:
         raise ValueError(f"need eps > 0 and k >= 1; got {eps}, {k}")
-    indptr, indices, probs, perm, inv = _push_graph(transition)
+    indptr, indices, probs, perm, inv = push_graph(transition)
     n = transition.n_nodes
     pers = sparse_rows(personalization)
     if pers.shape[1] != n:

@@ -151,7 +151,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _EXC_HEADER = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*): (.*)$")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """One line naming why a replica failed: the original exception and its whole message.
 
     Ray wraps a constructor error in its own text (``ActorDiedError: The actor died because of an

@@ -32,9 +32,9 @@ from gta_verl.retrieval.serving.batching import error_results
 from gta_verl.retrieval.serving.config import DEFAULT_ACTOR_NAME, ServingConfig
 from gta_verl.retrieval.serving.replica import RetrieverReplica, check_kb_dir
 from gta_verl.retrieval.serving.routing import (
-    _first_line,
     autoscale_delta,
     disk_digest,
+    first_line,
     is_actor_error,
     is_dead_for_good,
     pick_replica,
@@ -135,7 +135,7 @@ class RetrieverService:
             if slot is not self._current(slot.index, slot.generation):
                 return
             slot.failures += 1
-            slot.error = _first_line(exc)
+            slot.error = first_line(exc)
             logger.error("retriever replica %d failed to start: %s", slot.index, slot.error)
             if slot.failures < self.MAX_CREATE_FAILURES:
                 await asyncio.sleep(0.5 * 2**slot.failures)
@@ -175,7 +175,7 @@ class RetrieverService:
             slot.digest = await asyncio.wait_for(slot.handle.kb_version.remote(), self.PING_TIMEOUT_S)
         except Exception as exc:
             if is_dead_for_good(exc) and slot in self.slots and slot.ready:
-                logger.warning("retriever replica %d died (%s): replacing it", slot.index, _first_line(exc))
+                logger.warning("retriever replica %d died (%s): replacing it", slot.index, first_line(exc))
                 self._replace(slot)
 
     def _align_versions(self) -> None:

@@ -289,7 +289,7 @@ def cached_fact_index(cache_dir: Path, config: Any) -> Any:
         A :class:`~gta_verl.retrieval.index.VectorIndex` with ``source`` = the index file, or
         ``None`` when the KB has no triples.
     """
-    from gta_verl.retrieval.index import Bf16Scan, VectorIndex, _flat_vectors
+    from gta_verl.retrieval.index import Bf16Scan, VectorIndex, flat_vectors
 
     meta = json.loads((cache_dir / _META).read_text())
     if not meta["fact_index"]:
@@ -299,7 +299,7 @@ def cached_fact_index(cache_dir: Path, config: Any) -> Any:
     bf16 = None
     if meta.get("bf16"):
         bits = np.load(cache_dir / "fact_bf16.npy", mmap_mode="r")
-        bf16 = Bf16Scan(_flat_vectors(index), bits, meta["bf16"]["max_norm"])
+        bf16 = Bf16Scan(flat_vectors(index), bits, meta["bf16"]["max_norm"])
     return VectorIndex.from_faiss(
         index,
         config.index,
@@ -326,10 +326,10 @@ def attach_shared_arrays(retriever: Any, cache_dir: Path) -> Any:
     retriever._transition = _load_transition(cache_dir, meta["transition"])
     fact_index = retriever._fact_index
     if meta.get("bf16") and fact_index is not None and fact_index._bf16 is not None and not from_cache:
-        from gta_verl.retrieval.index import Bf16Scan, _flat_vectors
+        from gta_verl.retrieval.index import Bf16Scan, flat_vectors
 
         retriever._fact_index._bf16 = Bf16Scan(
-            _flat_vectors(retriever._fact_index._index),
+            flat_vectors(retriever._fact_index._index),
             np.load(cache_dir / "fact_bf16.npy", mmap_mode="r"),
             meta["bf16"]["max_norm"],
         )

@@ -131,9 +131,9 @@ _RAY_CREATION_ERROR = (
 
 def test_replica_failure_keeps_the_cause_and_its_hint():
     """The last exception header is the cause; its continuation line (the hint) is kept."""
-    from gta_verl.retrieval.serving.routing import _first_line
+    from gta_verl.retrieval.serving.routing import first_line
 
-    line = _first_line(RuntimeError(_RAY_CREATION_ERROR))
+    line = first_line(RuntimeError(_RAY_CREATION_ERROR))
     assert line == (
         "EmbedderUnavailable: embedder 'x' is not in the local Hugging Face cache; "
         "pass --allow-download to fetch it once."
@@ -141,18 +141,18 @@ def test_replica_failure_keeps_the_cause_and_its_hint():
 
 
 def test_replica_failure_without_a_traceback_names_the_exception():
-    from gta_verl.retrieval.serving.routing import _first_line
+    from gta_verl.retrieval.serving.routing import first_line
 
-    assert _first_line(TimeoutError("replica 0 did not answer in 20 s\nmore")) == (
+    assert first_line(TimeoutError("replica 0 did not answer in 20 s\nmore")) == (
         "TimeoutError: replica 0 did not answer in 20 s"
     )
-    assert _first_line(ValueError("")) == "ValueError: "
+    assert first_line(ValueError("")) == "ValueError: "
 
 
 def test_a_message_line_that_looks_like_a_header_is_not_a_cause():
-    from gta_verl.retrieval.serving.routing import _first_line
+    from gta_verl.retrieval.serving.routing import first_line
 
-    assert _first_line(ValueError("bad config\nNote: see docs")) == "ValueError: bad config"
+    assert first_line(ValueError("bad config\nNote: see docs")) == "ValueError: bad config"
 
 
 # --- one KB version per service ---------------------------------------------------------------
