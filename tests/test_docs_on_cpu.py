@@ -169,3 +169,37 @@ def test_relative_links_resolve(page):
     targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
     missing = sorted(t for t in targets if "://" not in t and not (page.parent / t).exists())
     assert missing == [], f"{page.name} links to files that are not there"
+
+
+#: A 95 % interval as the learning page writes it: [−0.066, −0.014], [-0.2, +0.1], [0.05, 0.95] …
+_INTERVAL = re.compile(r"\[[+−-]?\d+\.\d+, [+−-]?\d+\.\d+\]")
+#: What an interval must say of itself: ``q [..]`` resamples the questions with the training seeds held fixed,
+#: ``seeds t [..]`` treats the seeds as random.
+_LABELS = ("q ", "seeds t ")
+
+
+def _verdict_text() -> dict[str, str]:
+    """The claims about learning: the learning page's lead (before its first section) and every paragraph
+    naming a verdict, and the README's learning line."""
+    page = (DOCS / "learning.md").read_text(encoding="utf-8")
+    lead, _, body = page.partition("\n## ")
+    verdicts = [p for p in body.split("\n\n") if "Verdict" in p or "verdict" in p]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    line = readme[readme.index("- [docs/learning.md]") :].split("\n\n")[0]
+    named = {f"verdict {i}": v for i, v in enumerate(verdicts)}
+    return {"docs/learning.md lead": lead, **named, "README": line}
+
+
+def _unnamed(text: str) -> list[str]:
+    text = re.sub(r"\s+", " ", text)  # a label may end one line and its interval open the next
+    return [m.group(0) for m in _INTERVAL.finditer(text) if not text[: m.start()].endswith(_LABELS)]
+
+
+def test_every_interval_in_a_learning_verdict_names_the_variance_it_covers():
+    unnamed = {where: bad for where, text in _verdict_text().items() if (bad := _unnamed(text))}
+    assert unnamed == {}, "write each interval as 'q [a, b]' (questions) or 'seeds t [a, b]' (seeds random)"
+
+
+def test_the_interval_rule_catches_an_unlabelled_interval():
+    text = "(b) − (r) is −0.038 [−0.066, −0.014]; seeds t [−0.208, +0.133] and q\n[−0.1, +0.2]"
+    assert _unnamed(text) == ["[−0.066, −0.014]"]

@@ -1,0 +1,1 @@
+"""KB benchmarks: build cost and stage times, OpenIE filtering, and KB-write reliability."""

@@ -1,0 +1,1 @@
+"""Serving benchmarks: the Ray actor service, Ray Serve, the HTTP shell, and their stress sections."""
