@@ -1,8 +1,15 @@
 """Measurement scripts; each writes or prints one page of ``docs/benchmarks/``.
 
-Run them as modules from the repository root, e.g. ``python -m benchmarks.retriever``: the root is
-then on ``sys.path``, so a benchmark imports its siblings (``benchmarks.replicas``) with plain
+By what they measure: ``benchmarks/retrieval/`` (the retriever's speed, memory and recall, PPR, encoders,
+fusion), ``benchmarks/serving/`` (the Ray actor service, Ray Serve, the HTTP shell, their stress sections),
+``benchmarks/kb/`` (KB build cost, OpenIE filtering, KB-write reliability). Left at this level: the synthetic
+retriever KB that retrieval and serving both time (``retriever_synth.py``), trajectory synthesis
+(``synth.py``), tokenizer agreement, and the learning campaign's drivers (``learning*.py``, ``update_kl.py``,
+``step_cost.py``, ``cpu_precision.py``, ``teacher_boundary.py``), which move between learning runs.
+
+Run them as modules from the repository root, e.g. ``python -m benchmarks.retrieval.retriever``: the root is
+then on ``sys.path``, so a benchmark imports its siblings (``benchmarks.serving.replicas``) with plain
 imports. Helpers shared with the test suite (the cached MuSiQue KB, the KB corruptions, the reward
 cases' loader) live in :mod:`gta_verl.testing`; no benchmark imports ``tests`` (the reward case
-table, ``tests/rewards/reward_cases.yaml``, is data that ``benchmarks/reliability_batch.py`` reads).
+table, ``tests/rewards/reward_cases.yaml``, is data that ``benchmarks/kb/reliability_batch.py`` reads).
 """

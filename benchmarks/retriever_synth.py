@@ -1,4 +1,5 @@
-"""The synthetic retriever of ``benchmarks/retriever.py``: KB, query vectors, stage timings, PPR variants.
+"""The synthetic retriever of ``benchmarks/retrieval/retriever.py``: KB, query vectors, stage timings, PPR
+variants.
 
 A :class:`KnowledgeBase` over a synthetic graph (``gta_verl.testing.synthetic_graphs``) with random
 unit vectors, queried by precomputed vectors (:class:`PrecomputedEncoder`: encoding is not timed);

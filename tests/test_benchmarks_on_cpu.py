@@ -20,7 +20,9 @@ def _imported_modules(path: Path) -> set[str]:
 
 def test_no_benchmark_imports_the_test_suite():
     offenders = {
-        p.name: sorted(m for m in _imported_modules(p) if m == "tests" or m.startswith("tests."))
-        for p in sorted((ROOT / "benchmarks").glob("*.py"))
+        str(p.relative_to(ROOT)): sorted(
+            m for m in _imported_modules(p) if m == "tests" or m.startswith("tests.")
+        )
+        for p in sorted((ROOT / "benchmarks").rglob("*.py"))
     }
     assert {k: v for k, v in offenders.items() if v} == {}

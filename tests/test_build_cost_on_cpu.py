@@ -1,4 +1,4 @@
-"""``benchmarks/build_cost.py`` and ``benchmarks/cpu_precision.py``: their arithmetic, hand-computed."""
+"""``benchmarks/kb/build_cost.py`` and ``benchmarks/cpu_precision.py``: their arithmetic, hand-computed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.build_cost import PassageTokens, passage_tokens, reply_texts, stage_rows, summarize
+from benchmarks.kb.build_cost import PassageTokens, passage_tokens, reply_texts, stage_rows, summarize
 from gta_verl.data.ids import make_doc_id
 from gta_verl.data.types import Passage
 from gta_verl.kb.ray_shards import StageStats

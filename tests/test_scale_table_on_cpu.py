@@ -1,4 +1,4 @@
-"""``benchmarks/scale_table.py``: the 21M arithmetic on hand-computed values (no retriever runs)."""
+"""``benchmarks/retrieval/scale_table.py``: the 21M arithmetic on hand-computed values (no retriever runs)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from benchmarks.scale_table import Projection, Target, in_serving_set, main, merge, scale_table
+from benchmarks.retrieval.scale_table import Projection, Target, in_serving_set, main, merge, scale_table
 
 APPROX = "approx_hnsw-hnsw-hnsw"
 EXACT = "0_linear:1e-06"
@@ -103,7 +103,7 @@ def test_cli_merges_files(tmp_path, capsys) -> None:
 
 
 def test_build_cost_rows_multiply_measured_per_passage_costs(tmp_path, capsys) -> None:
-    from benchmarks.scale_table import build_cost_projections
+    from benchmarks.retrieval.scale_table import build_cost_projections
 
     cost = {
         "ray_spacy": {

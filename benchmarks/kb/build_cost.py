@@ -1,7 +1,7 @@
 """Per-passage cost of a KB build, measured, for docs/scale.md's 21M table.
 
 Usage:
-    python -m benchmarks.build_cost [--sections tokens,ray-spacy] [--passages N] [--concurrency 2]
+    python -m benchmarks.kb.build_cost [--sections tokens,ray-spacy] [--passages N] [--concurrency 2]
         [--rows-out ROWS.json]
 
 Two measurements on the bundled MuSiQue corpus (1,890 passages):

@@ -1,6 +1,6 @@
 """Benchmark KB construction: stage times and peak memory, with in-run references.
 
-    python -m benchmarks.kb_build [--spacy-corpus /path/2wikimultihopqa_corpus.json] [--spacy-sample 500]
+    python -m benchmarks.kb.kb_build [--spacy-corpus /path/2wikimultihopqa_corpus.json] [--spacy-sample 500]
         [--cold-sample 1000] [--builds new,old] [--only-builds]
 
 Cold build (first table): the whole ``build_kb_from_files`` on the bundled MuSiQue subset, each in a
@@ -145,11 +145,11 @@ def bench_cold_builds(modes: list[str], threads: int = 0) -> tuple[list[str], di
                 env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
             out = Path(tmp) / f"kb-{mode}"
             t = time.perf_counter()
-            cmd = [sys.executable, "-m", "benchmarks.kb_build", "--_one-build", mode, "--_out", str(out)]
+            cmd = [sys.executable, "-m", "benchmarks.kb.kb_build", "--_one-build", mode, "--_out", str(out)]
             proc = subprocess.run(
                 cmd,
                 env=env,
-                cwd=Path(__file__).resolve().parents[1],
+                cwd=Path(__file__).resolve().parents[2],
                 capture_output=True,
                 text=True,
                 check=False,

@@ -1,9 +1,9 @@
-"""The malformed-batch case of ``benchmarks/reliability_stress.py``: bad rows in a gathered batch.
+"""The malformed-batch case of ``benchmarks/kb/reliability_stress.py``: bad rows in a gathered batch.
 
 64 rows scored by each gta reward manager's real ``run_single``, all awaited in one
 ``asyncio.gather`` as verl's agent loop does; k rows replaced by the malformed variants of
 :data:`KINDS` and compared with the clean batch. Run it through
-``python -m benchmarks.reliability_stress --cases batch``.
+``python -m benchmarks.kb.reliability_stress --cases batch``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 #: The hand-computed reward cases the clean batch cycles through (the reward tests' table).
-CASES_TABLE = Path(__file__).resolve().parents[1] / "tests/rewards/reward_cases.yaml"
+CASES_TABLE = Path(__file__).resolve().parents[2] / "tests/rewards/reward_cases.yaml"
 
 # ----------------------------------------------------------------------------- case 3: malformed batch
 # name -> (gt override or None, tool_extra_fields patch, extra_info patch, drop reward_model / ground_truth,

@@ -1,8 +1,8 @@
-"""The KB-write cases of ``benchmarks/reliability_stress.py``: kills during a write, two builds at once.
+"""The KB-write cases of ``benchmarks/kb/reliability_stress.py``: kills during a write, two builds at once.
 
 Each trial runs in a fresh directory with fresh child processes (the scripts below, run with
 ``python -c``) and returns a record with ``ok``; the ``*_outcome`` functions summarise a case's
-records for the table. Run the cases through ``python -m benchmarks.reliability_stress``.
+records for the table. Run the cases through ``python -m benchmarks.kb.reliability_stress``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # ----------------------------------------------------------------------------- child scripts
 _PRELUDE = """

@@ -18,10 +18,10 @@ markdown table.
   ``asyncio.gather`` without ``return_exceptions`` as verl's agent loop does; k rows replaced by malformed
   variants (cycling through the kinds below, at random positions) and compared with the clean batch.
 
-The trials live in ``benchmarks/reliability_kb_writes.py`` (``kill``, ``builds``) and
-``benchmarks/reliability_batch.py`` (``batch``); this module runs them and prints the table.
+The trials live in ``benchmarks/kb/reliability_kb_writes.py`` (``kill``, ``builds``) and
+``benchmarks/kb/reliability_batch.py`` (``batch``); this module runs them and prints the table.
 
-    nice -n 10 .venv/bin/python -m benchmarks.reliability_stress [--trials 20] [--cases kill,builds,batch]
+    nice -n 10 .venv/bin/python -m benchmarks.kb.reliability_stress [--trials 20] [--cases kill,builds,batch]
         [--build-s 0.5] [--cli-trials 3] [--malformed 1,8,32] [--seed 0]
 """
 
@@ -38,8 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.reliability_batch import KINDS, BatchCase, batch_outcome, describe_kind
-from benchmarks.reliability_kb_writes import (
+from benchmarks.kb.reliability_batch import KINDS, BatchCase, batch_outcome, describe_kind
+from benchmarks.kb.reliability_kb_writes import (
     builds_outcome,
     builds_trial,
     cli_builds_trial,

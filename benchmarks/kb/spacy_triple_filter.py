@@ -1,6 +1,6 @@
 """Write the offline spaCy OpenIE of a corpus as a HippoRAG OpenIE file, optionally filtered.
 
-    python -m benchmarks.spacy_triple_filter --corpus CORPUS.json --out OPENIE.json [--filter ner]
+    python -m benchmarks.kb.spacy_triple_filter --corpus CORPUS.json --out OPENIE.json [--filter ner]
 
 ``--filter ner`` keeps a triple only if its subject or object is (after
 ``normalize_entity``) one of the passage's named entities or its title, which is what

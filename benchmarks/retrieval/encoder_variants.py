@@ -1,7 +1,7 @@
 """What a faster encoder would cost in fidelity: fp32 eager vs TorchScript-frozen vs bf16 matmuls.
 
 Usage:
-    python -m benchmarks.encoder_variants [--step 24] [--queries 40]
+    python -m benchmarks.retrieval.encoder_variants [--step 24] [--queries 40]
 
 Query encoding is the floor of a single retrieval call (≈ 2/3 of it on the bundled KB) and
 ≈ 95 % of a cold KB build, so both unmet latency targets (quickstart evaluation p50 ≤ 20 ms,
@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from benchmarks.kb_build import build_texts
-    from benchmarks.replicas import questions
+    from benchmarks.kb.kb_build import build_texts
+    from benchmarks.serving.replicas import questions
     from gta_verl.kb.embed import load_embedder
 
     enc = load_embedder(cache=False)

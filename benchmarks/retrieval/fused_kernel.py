@@ -1,7 +1,7 @@
 """Where the fused PPR kernel's time goes: one iteration's rate, and RCM reordering on/off.
 
 Usage:
-    python -m benchmarks.fused_kernel [--graph 2wiki|hotpotqa] [--widths 8,16,32,64] [--reps 3]
+    python -m benchmarks.retrieval.fused_kernel [--graph 2wiki|hotpotqa] [--widths 8,16,32,64] [--reps 3]
 
 Prints two markdown tables on a synthetic Table-5 graph (``make_synthetic_graph``, seed 0):
 

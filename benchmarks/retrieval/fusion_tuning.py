@@ -1,6 +1,6 @@
 """Choose the hybrid order on one half of each dataset's questions, report recall on the other half.
 
-    python -m benchmarks.fusion_tuning \\
+    python -m benchmarks.retrieval.fusion_tuning \\
         --dataset musique=KB_DIR:gta_verl/assets/musique/musique_train.json \\
         --dataset hotpotqa=KB_DIR2:assets/hotpotqa_train/hotpotqa_train.json \\
         [--split-seeds 0,1,2] [--seed-tops 0] [--k 1,2,5,10]

@@ -1,12 +1,12 @@
 """Why graph retrieval trails: triple coverage, entity linking and seeding, per KB; and the backends' recall.
 
-    python -m benchmarks.graph_recall --dataset NAME=KB_DIR:QA_PATH [--dataset ...] [--k 1,2,5,10]
+    python -m benchmarks.retrieval.graph_recall --dataset NAME=KB_DIR:QA_PATH [--dataset ...] [--k 1,2,5,10]
         [--variants default,no_dense_seeds,...] [--backends graph,dense,bm25] [--bundled]
 
 ``--bundled`` adds the two bundled sets, each KB built once and cached under ``$GTA_VERL_CACHE/kb``:
 ``musique`` (1,890 passages, GPT-3.5 triples: the test suite's KB) and ``hotpotqa``
 (``assets/hotpotqa_train``, 994 passages, triples by the offline spaCy OpenIE). The backends'
-table, one command: ``python -m benchmarks.graph_recall --bundled --variants '' --backends
+table, one command: ``python -m benchmarks.retrieval.graph_recall --bundled --variants '' --backends
 graph,dense,bm25 --k 2,5,10``.
 
 Per dataset (KB + questions with gold passages), printed as markdown:
@@ -100,13 +100,13 @@ def linking(r, questions: list[str], gold_idx: list[list[int]]) -> dict[str, flo
     }
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HOTPOTQA = REPO / "assets" / "hotpotqa_train"
 
 
 def bundled_datasets() -> list[str]:
     """``NAME=KB_DIR:QA_PATH`` of the bundled MuSiQue and HotpotQA sets (KBs built once, cached)."""
-    from benchmarks.replicas import musique_kb_dir
+    from benchmarks.serving.replicas import musique_kb_dir
     from gta_verl.bundled import MUSIQUE_QA
     from gta_verl.kb.build import build_kb_from_files
     from gta_verl.kb.embed import cache_root

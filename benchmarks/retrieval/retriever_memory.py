@@ -1,4 +1,5 @@
-"""Memory per component of the graph retriever, for the size sweep (``benchmarks/retriever_sweep.py``).
+"""Memory per component of the graph retriever, for the size sweep
+(``benchmarks/retrieval/retriever_sweep.py``).
 
 Two measurements, kept apart because they answer different questions:
 

@@ -1,8 +1,9 @@
-"""The ``sweep`` section of ``benchmarks/retriever.py``: retriever cost vs corpus size, and its plot.
+"""The ``sweep`` section of ``benchmarks/retrieval/retriever.py``: retriever cost vs corpus size, and its
+plot.
 
 Each size is a KB of Table 5 proportions (``make_scaled_graph(scale_spec(HOTPOTQA_10K, n))``) with
 an edgeless igraph graph and the transition attached from the edge arrays. Run it through
-``python -m benchmarks.retriever --sections sweep``.
+``python -m benchmarks.retrieval.retriever --sections sweep``.
 
 Besides the exact PPR variants (``--sweep-variants``), ``--sweep-approx`` adds the approximate
 retriever: the ``linear`` variant's config with approximate ``passage_index``, ``basis_index`` and
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.retriever_memory import (
+from benchmarks.retrieval.retriever_memory import (
     MemoryLedger,
     approx_components,
     basis_component,
@@ -50,7 +51,8 @@ def bench_size(n_docs: int, args: argparse.Namespace) -> dict[str, Any]:
     """One point of the sweep: build a Table-5-proportioned KB of ``n_docs`` and time it.
 
     Memory per component and the RSS change of every build step go into the row
-    (:mod:`benchmarks.retriever_memory`, printed by :func:`~benchmarks.retriever_memory.memory_table`).
+    (:mod:`benchmarks.retrieval.retriever_memory`, printed by
+    :func:`~benchmarks.retrieval.retriever_memory.memory_table`).
     """
     from gta_verl.retrieval.backends import open_kb_retriever
 

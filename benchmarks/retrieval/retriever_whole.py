@@ -1,9 +1,10 @@
-"""The ``whole`` section of ``benchmarks/retriever.py``: the retriever at HotpotQA-10K scale vs the reference.
+"""The ``whole`` section of ``benchmarks/retrieval/retriever.py``: the retriever at HotpotQA-10K scale vs the
+reference.
 
 The reference is the plain path (two exact faiss searches at faiss's default BLAS threshold,
 igraph PRPACK per query); :data:`FAISS_DEFAULT_BLAS` is that threshold, which
-``benchmarks.retriever.main`` reads before any ``VectorIndex`` lowers it. Run it through
-``python -m benchmarks.retriever --sections whole``.
+``benchmarks.retrieval.retriever.main`` reads before any ``VectorIndex`` lowers it. Run it through
+``python -m benchmarks.retrieval.retriever --sections whole``.
 """
 
 from __future__ import annotations

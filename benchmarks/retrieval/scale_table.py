@@ -1,15 +1,15 @@
 """21M passages from the size sweep's measured per-item costs: every figure a measured number multiplied out.
 
 Usage:
-    python -m benchmarks.scale_table --rows docs/benchmarks/<sweep rows>.json[,more.json]
+    python -m benchmarks.retrieval.scale_table --rows docs/benchmarks/<sweep rows>.json[,more.json]
         [--build-cost docs/benchmarks/build_cost.json]
         [--passages 21000000] [--triples-per-passage 9.1] [--edges-per-passage measured]
 
-Reads the rows that ``python -m benchmarks.retriever --sections sweep --rows-out FILE`` wrote (rows of one
-size merged, later files winning per key, as the sweep's own ``--plot-with`` does), takes the largest
-size as the measured point (1M) and the smallest as the growth point (10k), and prints one markdown table
-whose every cell names the number it came from and the arithmetic. Scaling laws, one per quantity
-(:func:`law_of`):
+Reads the rows that ``python -m benchmarks.retrieval.retriever --sections sweep --rows-out FILE`` wrote (rows
+of one size merged, later files winning per key, as the sweep's own ``--plot-with`` does), takes the
+largest size as the measured point (1M) and the smallest as the growth point (10k), and prints one
+markdown table whose every cell names the number it came from and the arithmetic. Scaling laws, one per
+quantity (:func:`law_of`):
 
 * **memory per component**: linear in the component's items (bytes per item × items at the target):
   documents for passage vectors, basis rows and passage indexes; triples for triple vectors and triple
@@ -338,7 +338,7 @@ def build_projections(big: dict[str, Any], small: dict[str, Any] | None, target:
 
 
 def build_cost_projections(cost: dict[str, Any], target: Target) -> list[Projection]:
-    """A KB build's measured cost (``benchmarks.build_cost --rows-out``), linear in passages.
+    """A KB build's measured cost (``benchmarks.kb.build_cost --rows-out``), linear in passages.
 
     Ray Data stages: core-hours (stage seconds × the CPUs it held; actor start-up included, so an upper
     bound per passage); the LLM OpenIE path: millions of prompt (prefill) and reply (decode) tokens.
@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", default="", help="comma-separated sweep --rows-out JSON files")
     ap.add_argument(
-        "--build-cost", default="", help="benchmarks.build_cost --rows-out JSON: the build's rows"
+        "--build-cost", default="", help="benchmarks.kb.build_cost --rows-out JSON: the build's rows"
     )
     ap.add_argument("--passages", type=float, default=TARGET_PASSAGES)
     ap.add_argument("--triples-per-passage", type=float, default=TRIPLES_PER_PASSAGE)

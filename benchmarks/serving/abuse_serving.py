@@ -1,7 +1,7 @@
 """Clients that hold the HTTP retriever without reading, and clients that send the longest queries.
 
 Two scenarios of issue 37 against the MuSiQue KB served as ``serve()`` serves it
-(:class:`benchmarks.stress_musique.Server`), each while a normal client sends a 1-query
+(:class:`benchmarks.serving.stress_musique.Server`), each while a normal client sends a 1-query
 request every 0.5 s and records its latency:
 
 * ``readers``: ``--readers`` raw sockets (receive buffer 4 KB) each ask for 512 queries × topk 100
@@ -10,7 +10,7 @@ request every 0.5 s and records its latency:
 
 Prints markdown rows. Loopback only.
 
-    GTA_VERL_CACHE=/tmp/x nice -n 10 .venv/bin/python -m benchmarks.abuse_serving [--window 45]
+    GTA_VERL_CACHE=/tmp/x nice -n 10 .venv/bin/python -m benchmarks.serving.abuse_serving [--window 45]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.stress_musique import musique_questions, musique_server, stop_musique_server
+from benchmarks.serving.stress_musique import musique_questions, musique_server, stop_musique_server
 
 
 def _rss_mb() -> float:

@@ -7,7 +7,7 @@ the server logs. ``old`` is the reference without connection limits (plain ``uvi
 ``limited`` serves through ``serve_app``, with ``http_limits`` (what ``serve()`` runs).
 Prints a markdown table (recorded in docs/benchmarks/http_lockout.md). Loopback only; about 40 s per mode.
 
-    .venv/bin/python -m benchmarks.http_lockout [--modes old,limited] [--idle 1100] [--nofile 1024]
+    .venv/bin/python -m benchmarks.serving.http_lockout [--modes old,limited] [--idle 1100] [--nofile 1024]
         [--attack idle|in-request]
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUERY = {"queries": ["capital of Japan"]}
 # Complete headers of a request whose body never comes (1 of the 100 promised bytes): inside a request.
 IN_REQUEST = (
@@ -165,8 +165,8 @@ def measure(mode: str, args: argparse.Namespace, log_path: Path) -> dict:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     child = (
-        f"ulimit -n {args.nofile} && exec {sys.executable} -m benchmarks.http_lockout --server {mode} "
-        f"--port {port} --header-timeout {args.header_timeout}"
+        f"ulimit -n {args.nofile} && exec {sys.executable} -m benchmarks.serving.http_lockout "
+        f"--server {mode} --port {port} --header-timeout {args.header_timeout}"
     )
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(["bash", "-c", child], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)

@@ -1,7 +1,7 @@
 """Replicated retriever on Ray: queries/s and memory per replica, actors vs Ray Serve.
 
 Usage:
-    python -m benchmarks.replicas [--replicas 1,2,4] [--calls 512] [--callers 64] [--serve]
+    python -m benchmarks.serving.replicas [--replicas 1,2,4] [--calls 512] [--callers 64] [--serve]
         [--num-cpus 2] [--kb DIR]
 
 On the bundled MuSiQue KB (real all-MiniLM-L6-v2 query encoder), ``--callers``

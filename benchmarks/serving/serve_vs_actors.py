@@ -2,7 +2,7 @@
 
 Usage (Ray Serve's extra packages live outside the project's venv; ``ray[serve]`` is not a dependency):
     pip install --target /tmp/serve_extra "ray[serve]==<ray version of .venv>"   # only what is missing
-    PYTHONPATH=/tmp/serve_extra python -m benchmarks.serve_vs_actors [--replicas 1,2] [--calls 512]
+    PYTHONPATH=/tmp/serve_extra python -m benchmarks.serving.serve_vs_actors [--replicas 1,2] [--calls 512]
         [--callers 256] [--num-cpus 2] [--kb DIR]
 
 Serve deployments would replace the actors only if they measure at least as well as actors plus
@@ -23,7 +23,7 @@ layer is the only difference:
 Reference in the same run: in-process ``GraphRetriever.retrieve`` on batches of 64, whose
 doc ids every served result must equal. Rows alternate actors / Serve per replica count so
 that a change of machine load hits both. Memory per replica from ``/proc/<pid>/smaps_rollup``
-(helpers shared with ``benchmarks/replicas.py``). Prints a markdown table (recorded in
+(helpers shared with ``benchmarks/serving/replicas.py``). Prints a markdown table (recorded in
 docs/benchmarks/serve_vs_actors.md; the decision in docs/scale.md, "Serving: actors vs Ray Serve").
 """
 
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.replicas import (
+from benchmarks.serving.replicas import (
     NS,
     bench_actors,
     bench_reference,

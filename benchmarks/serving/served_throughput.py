@@ -1,7 +1,7 @@
 """Served throughput through the Ray actor service at HotpotQA-10K scale, and where the time goes.
 
 Usage:
-    python -m benchmarks.served_throughput [--root DIR] [--docs 18300] [--triples 1300000] [--dim 384]
+    python -m benchmarks.serving.served_throughput [--root DIR] [--docs 18300] [--triples 1300000] [--dim 384]
         [--config index=hnsw,passage_index=hnsw] [--encoder precomputed|minilm]
         [--replicas 1,2] [--num-cpus 2] [--calls 4096] [--callers 256] [--max-batch 256]
         [--max-wait-ms 5] [--queries 1024] [--json-out FILE]
@@ -298,7 +298,7 @@ def served(
     """One run through the Ray actor service with ``n`` replicas."""
     import ray
 
-    from benchmarks.replicas import drive, memory_mib
+    from benchmarks.serving.replicas import drive, memory_mib
     from gta_verl.retrieval.serving.clients import RayRetrieverClient
     from gta_verl.retrieval.serving.config import ServingConfig
     from gta_verl.retrieval.serving.service import RetrieverSpec
@@ -346,7 +346,7 @@ def served(
 
 def _queries(args: argparse.Namespace) -> tuple[list[str], SynthSpec]:
     if args.encoder == "minilm":
-        from benchmarks.replicas import questions
+        from benchmarks.serving.replicas import questions
         from gta_verl.kb.embed import DEFAULT_EMBEDDER  # the bundled all-MiniLM-L6-v2 (384-d)
 
         spec = SynthSpec(args.docs, args.triples, args.dim, args.seed, args.queries, DEFAULT_EMBEDDER)

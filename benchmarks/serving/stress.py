@@ -19,7 +19,7 @@ Prints markdown tables (recorded in docs/benchmarks/stress.md). Sections (``--se
   tokenizer, toy retriever) and the three registered reward managers: exceptions, and masks
   checked against the loop's own turn spans.
 
-Run: ``nice -n 10 .venv/bin/python -m benchmarks.stress`` (every section, < 10 minutes on the
+Run: ``nice -n 10 .venv/bin/python -m benchmarks.serving.stress`` (every section, < 10 minutes on the
 2-core development machine); ``--sections hostile,actor`` for some; ``--fuzz 10000`` for the
 issue's full fuzz count.
 """
@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.stress_actor import section_actor
-from benchmarks.stress_musique import musique_kb_dir, stop_musique_server
-from benchmarks.stress_serving import section_hostile, section_http, section_stall
+from benchmarks.serving.stress_actor import section_actor
+from benchmarks.serving.stress_musique import musique_kb_dir, stop_musique_server
+from benchmarks.serving.stress_serving import section_hostile, section_http, section_stall
 
 SECTIONS = ("corpus", "kb", "hostile", "stall", "http", "actor", "fuzz")
 

@@ -1,9 +1,10 @@
-"""The ``actor`` section of ``benchmarks/stress.py``: the Ray retriever killed during concurrent calls.
+"""The ``actor`` section of ``benchmarks/serving/stress.py``: the Ray retriever killed during concurrent
+calls.
 
 A replica, then the service actor, killed three ways (:data:`KILLS`) while ``n_calls`` one-query
 calls are in flight through the client the agent loop builds; every call must return within its
 timeout, the service recover and later results equal the in-process ones. Run it through
-``python -m benchmarks.stress --sections actor``.
+``python -m benchmarks.serving.stress --sections actor``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.stress_musique import TIMEOUT_S, musique_kb_dir, musique_questions, started_musique_retriever
+from benchmarks.serving.stress_musique import (
+    TIMEOUT_S,
+    musique_kb_dir,
+    musique_questions,
+    started_musique_retriever,
+)
 
 KILLS = ("ray.kill(no_restart=True)", "ray.kill(no_restart=False)", "SIGKILL")
 

@@ -1,8 +1,9 @@
 """What the serving stress sections share: the cached MuSiQue KB and questions, and the HTTP server.
 
 :func:`musique_server` starts the MuSiQue retriever behind :class:`Server` (uvicorn in a thread on
-127.0.0.1, as ``serve()`` builds it) once per run; ``benchmarks/stress_serving.py``,
-``benchmarks/stress_actor.py``, ``benchmarks/stress.py`` and ``benchmarks/abuse_serving.py`` use it.
+127.0.0.1, as ``serve()`` builds it) once per run; ``benchmarks/serving/stress_serving.py``,
+``benchmarks/serving/stress_actor.py``, ``benchmarks/serving/stress.py`` and
+``benchmarks/serving/abuse_serving.py`` use it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """HTTP sections of the reliability suite: hostile input, stall, load.
 
-Imported by ``benchmarks/stress.py`` (run that); each ``section_*`` prints markdown tables. The
-MuSiQue server they share is in ``benchmarks/stress_musique.py``, the actor kills in
-``benchmarks/stress_actor.py``. Everything listens on 127.0.0.1 only.
+Imported by ``benchmarks/serving/stress.py`` (run that); each ``section_*`` prints markdown tables. The
+MuSiQue server they share is in ``benchmarks/serving/stress_musique.py``, the actor kills in
+``benchmarks/serving/stress_actor.py``. Everything listens on 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -15,7 +15,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.stress_musique import TIMEOUT_S, Server, long_queries, musique_questions, musique_server, pct
+from benchmarks.serving.stress_musique import (
+    TIMEOUT_S,
+    Server,
+    long_queries,
+    musique_questions,
+    musique_server,
+    pct,
+)
 
 
 # ------------------------------------------------------------------------------------------ hostile input

@@ -35,7 +35,7 @@ _POOLINGS = ("mean", "cls")
 # A call this small (rows × longest text, in tokens) runs as one padded forward: a retriever's
 # micro-batch of agent queries (8 × ~25 tokens) would otherwise split by length into several
 # forwards of 1–2 rows, each paying the encoder's per-layer dispatch and a small-M GEMM
-# (`benchmarks/inprocess.py`). KB builds are far larger and keep the
+# (`benchmarks/retrieval/inprocess.py`). KB builds are far larger and keep the
 # padding-capped batches.
 SMALL_CALL_TOKENS = 1024
 

@@ -6,7 +6,7 @@ on numpy's OpenBLAS, a second pool whose threads busy-wait after every call; on 
 2-core machine they then hold the cores while torch's team runs the next query's
 encoder, whose barriers wait for descheduled threads. On the bundled MuSiQue KB one
 ``retrieve([q])`` took 138 ms (p50) that way and 48.6 ms on torch, the encoder alone
-being 34.5 ms of it (`benchmarks/inprocess.py`, docs/benchmarks/inprocess.md). Running
+being 34.5 ms of it (`benchmarks/retrieval/inprocess.py`, docs/benchmarks/inprocess.md). Running
 the products on torch keeps the whole query on one pool, with the threads the caller
 gave torch (a replica's share of its node).
 

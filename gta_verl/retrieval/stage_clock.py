@@ -3,7 +3,7 @@
 A retriever keeps one :class:`StageClock` and adds each batch's stage times to it (a few
 ``perf_counter`` calls per batch, not per query). A replica reports :meth:`StageClock.snapshot` in its
 ``stats``; a benchmark takes two snapshots and divides the difference by the queries answered in between
-(``benchmarks/served_throughput.py``).
+(``benchmarks/serving/served_throughput.py``).
 """
 
 from __future__ import annotations

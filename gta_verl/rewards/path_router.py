@@ -150,8 +150,8 @@ class PathRouterConfig(StrictConfig):
         theta_c: θ_C, answer-F1 threshold for C=1 (paper: 0.5).
         theta_p: θ_P, evidence-overlap threshold for P↑ and for KL selection. Our default
             0.4 goes with ``overlap=best_passage``: on bundled-KB retrieval outputs
-            (``benchmarks/p_distribution.py``, docs/benchmarks/p_distribution.md) rollouts shown no gold
-            passage have best-passage P in [0.09, 0.30] and rollouts shown all of it
+            (``benchmarks/retrieval/p_distribution.py``, docs/benchmarks/p_distribution.md) rollouts shown no
+            gold passage have best-passage P in [0.09, 0.30] and rollouts shown all of it
             P ≥ 0.585, so the paper's 0.1 would route 99% of gold-missed rollouts P↑. The
             paper's 0.1 (stable in [0.05, 0.2], Table 8) is for its own P; use it with
             ``overlap=bag`` (there 0.1 puts 19% of gold-missed rollouts P↑, 99% of gold-found).

@@ -2,7 +2,7 @@
 
 ``tests/kb/test_store_hardening_on_cpu.py`` applies each of :data:`KB_CORRUPTIONS` to a copy
 of the toy KB and checks the :class:`~gta_verl.kb.store.KBLoadError` it must give;
-``benchmarks/stress.py`` applies them to copies of the MuSiQue KB and tabulates the results.
+``benchmarks/serving/stress.py`` applies them to copies of the MuSiQue KB and tabulates the results.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The table itself is data of the test suite: ``tests/rewards/reward_cases.yaml`` 
 rollout: the generated response text, R(q_t) per search turn, S(x), the gold aliases, and the
 values worked out by hand from eqs 15–19 with the paper's rewards; ``total`` is R_traj, ``em``
 also R_EM (eq 19)). The reward tests load it through ``tests/rewards/cases.py``,
-``benchmarks/reliability_batch.py`` with :func:`load_cases`; the manager inputs are built by
+``benchmarks/kb/reliability_batch.py`` with :func:`load_cases`; the manager inputs are built by
 :mod:`gta_verl.testing.reward_data`.
 """
 

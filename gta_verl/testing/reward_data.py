@@ -2,7 +2,7 @@
 
 :func:`make_reward_data` builds one agent-loop output as verl's ``AgentLoopWorker._compute_score``
 hands it to a reward manager; :func:`make_reward_manager` builds a registered manager from a
-minimal config. ``tests/rewards/test_managers_on_cpu.py`` and ``benchmarks/reliability_batch.py``
+minimal config. ``tests/rewards/test_managers_on_cpu.py`` and ``benchmarks/kb/reliability_batch.py``
 use both.
 """
 

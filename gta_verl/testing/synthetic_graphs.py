@@ -1,6 +1,6 @@
 """Seeded synthetic KB graphs with the exact GTA-RAG Table 5 edge counts.
 
-Used by ``benchmarks/ppr.py`` and the PPR tests: a heavy-tailed document–entity
+Used by ``benchmarks/retrieval/ppr.py`` and the PPR tests: a heavy-tailed document–entity
 graph whose node and edge counts match a real KB, so PPR timings transfer.
 """
 

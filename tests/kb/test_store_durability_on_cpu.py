@@ -164,7 +164,7 @@ def test_a_second_writer_fails_with_one_line(toy, tmp_path: Path) -> None:
 
 def test_a_second_writer_arriving_before_the_holder_wrote_its_pid_still_names_it(tmp_path: Path) -> None:
     """The lock file is still empty between the holder's flock and its pid write; the second writer waits
-    for the pid rather than naming `pid ?` (two simultaneous builds, benchmarks/reliability_stress.py)."""
+    for the pid rather than naming `pid ?` (two simultaneous builds, benchmarks/kb/reliability_stress.py)."""
     import fcntl
     import threading
 
@@ -217,7 +217,7 @@ def test_stale_tmp_of_a_killed_writer_is_removed(toy, tmp_path: Path) -> None:
 
 def test_a_load_removes_a_killed_writers_copy_but_not_a_live_one(toy, tmp_path: Path) -> None:
     """A writer SIGKILLed mid-write leaves a partial `.kb.tmp-*`; the next load removes it once no writer
-    holds the lock (benchmarks/reliability_stress.py's kill case)."""
+    holds the lock (benchmarks/kb/reliability_stress.py's kill case)."""
     out = tmp_path / "kb"
     save_kb(toy, out)
     stale = out.parent / ".kb.tmp-deadbeef"

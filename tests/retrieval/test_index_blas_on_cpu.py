@@ -1,7 +1,7 @@
 """Faiss's BLAS threshold, the size-sweep builders of ``benchmarks/retriever_synth.py`` and the sweep's
-approximate variant (``benchmarks/retriever_sweep.py``).
+approximate variant (``benchmarks/retrieval/retriever_sweep.py``).
 
-No timings here: speed is in ``benchmarks/retriever.py``; these tests check that the
+No timings here: speed is in ``benchmarks/retrieval/retriever.py``; these tests check that the
 settings and builders the benchmark relies on give the same answers.
 """
 
@@ -112,7 +112,7 @@ def test_sweep_approximate_variant_against_its_exact_one() -> None:
     import argparse
     import dataclasses
 
-    from benchmarks.retriever_sweep import (
+    from benchmarks.retrieval.retriever_sweep import (
         approx_key,
         approx_overrides,
         bench_approx_variant,

@@ -1,5 +1,5 @@
-"""The sweep's memory bookkeeping (``benchmarks/retriever_memory.py``): hand-checkable byte counts on
-tiny arrays, faiss's held arrays against its serialized size, and one sweep size's row and table."""
+"""The sweep's memory bookkeeping (``benchmarks/retrieval/retriever_memory.py``): hand-checkable byte counts
+on tiny arrays, faiss's held arrays against its serialized size, and one sweep size's row and table."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 import numpy as np
 import pytest
 
-from benchmarks.retriever_memory import (
+from benchmarks.retrieval.retriever_memory import (
     MemoryLedger,
     arrays_component,
     distinct_nbytes,
@@ -69,7 +69,7 @@ def test_ledger_steps_with_a_fake_rss() -> None:
 
 def test_sweep_row_memory_on_a_tiny_kb() -> None:
     """One sweep size at 10 documents × 8 dims: the hand-checkable components and the table."""
-    from benchmarks.retriever_sweep import bench_size
+    from benchmarks.retrieval.retriever_sweep import bench_size
 
     args = argparse.Namespace(
         seed=0,
@@ -113,7 +113,7 @@ def test_sweep_row_memory_on_a_tiny_kb() -> None:
 
 @pytest.mark.parametrize("bad", [object(), "x", 3])
 def test_arrays_in_ignores_non_arrays(bad) -> None:
-    from benchmarks.retriever_memory import arrays_in
+    from benchmarks.retrieval.retriever_memory import arrays_in
 
     assert arrays_in(bad) == []
 
@@ -153,7 +153,7 @@ def test_synthetic_kb_passage_modes_share_their_draws() -> None:
 def test_component_recall_without_an_approximate_variant() -> None:
     """``--sweep-component-recall`` alone (no ``--sweep-approx``, no ``linear`` variant): the recall's 8
     queries are drawn and the exact reference is built; an unchanged config returns every exact document."""
-    from benchmarks.retriever_sweep import bench_size
+    from benchmarks.retrieval.retriever_sweep import bench_size
 
     args = argparse.Namespace(
         seed=0,

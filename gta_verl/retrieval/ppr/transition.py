@@ -62,7 +62,8 @@ def transition_from_edges(
         reorder: Renumber nodes by reverse Cuthill–McKee so neighbours sit close in
             memory (fewer cache misses in the sparse product); invisible to callers. Skipped
             above ``RCM_MAX_NODES``: scipy's RCM ran > 15 min on a 1M-document graph (8 M nodes,
-            73 M edges) and the fused kernel was not faster with it (``benchmarks/fused_kernel.py``).
+            73 M edges) and the fused kernel was not faster with it
+            (``benchmarks/retrieval/fused_kernel.py``).
 
     Returns:
         The prepared transition.

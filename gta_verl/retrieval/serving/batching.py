@@ -182,8 +182,8 @@ class MicroBatcher:
         self.n_errors = 0
         self._batch_sizes: deque[int] = deque(maxlen=history)
         self._latency_ms: deque[float] = deque(maxlen=history)
-        # cumulative, for where the time goes (benchmarks/served_throughput.py): seconds the batches ran
-        # (worker thread hand-off included) and seconds the calls took from submit to answer
+        # cumulative, for where the time goes (benchmarks/serving/served_throughput.py): seconds the
+        # batches ran (worker thread hand-off included) and seconds the calls took from submit to answer
         self.run_s = 0.0
         self.latency_s = 0.0
         self.n_answered = 0
@@ -195,7 +195,7 @@ class MicroBatcher:
         torch (the encoder) keeps one thread team per calling thread, so batches handed to
         asyncio's default executor, which rotates over up to ``cpus + 4`` threads, left that
         many teams behind, each spinning after its batch against the next batch's team
-        (`benchmarks/inprocess.py`).
+        (`benchmarks/retrieval/inprocess.py`).
         """
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retrieval-batch")

@@ -9,7 +9,7 @@ Clients route to replicas directly with power-of-two-choices over their own outs
 so the service is not on the data path; its own ``retrieve`` routes the same way for callers
 holding a plain handle. GPUs are never reserved because verl's placement groups own them.
 
-Why actors and not Ray Serve: measured by ``benchmarks/serve_vs_actors.py``
+Why actors and not Ray Serve: measured by ``benchmarks/serving/serve_vs_actors.py``
 (``docs/benchmarks/serve_vs_actors.md``), decided in ``docs/scale.md`` ("Serving: actors vs Ray Serve").
 """
 

@@ -3,7 +3,7 @@
 The per-request character cap alone let one caller send several capped requests of long
 queries at once; round-robin by query count then filled a 256-slot batch with 2,000-
 character queries (a minute of CPU on 2 cores) and every single-query caller behind it
-passed its 30 s timeout (benchmarks/stress.py, stall section).
+passed its 30 s timeout (benchmarks/serving/stress.py, stall section).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ name, allowed to recreate). Every call must come back as a result, answered (and
 equal to in-process retrieval) or an error result the client counted, never an exception;
 afterwards the service answers again with the results it gave before the kill.
 Bounded: each call by the client's deadline, recovery by ``RECOVERY_S``; no timing asserts.
-``benchmarks/stress.py --sections actor`` runs the same matrix with 256 calls and timings.
+``benchmarks/serving/stress.py --sections actor`` runs the same matrix with 256 calls and timings.
 """
 
 from __future__ import annotations

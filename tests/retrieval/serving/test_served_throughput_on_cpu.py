@@ -1,4 +1,4 @@
-"""The pure parts of ``benchmarks/served_throughput.py`` (Ray is not started here): the synthetic KB
+"""The pure parts of ``benchmarks/serving/served_throughput.py`` (Ray is not started here): the synthetic KB
 written as a real KB directory, the config passed to a replica, the equality check against the
 in-process retriever, and the aggregation of where the time goes; plus the stage clock and the
 batcher's counters it reads from the replicas' stats."""
@@ -11,14 +11,16 @@ import doctest
 import numpy as np
 import pytest
 
-from benchmarks import served_throughput as st
+from benchmarks.serving import served_throughput as st
 from gta_verl.data.types import RetrievalResult
 from gta_verl.retrieval.config import RetrieverConfig
 from gta_verl.retrieval.serving.batching import MicroBatcher
 from gta_verl.retrieval.stage_clock import StageClock
 
 
-@pytest.mark.parametrize("module", ["benchmarks.served_throughput", "benchmarks.scale_table"])
+@pytest.mark.parametrize(
+    "module", ["benchmarks.serving.served_throughput", "benchmarks.retrieval.scale_table"]
+)
 def test_benchmark_docstring_examples(module) -> None:
     import importlib
 
