@@ -424,6 +424,59 @@ def paired_table(
     return "\n".join(lines)
 
 
+def gold_documents(qa: Path) -> dict[str, list[str]]:
+    """qid → the row's gold documents (``reward_model.ground_truth.target_doc_ids``) of a verl QA parquet."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for row in pq.read_table(qa).to_pylist():
+        truth = (row.get("reward_model") or {}).get("ground_truth") or {}
+        out[str((row.get("extra_info") or {}).get("qid"))] = [
+            str(d) for d in truth.get("target_doc_ids") or []
+        ]
+    return out
+
+
+def seen_split_table(
+    dest: Path, train: Path, qa: Path, key: str = "musique", sides: str = "i,ii,a,b,r"
+) -> str:
+    """Markdown: each policy's held-out ``key`` questions split into those sharing no gold document with any
+    training target (:func:`gta_verl.data.split.split_by_seen_documents`) and the rest, TargetDocCov and EM on
+    each side (mean over a condition's seeds; the seeds' values in parentheses)."""
+    from gta_verl.data.split import split_by_seen_documents
+    from gta_verl.eval.paired import question_values
+
+    gold, seen = gold_documents(qa), list(gold_documents(train).values())
+    lines = [
+        f"| policy | seeds | {key} questions sharing no gold document with a training target: n, "
+        "TargetDocCov, EM | sharing one: n, TargetDocCov, EM |",
+        "|---|---|---|---|",
+    ]
+    for side in sides.split(","):
+        files = side_files(dest, side, key)
+        if not files:
+            continue
+        runs = [json.loads(f.read_text()) for _, f in sorted(files.items())]
+        qids = [str(r["qid"]) for r in runs[0]]
+        disjoint, shared = split_by_seen_documents([gold.get(q, []) for q in qids], seen)
+        cells = []
+        for part in (disjoint, shared):
+            keep = {qids[i] for i in part}
+            cov, em = [], []
+            for rows in runs:
+                mine = [r for r in rows if str(r["qid"]) in keep]
+                num_den = question_values(mine, "target_doc_cov").values()
+                cov.append(sum(n for n, _ in num_den) / max(1.0, sum(d for _, d in num_den)))
+                em.append(sum(float(r["em"]) for r in mine) / max(1, len(mine)))
+            per = ", ".join(f"{c:.3f}" for c in cov) if len(cov) > 1 else ""
+            cells.append(
+                f"{len(part)}, {sum(cov) / len(cov):.3f}{f' ({per})' if per else ''}, {sum(em) / len(em):.3f}"
+            )
+        seeds = ",".join(str(x) for x in sorted(files)) if -1 not in files else "–"
+        lines.append(f"| ({side}) | {seeds} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.learning_publish steps LOG.jsonl``: print a run's per-step table;
     ``… paired DEST``: the seed-paired held-out differences (:func:`paired_table`)."""
@@ -447,7 +500,19 @@ def main(argv: list[str] | None = None) -> int:
     pp.add_argument("--metrics", default="target_doc_cov,complete_traj_cov,search_turns,em")
     pp.add_argument("--n-boot", type=int, default=10_000)
     pp.add_argument("--wide", action="store_true", help="one row per pair and set, a column per metric")
+    pu = sub.add_parser(
+        "seen-split",
+        help="held-out questions sharing no gold document with a training target vs the rest, per policy",
+    )
+    pu.add_argument("dest", help="the published folder")
+    pu.add_argument("--train", required=True, help="the training questions' parquet (their target documents)")
+    pu.add_argument("--qa", required=True, help="the held-out set's verl QA parquet (its gold documents)")
+    pu.add_argument("--set", default="musique", help="which held-out set (default musique)")
+    pu.add_argument("--sides", default="i,ii,a,b,r", help="policies: warm starts i / ii and conditions")
     args = p.parse_args(argv)
+    if args.cmd == "seen-split":
+        print(seen_split_table(Path(args.dest), Path(args.train), Path(args.qa), args.set, args.sides))
+        return 0
     if args.cmd == "paired":
         pairs = [tuple(x.split("-", 1)) for x in args.pairs.split(",") if x]
         table = paired_table(Path(args.dest), pairs, args.metrics.split(","), args.n_boot, args.wide)  # type: ignore[arg-type]

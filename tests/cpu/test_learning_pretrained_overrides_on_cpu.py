@@ -547,3 +547,33 @@ def test_dynamic_sampling_reaches_verls_replay_buffer_config(monkeypatch):
     assert cfg.trainer.v1.trainer_mode == "gta_sync"
     (off,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(), 0))
     assert off.algorithm.filter_groups.enable is False
+
+
+def test_seen_split_table_by_hand(tmp_path):
+    """Two held-out questions: q0's gold documents include a training target (shared), q1's do not."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from benchmarks.learning_publish import seen_split_table
+
+    def qa(path: Path, docs: dict[str, list[str]]) -> Path:
+        rows = [
+            {"extra_info": {"qid": q}, "reward_model": {"ground_truth": {"target_doc_ids": d}}}
+            for q, d in docs.items()
+        ]
+        pq.write_table(pa.Table.from_pylist(rows), path)
+        return path
+
+    train = qa(tmp_path / "train.parquet", {"t0": ["d1", "d9"]})
+    held = qa(tmp_path / "musique.parquet", {"0": ["d1", "d2"], "1": ["d3", "d4"]})
+    dest = tmp_path / "exp"
+    runs = [{"condition": "b", "seed": s, "metrics": f"x/sft_b_s{s}/metrics.jsonl"} for s in (0, 1)]
+    dest.mkdir()
+    (dest / "results.json").write_text(json.dumps({"runs": runs}))
+    _questions(dest / "runs/sft_b_s0/eval_musique.questions.json", [2, 1])  # q0 2/2, q1 1/2
+    _questions(dest / "runs/sft_b_s1/eval_musique.questions.json", [0, 2])  # q0 0/2, q1 2/2
+    _questions(dest / "fp32_sft_musique.questions.json", [1, 0])  # (ii): q0 1/2, q1 0/2
+    table = seen_split_table(dest, train, held, sides="ii,b").splitlines()
+    # disjoint = {q1}: (b) 0.5 and 1.0 → mean 0.750; shared = {q0}: (b) 1.0 and 0.0 → 0.500; EM 0 throughout
+    assert table[2] == "| (ii) | – | 1, 0.000, 0.000 | 1, 0.500, 0.000 |"
+    assert table[3] == "| (b) | 0,1 | 1, 0.750 (0.500, 1.000), 0.000 | 1, 0.500 (1.000, 0.000), 0.000 |"
