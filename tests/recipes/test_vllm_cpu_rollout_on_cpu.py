@@ -41,6 +41,7 @@ def cpu_inputs(musique_kb_dir):
 
     return prepare_cpu_inputs(kb_dir=musique_kb_dir)
 
+
 #: fp32 rollout and actor: measured 2.9e-10 at step 2 (the hf_cpu runs: ~1e-11).
 MAX_LOGPROB_DIFF = 1e-5
 
