@@ -20,7 +20,13 @@ modified there. That makes verl's own knob ``trainer.v1.trainer_mode`` safe on o
   ``tool_agent`` with PathRouter or per-turn rewards) stop the launch with one line;
 * the whole ``gta:`` node is read as :class:`gta_verl.config.GTAConfig`, so a misspelt key
   (``gta.reward.step_shapping``) stops the launch naming the valid ones, instead of being
-  ignored by the section that would have read it.
+  ignored by the section that would have read it;
+* a policy name (:mod:`gta_verl.policies`, e.g. ``gemma-3-270m``) at a model path
+  (``actor_rollout_ref.model.path``, a distillation teacher's ``model_path`` …, see
+  :data:`MODEL_PATH_KEYS`) is replaced by its prepared directory (:func:`resolve_policy_names`),
+  once, before any worker reads it — the way verl resolves ``model.path`` once in its model
+  config. This is the only place a launch resolves a name: every recipe, CPU and GPU, passes
+  ``MODEL_PATH`` through as given.
 
 Any other name is left as given: the recipe's :class:`gta_verl.recipe_guard.RecipeGuard`
 (``on_job_start``, after this callback) refuses every trainer the recipe does not list,
@@ -46,9 +52,11 @@ __all__ = [
     "VERL_MODES",
     "GTAPreflight",
     "ModeChoice",
+    "MODEL_PATH_KEYS",
     "PreflightError",
     "apply_preflight",
     "check_agent_loop",
+    "resolve_policy_names",
     "resolve_trainer_mode",
     "trainer_name",
 ]
@@ -72,6 +80,16 @@ _NO_STANDALONE_WEIGHT_SYNC = {
         "and the hf backend has none; use trainer.v1.trainer_mode=sync or colocate_async"
     ),
 }
+
+
+#: Config keys that hold a model directory (verl's ``HFModelConfig`` ``path`` / ``tokenizer_path`` of the
+#: actor and the critic); every ``distillation.teacher_models.<name>.model_path`` is one too.
+MODEL_PATH_KEYS = (
+    "actor_rollout_ref.model.path",
+    "actor_rollout_ref.model.tokenizer_path",
+    "critic.model.path",
+    "critic.model.tokenizer_path",
+)
 
 
 class PreflightError(ValueError):
@@ -163,15 +181,64 @@ def check_agent_loop(family: str, agent_loop: str, place_turn_rewards: bool) -> 
         )
 
 
-def apply_preflight(config: Any, family: str) -> ModeChoice:
-    """Check ``config`` (a composed recipe config) and set the trainer the job runs.
+def _model_path_keys(config: Any) -> list[str]:
+    from omegaconf import OmegaConf
+
+    teachers = OmegaConf.select(config, "distillation.teacher_models", default=None)
+    names = list(teachers.keys()) if OmegaConf.is_dict(teachers) else []
+    return [*MODEL_PATH_KEYS, *(f"distillation.teacher_models.{n}.model_path" for n in names)]
+
+
+def resolve_policy_names(config: Any) -> dict[str, str]:
+    """Replace each policy name at a model-path key of ``config`` by its prepared directory.
+
+    A key set by interpolation (the PathRouter YAML's teacher ``${actor_rollout_ref.model.path}``)
+    follows its source; a path, a hub id or anything else that is no policy name is left as given.
+    Each name is prepared once (:func:`gta_verl.policies.resolve_model`: the first time about a
+    minute, then a manifest check).
 
     Returns:
-        The :class:`ModeChoice`; ``config.trainer.v1.trainer_mode`` is its ``trainer``.
+        ``{key: directory}`` for every key replaced.
 
     Raises:
-        PreflightError: an invalid ``gta:`` node, or see :func:`resolve_trainer_mode` and
-            :func:`check_agent_loop`.
+        PreflightError: the policy's directory cannot be prepared (one line naming the key).
+    """
+    from omegaconf import OmegaConf, read_write
+
+    from gta_verl.policies import policy_name, resolve_model
+    from gta_verl.policies.model_dir import ModelDirError
+
+    resolved: dict[str, str] = {}
+    replaced: dict[str, str] = {}
+    for key in _model_path_keys(config):
+        parent_key, leaf = key.rsplit(".", 1)
+        parent = OmegaConf.select(config, parent_key, default=None)
+        if not OmegaConf.is_dict(parent) or leaf not in parent or OmegaConf.is_interpolation(parent, leaf):
+            continue
+        value = parent[leaf]
+        if not isinstance(value, str) or policy_name(value) is None:
+            continue
+        if value not in resolved:
+            try:
+                resolved[value] = resolve_model(value)
+            except (ModelDirError, ImportError, OSError) as exc:
+                raise PreflightError(f"gta_verl: {key}={value}: {' '.join(str(exc).split())}") from None
+        with read_write(config):
+            parent[leaf] = resolved[value]
+        replaced[key] = resolved[value]
+    return replaced
+
+
+def apply_preflight(config: Any, family: str) -> ModeChoice:
+    """Check ``config`` (a composed recipe config), set the trainer the job runs and resolve policy names.
+
+    Returns:
+        The :class:`ModeChoice`; ``config.trainer.v1.trainer_mode`` is its ``trainer``, and each
+        policy name at a model path is its directory (:func:`resolve_policy_names`).
+
+    Raises:
+        PreflightError: an invalid ``gta:`` node, a policy that cannot be prepared, or see
+            :func:`resolve_trainer_mode` and :func:`check_agent_loop`.
     """
     from omegaconf import read_write
 
@@ -189,6 +256,7 @@ def apply_preflight(config: Any, family: str) -> ModeChoice:
     if choice.mapped:
         with read_write(config):
             config.trainer.v1.trainer_mode = choice.trainer
+    resolve_policy_names(config)  # last: a launch refused above never spends a minute preparing
     return choice
 
 

@@ -173,3 +173,28 @@ def test_main_ppo_stops_before_ray():
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert lines[-1].startswith("gta_verl: trainer.v1.trainer_mode=separate_async cannot run:"), lines[-5:]
     assert "ray init kwargs" not in proc.stdout  # printed by run_ppo right before ray.init
+
+
+def test_policy_names_are_resolved_last(monkeypatch, tmp_path):
+    """A policy name at a model path becomes its directory; a launch refused first never prepares it."""
+    from gta_verl.policies import POLICIES
+
+    calls: list[Path] = []
+    monkeypatch.setitem(POLICIES, "gemma-3-270m", lambda: calls.append(tmp_path) or tmp_path)
+    refused = _compose(
+        "gta_grpo",
+        "actor_rollout_ref.model.path=gemma-3-270m",
+        "actor_rollout_ref.rollout.name=hf_cpu",
+        "trainer.v1.trainer_mode=separate_async",
+    )
+    with pytest.raises(PreflightError, match="cannot run"):
+        apply_preflight(refused, "gta")
+    assert calls == [] and refused.actor_rollout_ref.model.path == "gemma-3-270m"
+    cfg = _compose("path_router", "actor_rollout_ref.model.path=gemma-3-270m")
+    apply_preflight(cfg, "gta_path_router")
+    assert (
+        cfg.actor_rollout_ref.model.path
+        == str(tmp_path)
+        == cfg.distillation.teacher_models.teacher_model.model_path
+    )
+    assert calls == [tmp_path]

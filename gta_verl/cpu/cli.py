@@ -55,9 +55,9 @@ def add_parser(subparsers: Any) -> None:
     v = sub.add_parser(
         "vllm-model",
         help="print MODEL_DIR, or for a tiny policy with 16-wide heads a copy with 32-wide ones "
-        "(vLLM's CPU attention; cached)",
+        "(vLLM's CPU attention; cached); a policy name (gemma-3-270m) is read as its directory",
     )
-    v.add_argument("model_dir", type=Path)
+    v.add_argument("model_dir")
     v.set_defaults(func=_vllm_model)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -71,8 +71,9 @@ def _prompt_rows(args: argparse.Namespace) -> int:
 
 def _vllm_model(args: argparse.Namespace) -> int:
     from gta_verl.cpu.tiny_model import vllm_heads_model
+    from gta_verl.policies import resolve_model
 
-    print(vllm_heads_model(args.model_dir).resolve())
+    print(vllm_heads_model(resolve_model(args.model_dir)).resolve())
     return 0
 
 

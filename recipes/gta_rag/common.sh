@@ -6,7 +6,8 @@
 # tests/recipes/ composes those printed overrides under Hydra.
 
 PYTHON=${PYTHON:-python3}
-# 3b | 7b | an HF model path or repo id.
+# 3b | 7b | an HF model path or repo id. MODEL_PATH may also be a policy name (gemma-3-270m): the recipe's
+# preflight (gta_verl/preflight.py) puts its prepared directory in the config.
 MODEL=${MODEL:-3b}
 # Where the prepared parquet files live (see README.md, "Prerequisites").
 DATA_DIR=${DATA_DIR:-$HOME/data/gta_rag}

