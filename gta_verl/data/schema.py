@@ -179,6 +179,11 @@ def _as_list(value: Any) -> list[Any]:
 def parse_turn_doc_ids(value: Any, name: str = EF_TURN_DOC_IDS) -> list[list[str]]:
     """``gta/turn_doc_ids`` as R(q_t) per search turn: a list of lists of string ids.
 
+    The only reader of per-turn doc ids: the reward (:mod:`gta_verl.rewards.scoring`), the
+    evaluation's records (:func:`rollout_record_from_fields`, :func:`gta_verl.eval.records.from_row`)
+    and verl's validation dumps (:mod:`gta_verl.eval.verl_dumps`) all read them here, so a record
+    one of them refuses is refused by all, with the same message.
+
     None (no gta loop) is no search. numpy arrays (parquet, ``np.array(..., dtype=object)``)
     become lists first.
 
@@ -207,6 +212,25 @@ def parse_turn_doc_ids(value: Any, name: str = EF_TURN_DOC_IDS) -> list[list[str
     return out
 
 
+def parse_turn_query_doc_ids(value: Any, name: str = EF_TURN_QUERY_DOC_IDS) -> list[list[list[str]]]:
+    """``gta/turn_query_doc_ids`` (K > 1): per search turn, the ids each query showed.
+
+    None (not recorded) is ``[]``; each turn is read by :func:`parse_turn_doc_ids`.
+
+    Raises:
+        ValueError: not a list per search turn, or a turn :func:`parse_turn_doc_ids` refuses.
+
+    >>> parse_turn_query_doc_ids([[["d1"], ["d2"]], [[]]])
+    [[['d1'], ['d2']], [[]]]
+    """
+    turns = plain_value(value)
+    if turns is None:
+        return []
+    if not isinstance(turns, (list, tuple)):
+        raise ValueError(f"{name} must be a list per search turn, got {type(turns).__name__} {turns!r:.80}")
+    return [parse_turn_doc_ids(t, f"{name}[{i}]") for i, t in enumerate(turns)]
+
+
 def drop_unshown_searches(fields: Mapping[str, Any], response_tokens: int) -> dict[str, Any]:
     """``extra_fields`` with the documents of searches the policy never saw blanked.
 
@@ -226,7 +250,7 @@ def drop_unshown_searches(fields: Mapping[str, Any], response_tokens: int) -> di
     out = dict(fields)
     for key in (EF_TURN_DOC_IDS, EF_TURN_TEXTS):
         if key in out and out[key] is not None:
-            turns = list(_as_list(out[key]))
+            turns = parse_turn_doc_ids(out[key]) if key == EF_TURN_DOC_IDS else list(_as_list(out[key]))
             out[key] = [
                 [] if t < len(starts) and int(starts[t]) >= response_tokens else turn
                 for t, turn in enumerate(turns)
@@ -300,7 +324,12 @@ def rollout_record_from_fields(
     sample_idx: int = 0,
     response_tokens: int = 0,
 ) -> RolloutRecord:
-    """Build a :class:`RolloutRecord` from agent-loop ``extra_fields`` and the row's ground truth."""
+    """Build a :class:`RolloutRecord` from agent-loop ``extra_fields`` and the row's ground truth.
+
+    Raises:
+        ValueError: a malformed ground truth or per-turn doc ids (:func:`parse_turn_doc_ids`, the
+            reward's reader too).
+    """
     answers, doc_ids, texts = parse_ground_truth(ground_truth)
     turn_texts = _as_list(extra_fields.get(EF_TURN_TEXTS, []))
     return RolloutRecord(
@@ -308,9 +337,7 @@ def rollout_record_from_fields(
         gold_answers=tuple(answers),
         target_doc_ids=tuple(doc_ids),
         turn_queries=tuple(str(q) for q in _as_list(extra_fields.get(EF_TURN_QUERIES, []))),
-        turn_doc_ids=tuple(
-            tuple(str(d) for d in _as_list(ids)) for ids in _as_list(extra_fields.get(EF_TURN_DOC_IDS, []))
-        ),
+        turn_doc_ids=tuple(tuple(ids) for ids in parse_turn_doc_ids(extra_fields.get(EF_TURN_DOC_IDS))),
         answer=extra_fields.get(EF_ANSWER),
         retrieval_errors=int(extra_fields.get(EF_RETRIEVAL_ERRORS, 0) or 0),
         invalid_actions=int(extra_fields.get(EF_INVALID_ACTIONS, 0) or 0),
@@ -322,7 +349,7 @@ def rollout_record_from_fields(
         retrieved_texts=tuple(str(t) for turn in turn_texts for t in _as_list(turn)),
         gold_texts=tuple(texts),
         turn_query_doc_ids=tuple(
-            tuple(tuple(str(d) for d in _as_list(q)) for q in _as_list(turn))
-            for turn in _as_list(extra_fields.get(EF_TURN_QUERY_DOC_IDS, []))
+            tuple(tuple(q) for q in turn)
+            for turn in parse_turn_query_doc_ids(extra_fields.get(EF_TURN_QUERY_DOC_IDS))
         ),
     )

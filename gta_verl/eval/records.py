@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from gta_verl import SCHEMA_VERSION
 from gta_verl.data.io import write_table_atomic
+from gta_verl.data.schema import parse_turn_doc_ids, parse_turn_query_doc_ids
 from gta_verl.data.types import RolloutRecord
 from gta_verl.eval.metrics import RecordMetrics, score_record
 
@@ -147,10 +148,10 @@ def from_row(row: dict[str, Any]) -> EvalRecord:
     kwargs: dict[str, Any] = {}
     for f in fields(RolloutRecord):
         value = row.get(f.name)
-        if f.name == "turn_doc_ids":
-            value = tuple(tuple(t) for t in (value or ()))
+        if f.name == "turn_doc_ids":  # the reward's reader: a malformed value is refused, not reinterpreted
+            value = tuple(tuple(t) for t in parse_turn_doc_ids(value, f.name))
         elif f.name == "turn_query_doc_ids":  # absent in records written before the column: ()
-            value = tuple(tuple(tuple(q) for q in t) for t in (value or ()))
+            value = tuple(tuple(tuple(q) for q in t) for t in parse_turn_query_doc_ids(value, f.name))
         elif isinstance(value, list):
             value = tuple(value)
         elif value is None and f.name != "answer":

@@ -32,6 +32,7 @@ parquet(s) joined on the question text, else ``"unknown"``.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import logging
 import math
@@ -44,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from gta_verl.data.ids import make_doc_id
-from gta_verl.data.schema import parse_ground_truth
+from gta_verl.data.schema import parse_ground_truth, parse_turn_doc_ids
 from gta_verl.data.types import RolloutRecord
 from gta_verl.eval.records import EvalRecord
 from gta_verl.protocol import SEARCH_FAILED_PREFIX, build_user_prompt, final_answer, parse_turns
@@ -187,13 +188,20 @@ def _ground_truth(value: Any) -> Any:
     return value
 
 
-def _json_list(value: Any) -> list[Any] | None:
+def _dumped_turn_doc_ids(entry: Mapping[str, Any]) -> list[list[str]] | None:
+    """The per-turn doc ids a manager dumped (``gta/turn_doc_ids``, or ``turn_doc_ids``), None if none.
+
+    verl writes each value as JSON (``default=str``); a value a manager sent as JSON text is decoded
+    once, and whatever comes out is read by the reward's own reader,
+    :func:`gta_verl.data.schema.parse_turn_doc_ids`: a string that is no JSON list (``"d1d2"``), a
+    flat list of ids … rejects the line with its message instead of being read as something else.
+    """
+    key = "gta/turn_doc_ids" if "gta/turn_doc_ids" in entry else "turn_doc_ids"
+    value = entry.get(key)
     if isinstance(value, str):
-        try:
+        with contextlib.suppress(ValueError):
             value = json.loads(value)
-        except ValueError:
-            return None
-    return value if isinstance(value, list) else None
+    return None if value is None else parse_turn_doc_ids(value, key)
 
 
 def record_from_entry(
@@ -206,9 +214,9 @@ def record_from_entry(
     output = str(entry["output"])
     queries, docs, failed = parse_response(output, index)
     turn_ids = [[d for d, _, _ in turn] for turn in docs]
-    dumped_ids = _json_list(entry.get("gta/turn_doc_ids", entry.get("turn_doc_ids")))
+    dumped_ids = _dumped_turn_doc_ids(entry)
     if dumped_ids is not None and len(dumped_ids) == len(queries):
-        turn_ids = [[str(d) for d in t] for t in dumped_ids]  # exact ids when the manager dumped them
+        turn_ids = dumped_ids  # exact ids when the manager dumped them
     question = question_from_prompt(str(entry["input"]))
     errors = entry.get("retrieval_errors")
     return EvalRecord(

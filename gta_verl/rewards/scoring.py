@@ -35,6 +35,7 @@ from gta_verl.data.schema import (
     drop_unshown_searches,
     parse_ground_truth,
     parse_turn_doc_ids,
+    parse_turn_query_doc_ids,
     plain_value,
 )
 from gta_verl.protocol import final_answer
@@ -108,12 +109,10 @@ class ScoringRequest:
     def query_doc_ids(self) -> list[list[list[str]]]:
         """The ids shown per query, per search turn (``gta/turn_query_doc_ids``, K > 1); without
         that record every turn is one query showing its ``turn_doc_ids``."""
-        turns = plain_value(self.extra_fields.get(EF_TURN_QUERY_DOC_IDS))
-        if turns is None:
+        value = self.extra_fields.get(EF_TURN_QUERY_DOC_IDS)
+        if plain_value(value) is None:
             return [[ids] for ids in self.turn_doc_ids]
-        if not isinstance(turns, (list, tuple)):
-            raise ValueError(f"{EF_TURN_QUERY_DOC_IDS} must be a list per search turn, got {turns!r:.80}")
-        return [parse_turn_doc_ids(t, f"{EF_TURN_QUERY_DOC_IDS}[{i}]") for i, t in enumerate(turns)]
+        return parse_turn_query_doc_ids(value)
 
     @property
     def num_searches(self) -> int:
