@@ -66,11 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gta_verl.data.loaders import DataFormatError
         from gta_verl.kb.embed import EmbedderUnavailable
         from gta_verl.kb.store import KBLoadError, KBWriteError
+        from gta_verl.policies.model_dir import ModelDirError
 
-        if (
-            not isinstance(exc, (KBLoadError, KBWriteError, DataFormatError, EmbedderUnavailable))
-            or args.verbose
-        ):
+        one_line = (KBLoadError, KBWriteError, DataFormatError, EmbedderUnavailable, ModelDirError)
+        if not isinstance(exc, one_line) or args.verbose:
             raise
         print(f"gta-verl: error: {exc}", file=sys.stderr)
         return 2

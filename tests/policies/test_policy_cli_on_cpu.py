@@ -210,3 +210,34 @@ def test_path_of_an_unknown_name_is_an_error(
     assert main(["policy", "path", str(tmp_path)]) == 0
     assert main(["policy", "path", "Qwen/Qwen2.5-3B-Instruct"]) == 0
     assert capsys.readouterr().out.split() == [str(tmp_path), "Qwen/Qwen2.5-3B-Instruct"]
+
+
+@pytest.mark.parametrize("command", ["eval", "cpu vllm-model"])
+def test_other_commands_resolving_a_name_give_one_line(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model directory that cannot be used, met outside the policy commands (``gta-verl eval --policy``,
+    ``cpu vllm-model``), is the top-level handler's one line with exit status 2, not a traceback."""
+    import pandas as pd
+
+    from gta_verl import policies
+    from gta_verl.data.schema import make_verl_row
+    from gta_verl.data.types import QAExample
+    from gta_verl.policies.model_dir import ModelDirError
+
+    message = f"{tmp_path}/models/gemma-3-270m-v1: cannot take the write lock: Read-only file system"
+
+    def broken() -> Path:
+        raise ModelDirError(message)
+
+    monkeypatch.setitem(policies.POLICIES, "gemma-3-270m", broken)
+    data = tmp_path / "qa.parquet"
+    pd.DataFrame([make_verl_row(QAExample("q1", "Who wrote Hamlet?", ("Shakespeare",)), 0)]).to_parquet(data)
+    args = {
+        "eval": ["eval", "--policy", "gemma-3-270m", "--data", str(data), "--kb", str(tmp_path / "kb")],
+        "cpu vllm-model": ["cpu", "vllm-model", "gemma-3-270m"],
+    }[command]
+    assert main([*args, "--out", str(tmp_path / "out")] if command == "eval" else args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == f"gta-verl: error: {message}"
