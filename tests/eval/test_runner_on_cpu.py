@@ -332,9 +332,10 @@ def test_the_turn_budget_is_called_our_default_not_the_papers():
     parser = argparse.ArgumentParser()
     cli.add_parser(parser.add_subparsers())
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    (eval_parser,) = sub.choices.values()
-    action = next(a for a in eval_parser._actions if "--max-actions" in a.option_strings)
-    assert action.default == 5 and "paper" not in action.help and "ours" in action.help
+    assert set(sub.choices) == {"eval", "signal"}  # signal samples through the same agent loop and budget
+    for name in ("eval", "signal"):
+        action = next(a for a in sub.choices[name]._actions if "--max-actions" in a.option_strings)
+        assert action.default == 5 and "paper" not in action.help and "ours" in action.help
     doc = EvalSettings.__doc__ or ""
     line = next(x for x in doc.splitlines() if "max_actions:" in x)
     assert "paper" not in line and "ours" in line
