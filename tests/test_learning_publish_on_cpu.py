@@ -74,7 +74,8 @@ def test_seeds_run_by_one_side_only_are_named_in_the_table(pub: Path, capsys) ->
     main(["paired", str(pub), "--pairs", "c-r", "--metrics", "target_doc_cov", "--wide"])
     rows = capsys.readouterr().out.splitlines()[2:]
     assert (
-        rows[0] == "| (c) − (r) | synthetic | 0 (unpaired: (r) 1,2) | **-0.567** [-0.649, -0.485] (-0.567) |"
+        rows[0] == "| (c) − (r) | synthetic | 0 (unpaired: (r) 1,2) | "
+        "**-0.567** q [-0.649, -0.485] · seeds t – (one seed) (-0.567) |"
     )
     assert len(rows) == 3
 
