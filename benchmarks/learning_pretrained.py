@@ -191,34 +191,42 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def sft_warm_start(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, dict]:
-    """Warm start (ii): verl SFT of the cut policy on τ* replays (instructions prompt), evaluated on the
-    three held-out sets in that prompt style."""
+def build_sft(
+    inputs: dict[str, Any], root: Path, args: argparse.Namespace, steps: int, rows: int, lr: float
+) -> Path:
+    """verl SFT of the cut policy on the τ* replays of the first ``rows`` training questions (instructions
+    prompt, the run's budgets and precision) into ``root``; a finished build with these settings is reused."""
     from gta_verl.cpu.policy_sft import PolicySFTSettings, build_policy_sft
 
     plain = inputs["plain"]
     settings = PolicySFTSettings(
-        steps=args.sft_steps,
-        max_rows=args.sft_rows,
-        lr=args.sft_lr,
+        steps=steps,
+        max_rows=rows,
+        lr=lr,
         budgets=(PROMPT_LENGTH, RESPONSE_LENGTH, MAX_OBS_TOKENS),
         param_dtype=args.precision,
     )
+    heldout = plain["sets"]["synthetic"][0]
+    return build_policy_sft(inputs["model"], plain["train"], heldout, inputs["kb"], root, settings)
+
+
+def build_ii(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> Path:
+    """Warm start (ii): ``--sft-steps`` of verl SFT on the first ``--sft-rows`` τ* replays."""
     t0 = time.perf_counter()
-    tag = precision_tag(args.precision)
-    model = build_policy_sft(
-        inputs["model"],
-        plain["train"],
-        plain["sets"]["synthetic"][0],
-        inputs["kb"],
-        out / f"{tag}sft",
-        settings,
-    )
+    root = out / f"{precision_tag(args.precision)}sft"
+    model = build_sft(inputs, root, args, args.sft_steps, args.sft_rows, args.sft_lr)
     print(f"SFT warm start ready ({time.perf_counter() - t0:.0f} s): {model}", flush=True)
     inputs["sft_model"] = model
+    return model
+
+
+def sft_warm_start(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, dict]:
+    """Warm start (ii) built and evaluated on the three held-out sets in the instructions prompt style."""
+    model = build_ii(inputs, out, args)
+    tag = precision_tag(args.precision)
     return {
         key: evaluate(str(model), data, kb, out / "eval" / f"{tag}sft_{key}", args.eval_questions, "sft")
-        for key, (data, kb) in plain["sets"].items()
+        for key, (data, kb) in inputs["plain"]["sets"].items()
     }
 
 
@@ -240,21 +248,9 @@ def build_iii(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> Pa
     """Warm start (iii): verl SFT of the cut policy on the τ* replays of the first ``--iii-rows`` training
     questions for ``--iii-epochs`` epochs at ``--iii-lr`` — those questions seen several times, so the policy
     answers some of them and the answer reward can differ within a GRPO group on them."""
-    from gta_verl.cpu.policy_sft import PolicySFTSettings, build_policy_sft
-
-    plain = inputs["plain"]
-    settings = PolicySFTSettings(
-        steps=iii_steps(args.iii_rows, args.iii_epochs),
-        max_rows=args.iii_rows,
-        lr=args.iii_lr,
-        budgets=(PROMPT_LENGTH, RESPONSE_LENGTH, MAX_OBS_TOKENS),
-        param_dtype=args.precision,
-    )
     t0 = time.perf_counter()
-    heldout = plain["sets"]["synthetic"][0]
-    model = build_policy_sft(
-        inputs["model"], plain["train"], heldout, inputs["kb"], iii_dir(out, args), settings
-    )
+    steps = iii_steps(args.iii_rows, args.iii_epochs)
+    model = build_sft(inputs, iii_dir(out, args), args, steps, args.iii_rows, args.iii_lr)
     print(f"warm start (iii) ready ({time.perf_counter() - t0:.0f} s): {model}", flush=True)
     inputs["iii_model"] = model
     return model

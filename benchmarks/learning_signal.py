@@ -32,6 +32,7 @@ from benchmarks.learning_pretrained import (
     MAX_OBS_TOKENS,
     PROMPT_LENGTH,
     RESPONSE_LENGTH,
+    build_ii,
     build_iii,
     build_parser,
     evaluate,
@@ -41,24 +42,6 @@ from benchmarks.learning_pretrained import (
     resolve_precision,
 )
 from benchmarks.learning_publish import SETS
-
-
-def build_ii(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> Path:
-    """(ii), exactly as :func:`benchmarks.learning_pretrained.sft_warm_start` builds it (same folder)."""
-    from gta_verl.cpu.policy_sft import PolicySFTSettings, build_policy_sft
-
-    plain = inputs["plain"]
-    settings = PolicySFTSettings(
-        steps=args.sft_steps,
-        max_rows=args.sft_rows,
-        lr=args.sft_lr,
-        budgets=(PROMPT_LENGTH, RESPONSE_LENGTH, MAX_OBS_TOKENS),
-        param_dtype=args.precision,
-    )
-    root = out / f"{precision_tag(args.precision)}sft"
-    return build_policy_sft(
-        inputs["model"], plain["train"], plain["sets"]["synthetic"][0], inputs["kb"], root, settings
-    )
 
 
 def measure_signal(
@@ -159,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         "ii": (f"(ii) SFT {args.sft_steps} steps on {args.sft_rows} replays, lr {args.sft_lr:g}", build_ii),
         "iii": (
             f"(iii) SFT {args.iii_epochs} epochs on {args.iii_rows} replays, lr {args.iii_lr:g}",
+            build_ii,
             build_iii,
         ),
     }
@@ -190,15 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _summary(rep: Any) -> dict[str, Any]:
-    return {
-        "rollouts": rep.rollouts,
-        "group_size": rep.group_size,
-        "terms": rep.term_rates(),
-        "pass_rate_histogram": rep.pass_rate_histogram(),
-        "rewards": [vars(r) for r in rep.rewards],
-        "expected_share_differ": {g: rep.expected_share_differ(g) for g in (4, 8, 16)},
-        "pass_rates": {q.group: q.pass_rate for q in rep.questions},
-    }
+    return {**rep.summary(), "pass_rates": {q.group: q.pass_rate for q in rep.questions}}
 
 
 if __name__ == "__main__":

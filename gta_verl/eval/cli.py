@@ -296,12 +296,7 @@ def run_signal(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {
         "records": str(records),
-        "rollouts": report.rollouts,
-        "group_size": report.group_size,
-        "terms": report.term_rates(),
-        "pass_rate_histogram": report.pass_rate_histogram(),
-        "rewards": [vars(r) for r in report.rewards],
-        "expected_share_differ": {g: report.expected_share_differ(g) for g in (4, 8, 16)},
+        **report.summary(),
         "questions": [
             {**vars(q), "reward_mean": dict(q.reward_mean), "differs": dict(q.differs)}
             for q in report.questions

@@ -211,6 +211,17 @@ class SignalReport:
             "p = 1": sum(1 for p in rates if p == 1.0),
         }
 
+    def summary(self, sizes: Sequence[int] = (4, 8, 16)) -> dict[str, Any]:
+        """The report's aggregates, JSON-ready (the per-question rows are :attr:`questions`)."""
+        return {
+            "rollouts": self.rollouts,
+            "group_size": self.group_size,
+            "terms": self.term_rates(),
+            "pass_rate_histogram": self.pass_rate_histogram(),
+            "rewards": [vars(r) for r in self.rewards],
+            "expected_share_differ": {g: self.expected_share_differ(g) for g in sizes},
+        }
+
     def expected_share_differ(self, g: int) -> float:
         """Share of answer-reward groups of size g expected to differ: mean over questions of
         :func:`binary_differ_probability` at each question's pass rate."""
