@@ -487,11 +487,11 @@ def _write_report(
 def main(argv: list[str] | None = None) -> int:
     args = build_parser(__doc__).parse_args(argv)
 
-    from gta_verl.cpu.prepare import _ensure_kb, default_root
+    from gta_verl.cpu.prepare import default_root, ensure_kb
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    kb = Path(args.kb).resolve() if args.kb else _ensure_kb(default_root() / "kb_musique")
+    kb = Path(args.kb).resolve() if args.kb else ensure_kb(default_root() / "kb_musique")
     args.kb_dir = kb
     if args.real_qa == "bundled":
         args.real_qa = str(_bundled_musique_qa(default_root() / "data"))

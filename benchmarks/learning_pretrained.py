@@ -153,7 +153,7 @@ def evaluate(policy: str, data: Path, kb: Path, out: Path, n: int | None, name: 
 
 def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     """KBs, question sets (few-shot prompts) and the cut policy; each step cached under ``out``."""
-    from gta_verl.cpu.prepare import _ensure_kb, default_root, prompt_style_parquet
+    from gta_verl.cpu.prepare import default_root, ensure_kb, prompt_style_parquet
     from gta_verl.cpu.warm_start import SFTSettings, layout, write_split_questions
     from gta_verl.data.prep import prepare_hotpot_context, prepare_musique
     from gta_verl.kb.build import build_kb_from_files
@@ -161,7 +161,7 @@ def prepare(out: Path, args: argparse.Namespace) -> dict[str, Any]:
     from gta_verl.policies import resolve_model
     from gta_verl.policies.vocab_cut import cut_model, policy_texts
 
-    kb = Path(args.kb).resolve() if args.kb else _ensure_kb(default_root() / "kb_musique")
+    kb = Path(args.kb).resolve() if args.kb else ensure_kb(default_root() / "kb_musique")
     ws = layout(out / "questions")
     if not (ws.train.is_file() and ws.heldout.is_file()):
         ws.root.mkdir(parents=True, exist_ok=True)

@@ -38,10 +38,10 @@ EXTRA = {"nopad": ("actor_rollout_ref.model.use_remove_padding=true",)}
 
 def _inputs(warm_start: str | None) -> tuple[Path, Path, Path]:
     """(KB, model, GRPO questions) of the warm start."""
-    from gta_verl.cpu.prepare import _ensure_kb, default_root
+    from gta_verl.cpu.prepare import default_root, ensure_kb
     from gta_verl.cpu.warm_start import QUICK, build_warm_start
 
-    kb = _ensure_kb(default_root() / "kb_musique")
+    kb = ensure_kb(default_root() / "kb_musique")
     if warm_start is None:
         ws = build_warm_start(kb, settings=QUICK)
         return kb, ws.model, ws.train

@@ -13,14 +13,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TREES = ("gta_verl", "benchmarks", "experiments")
 
-#: The learning campaign's drivers, edited only between learning runs (their old name is an alias in
-#: gta_verl/cpu/prepare.py until then). This list only shrinks.
-CAMPAIGN = {
-    "benchmarks/learning.py: from gta_verl.cpu.prepare import _ensure_kb",
-    "benchmarks/learning_pretrained.py: from gta_verl.cpu.prepare import _ensure_kb",
-    "benchmarks/step_cost.py: from gta_verl.cpu.prepare import _ensure_kb",
-}
-
 
 def _module(path: Path, root: Path) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
@@ -73,13 +65,8 @@ def _all_uses() -> list[str]:
 
 
 def test_no_private_name_crosses_a_module():
-    offenders = [hit for hit in _all_uses() if hit not in CAMPAIGN]
+    offenders = _all_uses()
     assert offenders == [], offenders
-
-
-def test_the_campaign_exceptions_still_exist():
-    # an exception that no longer occurs is removed from CAMPAIGN, so the list cannot hide a new use
-    assert CAMPAIGN <= set(_all_uses())
 
 
 def test_the_check_sees_what_it_looks_for(tmp_path):

@@ -52,11 +52,6 @@ def ensure_kb(kb_dir: Path) -> Path:
     return kb_dir
 
 
-# The learning campaign's drivers (benchmarks/learning.py, learning_pretrained.py, step_cost.py) still import
-# the old private name; they are edited only between learning runs, when this alias goes.
-_ensure_kb = ensure_kb
-
-
 def _ensure_stage1(kb_dir: Path, out: Path, seed: int) -> Path:
     from gta_verl.retrieval.backends import open_retriever
     from gta_verl.synth.generators.registry import make_generator
