@@ -4,8 +4,8 @@ By what they measure: ``benchmarks/retrieval/`` (the retriever's speed, memory a
 fusion), ``benchmarks/serving/`` (the Ray actor service, Ray Serve, the HTTP shell, their stress sections),
 ``benchmarks/kb/`` (KB build cost, OpenIE filtering, KB-write reliability). Left at this level: the synthetic
 retriever KB that retrieval and serving both time (``retriever_synth.py``), trajectory synthesis
-(``synth.py``), tokenizer agreement, and the learning campaign's drivers (``learning*.py``, ``update_kl.py``,
-``step_cost.py``, ``cpu_precision.py``, ``teacher_boundary.py``), which move between learning runs.
+(``synth.py``), tokenizer agreement and the rollout engines. The learning campaign is a sibling,
+``experiments/learning/``: no benchmark imports it (``tests/test_import_direction_on_cpu.py``).
 
 Run them as modules from the repository root, e.g. ``python -m benchmarks.retrieval.retriever``: the root is
 then on ``sys.path``, so a benchmark imports its siblings (``benchmarks.serving.replicas``) with plain

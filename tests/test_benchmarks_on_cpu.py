@@ -1,4 +1,5 @@
-"""The benchmarks stand on the package alone: helpers they share with the tests live in gta_verl.testing."""
+"""The benchmarks and the campaigns stand on the package alone: helpers they share with the tests live in
+gta_verl.testing."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def test_no_benchmark_imports_the_test_suite():
         str(p.relative_to(ROOT)): sorted(
             m for m in _imported_modules(p) if m == "tests" or m.startswith("tests.")
         )
-        for p in sorted((ROOT / "benchmarks").rglob("*.py"))
+        for d in ("benchmarks", "experiments")
+        for p in sorted((ROOT / d).rglob("*.py"))
     }
     assert {k: v for k, v in offenders.items() if v} == {}

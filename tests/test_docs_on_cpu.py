@@ -50,18 +50,28 @@ def test_measurement_page_links_resolve():
 # Every repository path, ``gta-verl`` command and ``python -m`` module a page cites in code
 # (inline or fenced) exists, and every relative link resolves, so a rename fails here rather
 # than in a reader's shell.
-PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
-REPO_DIRS = ("gta_verl", "recipes", "docs", "benchmarks", "data_prep", "tests", "assets", "scripts")
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md")), *sorted((ROOT / "experiments").rglob("*.md"))]
+REPO_DIRS = (
+    "gta_verl",
+    "recipes",
+    "docs",
+    "benchmarks",
+    "experiments",
+    "data_prep",
+    "tests",
+    "assets",
+    "scripts",
+)
 _PATH = re.compile(rf"(?<![\w./~$-])((?:{'|'.join(REPO_DIRS)})/[\w./-]*)([*{{<$]?)")
 _MODULE = re.compile(r"\bpython3?\s+-m\s+([\w.]+)")
-_NODE = re.compile(r"((?:tests|benchmarks)/[\w/]+\.py)::(\w+)")
+_NODE = re.compile(r"((?:tests|benchmarks|experiments)/[\w/]+\.py)::(\w+)")
 _COMMAND = re.compile(r"(?<![\w.-])gta-verl[ \t]+([a-z][\w-]*)(?:[ \t]+([a-z][\w-]*))?")
 #: Cited paths that are not in the tree, each with why that is right.
 NOT_IN_TREE = {
-    # docs/learning/experiments/README.md: experiment 5's command writes there, but its record was
+    # experiments/learning/results/README.md: experiment 5's command writes there, but its record was
     # never committed (the page says where it ran).
-    "docs/learning/experiments/exp5",
-    "docs/learning/experiments/exp5/runs/",
+    "experiments/learning/results/exp5",
+    "experiments/learning/results/exp5/runs/",
 }
 
 
@@ -144,7 +154,7 @@ def _wrong_commands(spans: list[str], cli_tree: dict[str, dict[str, argparse.Arg
 #: Comments and docstrings outside the pages cite commands too (the configs' ``kb_dir`` comment).
 SOURCES = sorted(
     p
-    for d in ("gta_verl", "recipes", "benchmarks", "data_prep", "scripts")
+    for d in ("gta_verl", "recipes", "benchmarks", "experiments", "data_prep", "scripts")
     for p in (ROOT / d).rglob("*")
     if p.suffix in (".py", ".yaml", ".sh")
 )

@@ -39,6 +39,7 @@ def test_code_map_names_existing_files():
             if m and name == f"{folder}/":
                 continue  # the folder heading itself
             candidates = [ROOT / "gta_verl" / name, ROOT / name, ROOT / "benchmarks" / name]
+            candidates.append(ROOT / "experiments" / "learning" / name)
             if folder:
                 candidates.insert(0, ROOT / "gta_verl" / folder / name)
             assert any(c.exists() for c in candidates), f"code map names missing {name} (folder {folder})"

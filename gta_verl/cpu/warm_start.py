@@ -35,7 +35,7 @@ WARM_START_VERSION = 1
 
 @dataclass(frozen=True)
 class SFTSettings:
-    """verl SFT knobs of the warm start (documented in docs/learning/experiments/README.md, The warm start).
+    """verl SFT knobs of the warm start (in experiments/learning/results/README.md, The warm start).
 
     ``rl_fraction`` of the training questions is held out of SFT for GRPO prompts (see
     :attr:`WarmStart.rl_questions`); 0 keeps every training question in SFT. ``split`` is ``components``
@@ -411,7 +411,7 @@ def grpo_overrides(
 def grpo_algo_overrides(
     adam_eps: float | None = None, std_norm: bool = True, kl_coef: float | None = None
 ) -> tuple[str, ...]:
-    """Hydra overrides of the optimizer and advantage knobs ``benchmarks/learning.py`` varies.
+    """Hydra overrides of the optimizer and advantage knobs ``experiments/learning/tiny.py`` varies.
 
     Args:
         adam_eps: AdamW ``eps`` of the actor (None: torch's 1e-8). The update is m̂ / (√v̂ + eps): with
@@ -433,7 +433,7 @@ def grpo_algo_overrides(
 
 
 def step_cost_overrides(torch_threads: int = 0, bypass_old_logprob: bool = False) -> tuple[str, ...]:
-    """Hydra overrides of the two knobs that cut a CPU GRPO step (docs/learning/experiments, Step cost).
+    """Hydra overrides of the two knobs that cut a CPU GRPO step (experiments/learning/results, Step cost).
 
     Args:
         torch_threads: OpenMP threads of every Ray worker (0: Ray's default, a worker's ``num_cpus``,

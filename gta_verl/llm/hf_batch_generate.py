@@ -3,7 +3,7 @@
 verl's agent loop runs every rollout of a step concurrently, so while one turn generates, the other
 rollouts' next turns queue at the server. Generating them one by one spends most of a CPU step in
 per-token Python overhead of a batch of one (a 4 M-parameter model: 4.6 ms per token alone, 0.8 ms
-per token in a batch of 16 — ``docs/learning/experiments/README.md``, Step cost).
+per token in a batch of 16 — ``experiments/learning/results/README.md``, Step cost).
 :func:`hf_generate_batch` runs
 requests that share sampling parameters as one left-padded ``model.generate`` call and cuts each
 row where that request alone would have stopped:

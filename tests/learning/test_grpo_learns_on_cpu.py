@@ -22,8 +22,8 @@ rollout with the pure trajectory-guided reward, takes GRPO advantages of those r
 S_obs, the same shift over observation tokens, is printed, not judged: they move through shared weights
 (0.73 · S_policy on one machine with the mask intact), so no ratio separates a kept mask from a dropped one.
 The test fails with the reward sign flipped after the reward function (on the sign check) and with the
-observation mask dropped (on the mask check), both checked by hand (``docs/learning/experiments/README.md``,
-Learning regression check); the placement
+observation mask dropped (on the mask check), both checked by hand
+(``experiments/learning/results/README.md``, Learning regression check); the placement
 check's failing case is hand-built (``tests/eval/test_learning_probe_on_cpu.py``).
 Marked ``verl_e2e`` (CI runs it).
 """

@@ -1,8 +1,8 @@
 """Learning that transfers: GRPO from a pretrained policy (Gemma-3-270M) through ``main_ppo`` on CPU.
 
 Usage:
-    python -m benchmarks.learning_pretrained [--out runs/learning_pretrained] [--steps 20] [--batch 4] [--n 8]
-        [--conditions a,b,e,r] [--seeds-ab 0,1,2] [--seeds-cd 0] [--lr 1e-6] [--eval-questions N]
+    python -m experiments.learning.pretrained [--out runs/learning_pretrained] [--steps 20] [--batch 4]
+        [--n 8] [--conditions a,b,e,r] [--seeds-ab 0,1,2] [--seeds-cd 0] [--lr 1e-6] [--eval-questions N]
         [--sft-steps 40] [--start auto|fewshot|sft]
 
 1. KB: the bundled MuSiQue KB (cached like the CPU recipes'); the HotpotQA set's KB over its own context
@@ -14,7 +14,7 @@ Usage:
 3. Policy: Gemma-3-270M with its vocabulary cut to both KBs and every question set
    (:mod:`gta_verl.policies.vocab_cut`); every prompt in the ``fewshot`` style. The warm start is the few-shot
    prompt alone (i); ``--sft-steps N`` adds (ii), verl SFT on τ* replays with the instructions prompt
-   (:mod:`gta_verl.cpu.policy_sft`).
+   (:mod:`experiments.learning.policy_sft`).
 4. GRPO from ``--start`` (``auto``: the warm start with the higher mean held-out TargetDocCov over the three
    sets, the choice and its numbers recorded in ``results.json``) through ``recipes/cpu/run.sh`` (stock
    ``main_ppo``, ``hf_cpu``, our Ray retriever): (a) answer-only, (b) trajectory-guided (GTA Stage I), (e) (b)
@@ -29,7 +29,7 @@ Usage:
 Resumable: a finished run (``done.json``) is not redone; a killed run restarts from its last checkpoint
 (verl's ``trainer.resume_mode=auto``, a checkpoint every ``--save-freq`` steps); an evaluation with its
 records is not redone; ``--restore-from <published folder>`` marks the runs published there as finished
-(:func:`benchmarks.learning_publish.restore`), so a lost ``--out`` costs only the warm starts.
+(:func:`experiments.learning.publish.restore`), so a lost ``--out`` costs only the warm starts.
 """
 
 from __future__ import annotations
@@ -40,11 +40,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cpu_precision import cpu_bf16_flags
-from benchmarks.learning import CONDITIONS, curve_summary, plot_curves, run_order, step_cost, table
-from benchmarks.learning_publish import SETS, publish, published_runs, restore, run_table
+from experiments.learning.cpu_precision import cpu_bf16_flags
+from experiments.learning.publish import SETS, publish, published_runs, restore, run_table
+from experiments.learning.tiny import CONDITIONS, curve_summary, plot_curves, run_order, step_cost, table
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: Token budgets of the few-shot policy: the prompt is ≈ 340 tokens, a rollout's turns and observations
 #: fit in 512.
 PROMPT_LENGTH, RESPONSE_LENGTH, MAX_OBS_TOKENS = 768, 512, 128
@@ -215,7 +215,7 @@ def build_sft(
 ) -> Path:
     """verl SFT of the cut policy on the τ* replays of the first ``rows`` training questions (instructions
     prompt, the run's budgets and precision) into ``root``; a finished build with these settings is reused."""
-    from gta_verl.cpu.policy_sft import PolicySFTSettings, build_policy_sft
+    from experiments.learning.policy_sft import PolicySFTSettings, build_policy_sft
 
     plain = inputs["plain"]
     settings = PolicySFTSettings(

@@ -1,7 +1,7 @@
 """GTA-RAG Table 3 in miniature on CPU: does the trajectory-guided reward teach evidence retrieval?
 
 Usage:
-    python -m benchmarks.learning [--out runs/learning] [--steps 30] [--seeds-ab 0,1,2] [--seeds-cd 0]
+    python -m experiments.learning.tiny [--out runs/learning] [--steps 30] [--seeds-ab 0,1,2] [--seeds-cd 0]
                                      [--conditions a,b,c,d,e] [--eval-questions 64]
 
 1. KB: the bundled MuSiQue KB (built once, cached like the CPU recipes' inputs).
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning_args import build_parser
+from experiments.learning.args import build_parser
 
 CONDITIONS = {
     "a": ("answer-only (w/o TGR)", "gta_stage1", ("reward.reward_manager.name=exact_match",)),
@@ -142,7 +142,7 @@ def _bundled_musique_qa(data_dir: Path) -> Path:
 def speed_overrides(args: argparse.Namespace) -> tuple[str, ...]:
     """Overrides of ``--torch-threads`` and ``--bypass-old-logprob``.
 
-    Measured in docs/learning/experiments/README.md, Step cost.
+    Measured in experiments/learning/results/README.md, Step cost.
     """
     from gta_verl.cpu.warm_start import step_cost_overrides
 
@@ -152,7 +152,7 @@ def speed_overrides(args: argparse.Namespace) -> tuple[str, ...]:
 def algo_overrides(args: argparse.Namespace) -> tuple[str, ...]:
     """Overrides of ``--adam-eps``, ``--no-std-norm`` and ``--kl-coef``.
 
-    Measured in docs/learning/experiments/README.md, experiment 8.
+    Measured in experiments/learning/results/README.md, experiment 8.
     """
     from gta_verl.cpu.warm_start import grpo_algo_overrides
 
@@ -166,8 +166,8 @@ def rl_questions(ws: Any, out: Path, args: argparse.Namespace) -> Path:
     if not n:
         return Path(ws.rl_questions)
     if args.select_spread:
+        from experiments.learning.spread import select_spread_questions
         from gta_verl.cpu.sft_data import MAX_OBS_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH
-        from gta_verl.eval.spread import select_spread_questions
 
         tag = "" if args.select_score == "proxy" else f"_{args.select_score}"  # proxy: experiment 8's dirs
         return select_spread_questions(

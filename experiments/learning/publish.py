@@ -9,7 +9,7 @@ import shutil
 import statistics
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SETS = ("synthetic", "musique", "hotpotqa")
 
 
@@ -22,7 +22,7 @@ def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: 
     (also ``<warm|sft>_<set>.questions.json`` for the warm starts: what :func:`paired_table` compares);
     ``results.json`` with every run's ``metrics`` naming its published
     step log relative to ``repo``, so the page's numbers survive the loss of ``out`` (weights never copied).
-    ``tag`` names the precision's SFT folder (``benchmarks.learning_pretrained.precision_tag``).
+    ``tag`` names the precision's SFT folder (``experiments.learning.pretrained.precision_tag``).
     """
     dest.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -72,7 +72,7 @@ RESTORE_DEFAULTS: dict[str, object] = {
     "iii_rows": 0, "iii_epochs": 3, "iii_lr": 2e-5, "train_pool": None, "filter_groups": False,
     "rollout": "hf_cpu",
 }  # fmt: skip
-#: The options of ``benchmarks.learning_pretrained`` that change no finished run's numbers: where it is
+#: The options of ``experiments.learning.pretrained`` that change no finished run's numbers: where it is
 #: written or published, which runs are asked for (a run's seed and start are in its name), when it
 #: checkpoints or gives up, and the CPU flags behind ``precision`` (compared itself). Every other option is
 #: one of RESTORE_KEYS (a test holds the parser to that).
@@ -160,8 +160,8 @@ def published_runs(published: Path, settings: dict) -> list[dict]:
 
 
 def write_questions(records: Path, dst: Path) -> None:
-    """A records directory's per-question scores (:func:`gta_verl.eval.paired.question_rows`) as JSON."""
-    from gta_verl.eval.paired import question_rows
+    """A records directory's per-question scores (:func:`experiments.learning.paired.question_rows`), JSON."""
+    from experiments.learning.paired import question_rows
     from gta_verl.eval.records import read_records
 
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -381,7 +381,7 @@ def paired_table(
     covers: ``q`` resamples the questions with the seeds held fixed; ``seeds t`` treats the seeds as random
     (``–`` with one seed).
     """
-    from gta_verl.eval.paired import paired_difference
+    from experiments.learning.paired import paired_difference
 
     if wide:
         lines = [
@@ -444,8 +444,8 @@ def seen_split_table(
     """Markdown: each policy's held-out ``key`` questions split into those sharing no gold document with any
     training target (:func:`gta_verl.data.split.split_by_seen_documents`) and the rest, TargetDocCov and EM on
     each side (mean over a condition's seeds; the seeds' values in parentheses)."""
+    from experiments.learning.paired import question_values
     from gta_verl.data.split import split_by_seen_documents
-    from gta_verl.eval.paired import question_values
 
     gold, seen = gold_documents(qa), list(gold_documents(train).values())
     lines = [
@@ -479,7 +479,7 @@ def seen_split_table(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.learning_publish steps LOG.jsonl``: print a run's per-step table;
+    """``python -m experiments.learning.publish steps LOG.jsonl``: print a run's per-step table;
     ``… paired DEST``: the seed-paired held-out differences (:func:`paired_table`)."""
     import argparse
 
@@ -494,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub.add_parser("openings", help="how a records directory's responses begin").add_argument("records")
     pp = sub.add_parser("paired", help="seed-paired held-out differences of a published experiment")
-    pp.add_argument("dest", help="the published folder, e.g. docs/learning/experiments/exp10")
+    pp.add_argument("dest", help="the published folder, e.g. experiments/learning/results/exp10")
     pp.add_argument(
         "--pairs", default="b-r,a-r,b-ii,r-ii", help="A-B pairs: conditions, or i / ii (warm starts)"
     )

@@ -1,8 +1,8 @@
 """Warm start (ii) for a pretrained policy: stock ``verl.trainer.sft_trainer`` from the policy's own weights.
 
 The quick warm start stands in for the pretrained policy (Gemma-3-270M takes minutes per SFT step on 2
-cores): :func:`gta_verl.cpu.policy_sft.build_policy_sft` replays τ* in its tokenizer, runs verl's SFT for
-2 steps from its weights and exports fp32; a second call with the same settings reuses the build.
+cores): :func:`experiments.learning.policy_sft.build_policy_sft` replays τ* in its tokenizer, runs verl's SFT
+for 2 steps from its weights and exports fp32; a second call with the same settings reuses the build.
 Marked ``verl_e2e`` (CI runs it).
 """
 
@@ -19,7 +19,7 @@ def test_sft_starts_from_the_policy_and_moves_it(tmp_path) -> None:
     import torch
     from safetensors.torch import load_file
 
-    from gta_verl.cpu.policy_sft import PolicySFTSettings, build_policy_sft
+    from experiments.learning.policy_sft import PolicySFTSettings, build_policy_sft
     from gta_verl.cpu.prepare import default_root, ensure_kb
     from gta_verl.cpu.warm_start import QUICK, build_warm_start
 

@@ -1,6 +1,6 @@
-"""``benchmarks.learning_publish``: a published result never silently changes its seeds (R5-8 … R5-11).
+"""``experiments.learning.publish``: a published result never silently changes its seeds (R5-8 … R5-11).
 
-Most cases run on a copy of the published float32 experiment (docs/learning/experiments/exp10, its real
+Most cases run on a copy of the published float32 experiment (experiments/learning/results/exp10, its real
 files); the expected values are read off its table on the learning page.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.learning_publish import (
+from experiments.learning.publish import (
     REPO,
     RESTORE_IGNORED,
     RESTORE_KEYS,
@@ -23,7 +23,7 @@ from benchmarks.learning_publish import (
     run_table,
 )
 
-EXP10 = REPO / "docs/learning/experiments/exp10"
+EXP10 = REPO / "experiments/learning/results/exp10"
 # The learning page's float32 command (its settings are the published ones).
 COMMAND = (
     "--steps 10 --batch 4 --n 4 --conditions b,r,a --seeds-ab 0,1,2 --seeds-cd 0 --lr 3e-6 "
@@ -38,7 +38,7 @@ def pub(tmp_path: Path) -> Path:
 
 
 def _settings(**change: object) -> dict:
-    from benchmarks.learning_pretrained import build_parser
+    from experiments.learning.pretrained import build_parser
 
     return {**vars(build_parser().parse_args(COMMAND)), **change}
 
@@ -92,8 +92,8 @@ def test_a_run_evaluated_on_fewer_questions_is_named_in_the_table(pub: Path, cap
 def test_restore_reads_each_step_log_from_the_folder_it_is_given(
     pub: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    # Before: done.json kept results.json's repository path (docs/learning/...), which read from anywhere but
-    # the repository root as a missing log: every restored run showed 0 training steps.
+    # Before: done.json kept results.json's repository path (experiments/learning/results/...), which read
+    # from anywhere but the repository root as a missing log: every restored run showed 0 training steps.
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "out"
     names = restore(pub, out, _settings(), "sft_fp32_")
@@ -131,7 +131,7 @@ def test_each_result_setting_is_compared(pub: Path, tmp_path: Path, key: str, va
 
 
 def test_every_option_of_the_experiment_is_compared_or_known_not_to_change_a_result() -> None:
-    from benchmarks.learning_pretrained import build_parser
+    from experiments.learning.pretrained import build_parser
 
     options = {a.dest for a in build_parser()._actions if a.dest != "help"} | {"cpu_bf16_flags"}
     assert set(RESTORE_KEYS) | set(RESTORE_IGNORED) == options
@@ -152,7 +152,7 @@ def test_every_option_of_the_experiment_is_compared_or_known_not_to_change_a_res
 def test_a_malformed_entry_is_refused_before_the_warm_starts(
     pub: Path, tmp_path: Path, monkeypatch, capsys, spoil, says
 ) -> None:
-    import benchmarks.learning_pretrained as lp
+    import experiments.learning.pretrained as lp
 
     results = _results(pub)
     spoil(results["runs"][3])
@@ -184,10 +184,10 @@ def test_a_folder_published_before_an_option_existed_restores_as_its_default(tmp
     defaults its runs restore, with (iii) or dynamic sampling asked for they are another experiment."""
     import shutil
 
-    from benchmarks.learning_pretrained import build_parser
-    from benchmarks.learning_publish import published_runs
+    from experiments.learning.pretrained import build_parser
+    from experiments.learning.publish import published_runs
 
-    src = Path(__file__).resolve().parents[1] / "docs/learning/experiments/exp10"
+    src = Path(__file__).resolve().parents[3] / "experiments/learning/results/exp10"
     pub = tmp_path / "exp10"
     shutil.copytree(src, pub)
     old = json.loads((pub / "results.json").read_text())["settings"]

@@ -1,13 +1,13 @@
 """What a GRPO trajectory of the learning runs costs on this machine, per rollout engine.
 
 Usage:
-    python -m benchmarks.learning_cost --out runs/learning_pretrained --precision bf16 --iii-rows 64 \
+    python -m experiments.learning.cost --out runs/learning_pretrained --precision bf16 --iii-rows 64 \
         --iii-epochs 4 --iii-lr 3e-5 --train-pool runs/learning_pretrained/pool.parquet --n 8 --batch 4 \
         --cost-steps 3 --engines hf_cpu,vllm --condition b
 
-Shares ``--out`` and every option with :mod:`benchmarks.learning_pretrained` (its KBs, cut policy and warm
+Shares ``--out`` and every option with :mod:`experiments.learning.pretrained` (its KBs, cut policy and warm
 start (iii) are reused): each engine in ``--engines`` runs ``--cost-steps`` GRPO steps of ``--condition`` from
-(iii) with the learning runs' overrides (:func:`benchmarks.learning_pretrained.step_overrides`, no
+(iii) with the learning runs' overrides (:func:`experiments.learning.pretrained.step_overrides`, no
 checkpoints), one engine after the other on the same prompts (``data.seed``). The table gives verl's
 ``timing_s/*`` averaged over the steps after the first (step 1 warms caches), the response tokens per step
 and per second of generation, the seconds per trajectory (``timing_s/step`` ÷ ``batch`` × ``n``) and the
@@ -25,8 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import CONDITIONS
-from benchmarks.learning_pretrained import (
+from experiments.learning.pretrained import (
     build_iii,
     build_parser,
     prepare,
@@ -34,6 +33,7 @@ from benchmarks.learning_pretrained import (
     rollout_env,
     step_overrides,
 )
+from experiments.learning.tiny import CONDITIONS
 
 PHASES = ("gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "step")
 
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost-seed", type=int, default=0)
     p.add_argument("--condition", default="b", choices=sorted(CONDITIONS))
     args = p.parse_args(argv)
-    from benchmarks.cpu_precision import cpu_bf16_flags
+    from experiments.learning.cpu_precision import cpu_bf16_flags
 
     if args.cost_steps < 2:
         p.error("--cost-steps must be ≥ 2: the first step is not averaged")

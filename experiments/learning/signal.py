@@ -1,10 +1,10 @@
 """Signal before compute: which warm start gives GRPO groups whose rewards differ on its training pool?
 
 Usage:
-    python -m benchmarks.learning_signal --out runs/learning_pretrained --precision bf16 --sft-steps 40 \
+    python -m experiments.learning.signal --out runs/learning_pretrained --precision bf16 --sft-steps 40 \
         --pool 24 --signal-n 8 --iii-rows 128 --iii-epochs 3 --iii-lr 2e-5 --eval-questions 48
 
-Shares ``--out`` with :mod:`benchmarks.learning_pretrained` (its KBs, question split, cut policy and warm
+Shares ``--out`` with :mod:`experiments.learning.pretrained` (its KBs, question split, cut policy and warm
 start (ii) are reused, not rebuilt), then:
 
 1. warm start (iii): verl SFT of the cut policy on the τ* replays of the first ``--iii-rows`` training
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning_pretrained import (
+from experiments.learning.pretrained import (
     MAX_OBS_TOKENS,
     PROMPT_LENGTH,
     RESPONSE_LENGTH,
@@ -42,7 +42,7 @@ from benchmarks.learning_pretrained import (
     prepare,
     resolve_precision,
 )
-from benchmarks.learning_publish import SETS
+from experiments.learning.publish import SETS
 
 
 def measure_signal(
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         help="which warm starts to evaluate on the held-out sets (a published one can be left out)",
     )
     args = p.parse_args(argv)
-    from benchmarks.cpu_precision import cpu_bf16_flags
+    from experiments.learning.cpu_precision import cpu_bf16_flags
     from gta_verl.eval.signal import render_markdown
 
     args.precision = resolve_precision(args.precision, cpu_bf16_flags())

@@ -1,13 +1,13 @@
 """float32 vs bf16 on this CPU: one matmul, and a policy's forward and forward+backward, paired in one run.
 
 Usage:
-    python -m benchmarks.cpu_precision [--policy gemma-3-270m] [--tokens 600] [--rows 2] [--threads 1]
-        [--float32-only]
+    python -m experiments.learning.cpu_precision [--policy gemma-3-270m] [--tokens 600] [--rows 2]
+        [--threads 1] [--float32-only]
 
 Prints the CPU's bf16 flags (``amx_bf16``, ``avx512_bf16``), then per dtype the median seconds of a
 2048×640 @ 640×2048 matmul and of the policy's forward and forward+backward over ``rows`` × ``tokens``
 random ids (bf16 = the weights cast to bf16, as FSDP2's ``param_dtype=bf16`` computes), and each ratio to
-float32. Decides ``--precision`` of ``benchmarks.learning_pretrained`` and
+float32. Decides ``--precision`` of ``experiments.learning.pretrained`` and
 ``rollout.engine_kwargs.hf_cpu.dtype``: bf16 pays only where the CPU has bf16 units.
 """
 

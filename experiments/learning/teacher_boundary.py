@@ -13,7 +13,7 @@ on the base model (fp32, CPU), the probability of ``Doc`` (the word that opens e
 
 over the first ``--n`` bundled MuSiQue training questions with their two supporting paragraphs as S_gt.
 
-    python -m benchmarks.teacher_boundary [--n 4] [--out docs/benchmarks/teacher_boundary.md]
+    python -m experiments.learning.teacher_boundary [--n 4] [--out docs/benchmarks/teacher_boundary.md]
 """
 
 from __future__ import annotations
@@ -137,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     lines += [
         "",
-        f"Wall time {time.time() - start:.0f} s (`python -m benchmarks.teacher_boundary --n {args.n}`).",
+        f"Wall time {time.time() - start:.0f} s "
+        f"(`python -m experiments.learning.teacher_boundary --n {args.n}`).",
     ]
     text = "\n".join(lines) + "\n"
     print(text)

