@@ -161,7 +161,8 @@ class GTAAgentLoopOutput(AgentLoopOutput):
         length = int(out["responses"].size(0))
         fields = out.get("extra_fields") or self.extra_fields
         info = fields.get(schema.EF_REWARD_EXTRA_INFO) or {}
-        if fields.get(EF_PLACE_TURN_REWARDS) and self.reward_score is not None and length > 0:
+        place = schema.parse_flag(fields.get(EF_PLACE_TURN_REWARDS), EF_PLACE_TURN_REWARDS)
+        if place and self.reward_score is not None and length > 0:
             from gta_verl.rewards.placement import place_from_extra_fields
 
             placed = place_from_extra_fields(length, float(self.reward_score), fields)

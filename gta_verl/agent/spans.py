@@ -25,45 +25,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from gta_verl.data.schema import SPAN_KINDS
+from gta_verl.data.schema import Span, parse_turn_spans
 
 #: Span kinds whose tokens the policy generated (response_mask 1).
 GENERATED_KINDS = frozenset({"reasoning", "query", "answer"})
 #: Span kinds the selective teacher KL distils (distill_mask 1).
 DISTILL_KINDS = frozenset({"reasoning", "query"})
 
-Span = tuple[str, int, int]
 
-
-def normalize_spans(spans: Iterable[Sequence[Any]], response_length: int | None = None) -> list[Span]:
-    """Validate ``[kind, start, end]`` spans and return them as tuples.
-
-    Spans come back from parquet/JSON as lists (or numpy arrays), so this accepts
-    any 3-sequence. Spans must be sorted, non-overlapping, with a known kind.
-
-    Args:
-        spans: The recorded spans.
-        response_length: If given, every ``end`` must be ≤ it.
-
-    Raises:
-        ValueError: On an unknown kind, a negative or reversed span, overlap, or
-            a span past ``response_length``.
-    """
-    out: list[Span] = []
-    prev_end = 0
-    for i, span in enumerate(spans):
-        if len(span) != 3:
-            raise ValueError(f"turn span #{i} {span!r} is not [kind, start, end]")
-        kind, start, end = str(span[0]), int(span[1]), int(span[2])
-        if kind not in SPAN_KINDS:
-            raise ValueError(f"turn span #{i} has unknown kind {kind!r}; expected one of {SPAN_KINDS}")
-        if start < prev_end or end < start:
-            raise ValueError(f"turn span #{i} {span!r} overlaps the previous span or is reversed")
-        if response_length is not None and end > response_length:
-            raise ValueError(f"turn span #{i} {span!r} ends past response_length={response_length}")
-        out.append((kind, start, end))
-        prev_end = end
-    return out
+#: The one reader of ``gta/turn_spans``, under the name the mask helpers below use.
+normalize_spans = parse_turn_spans
 
 
 def clip_spans(spans: Iterable[Sequence[Any]], length: int) -> list[Span]:

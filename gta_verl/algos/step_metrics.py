@@ -70,9 +70,12 @@ def _column(infos: Sequence[Mapping[str, Any]], key: str, rows: Sequence[bool] |
 
 
 def _loop_metrics(extra: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    errors = [int(_num(ef.get(schema.EF_RETRIEVAL_ERRORS)) or 0) for ef in extra]
-    searches = [int(_num(ef.get(schema.EF_NUM_SEARCHES)) or 0) for ef in extra]
-    invalid = [int(_num(ef.get(schema.EF_INVALID_ACTIONS)) or 0) for ef in extra]
+    def counts(key: str) -> list[int]:
+        return [schema.parse_count(ef.get(key), key) for ef in extra]
+
+    errors = counts(schema.EF_RETRIEVAL_ERRORS)
+    searches = counts(schema.EF_NUM_SEARCHES)
+    invalid = counts(schema.EF_INVALID_ACTIONS)
     n = len(extra)
     return {
         "retrieval_errors": float(sum(errors)),
@@ -87,7 +90,7 @@ def _answered(ef: Mapping[str, Any]) -> bool:
     """``gta/answer`` when the loop records it; verl's ``tool_agent`` does not, so there the
     reward manager's ``has_answer`` (parsed from the response text) decides."""
     if schema.EF_ANSWER in ef:
-        return plain_value(ef.get(schema.EF_ANSWER)) is not None
+        return schema.parse_answer(ef.get(schema.EF_ANSWER)) is not None
     info = plain_value(ef.get(schema.EF_REWARD_EXTRA_INFO)) or {}
     return (_num(info.get(schema.RI_HAS_ANSWER)) or 0.0) > 0
 

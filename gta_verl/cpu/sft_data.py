@@ -110,9 +110,9 @@ def replay_rows(
             {
                 "input_ids": r.prompt_ids + r.response_ids,
                 "loss_mask": [0] * len(r.prompt_ids) + [int(m) for m in r.response_mask],
-                "n_searches": int(ef[schema.EF_NUM_SEARCHES]),
-                "answered": ef[schema.EF_ANSWER] is not None,
-                "truncated": bool(ef[schema.EF_TRUNCATED]),
+                "n_searches": schema.parse_count(ef[schema.EF_NUM_SEARCHES], schema.EF_NUM_SEARCHES),
+                "answered": schema.parse_answer(ef[schema.EF_ANSWER]) is not None,
+                "truncated": schema.parse_flag(ef[schema.EF_TRUNCATED], schema.EF_TRUNCATED),
             }
         )
     return out

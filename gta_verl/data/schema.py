@@ -21,7 +21,7 @@ use the ``gta/`` namespace below; all values are plain lists / scalars / strings
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gta_verl.data.types import QAExample, RolloutRecord
@@ -53,6 +53,8 @@ EF_TURN_QUERY_DOC_IDS = "gta/turn_query_doc_ids"
 EF_TURN_OBS_START = "gta/turn_obs_start"  # list[int]: response index each tool response would start at
 
 SPAN_KINDS = ("reasoning", "query", "observation", "answer", "invalid")
+#: One ``gta/turn_spans`` entry as :func:`parse_turn_spans` returns it: (kind, start, end), end exclusive.
+Span = tuple[str, int, int]
 
 #: The ``extra_fields`` key under which a trajectory's ``reward_extra_info`` rides to the trainer
 #: (verl's name: written by verl's reward loop and :func:`gta_verl.agent.runner.ascore_rollout`).
@@ -195,21 +197,131 @@ def parse_turn_doc_ids(value: Any, name: str = EF_TURN_DOC_IDS) -> list[list[str
     >>> parse_turn_doc_ids([["d1"], []])
     [['d1'], []]
     """
+    return _string_lists(value, name, "id")
+
+
+def parse_turn_texts(value: Any, name: str = EF_TURN_TEXTS) -> list[list[str]]:
+    """``gta/turn_texts``: per search turn, each shown document's title and text.
+
+    The only reader of the field: the evaluation's record (:func:`rollout_record_from_fields`),
+    PathRouter's evidence overlap P (:func:`gta_verl.rewards.path_router_manager.retrieved_texts`)
+    and :func:`drop_unshown_searches` read it here. None is no search.
+
+    Raises:
+        ValueError: the shapes :func:`parse_turn_doc_ids` refuses: a string (its characters would be
+            read as passages), a flat list, a third level, or a text that is not a string.
+
+    >>> parse_turn_texts([["Paris: the capital"], []])
+    [['Paris: the capital'], []]
+    """
+    return _string_lists(value, name, "text")
+
+
+def _string_lists(value: Any, name: str, item: str) -> list[list[str]]:
     turns = plain_value(value)
     if turns is None:
         return []
     if not isinstance(turns, (list, tuple)):
-        raise ValueError(f"{name} must be a list of lists of ids, got {type(turns).__name__} {turns!r:.80}")
+        raise ValueError(
+            f"{name} must be a list of lists of {item}s, got {type(turns).__name__} {turns!r:.80}"
+        )
     out: list[list[str]] = []
     for i, turn in enumerate(turns):
-        ids = plain_value(turn)
-        if not isinstance(ids, (list, tuple)):
-            raise ValueError(f"{name}[{i}] must be a list of ids, got {type(ids).__name__} {ids!r:.80}")
-        bad = next((d for d in ids if not isinstance(d, str)), None)
+        values = plain_value(turn)
+        if not isinstance(values, (list, tuple)):
+            raise ValueError(
+                f"{name}[{i}] must be a list of {item}s, got {type(values).__name__} {values!r:.80}"
+            )
+        bad = next((d for d in values if not isinstance(d, str)), None)
         if bad is not None:
-            raise ValueError(f"{name}[{i}] holds a {type(bad).__name__} id {bad!r:.80}; ids are strings")
-        out.append([str(d) for d in ids])
+            kind = type(bad).__name__
+            raise ValueError(f"{name}[{i}] holds a {kind} {item} {bad!r:.80}; {item}s are strings")
+        out.append([str(d) for d in values])
     return out
+
+
+def parse_turn_queries(value: Any, name: str = EF_TURN_QUERIES) -> list[str]:
+    """``gta/turn_queries``: the query text of each search turn (None: no search).
+
+    The only reader of the field: the evaluation's record (:func:`rollout_record_from_fields`) and
+    PathRouter's redundancy count (:mod:`gta_verl.rewards.path_router_manager`).
+
+    Raises:
+        ValueError: not a list (a string would be one query a character), or a query that is not
+            a string.
+
+    >>> parse_turn_queries(["capital of France"])
+    ['capital of France']
+    """
+    queries = plain_value(value)
+    if queries is None:
+        return []
+    if not isinstance(queries, (list, tuple)):
+        raise ValueError(f"{name} must be a list of queries, got {type(queries).__name__} {queries!r:.80}")
+    bad = next((q for q in queries if not isinstance(q, str)), None)
+    if bad is not None:
+        raise ValueError(f"{name} holds a {type(bad).__name__} query {bad!r:.80}; queries are strings")
+    return [str(q) for q in queries]
+
+
+def parse_answer(value: Any, name: str = EF_ANSWER) -> str | None:
+    """``gta/answer``: the answer the loop parsed, None when the rollout never answered.
+
+    The only reader of the field: the reward's ŷ (:attr:`gta_verl.rewards.scoring.ScoringRequest.prediction`),
+    the evaluation's record (:func:`rollout_record_from_fields`), the step metrics' answer rate and
+    the SFT data's ``answered`` column.
+
+    Raises:
+        ValueError: anything but a string or None (a number or list is no parsed answer).
+
+    >>> parse_answer("Paris"), parse_answer(None)
+    ('Paris', None)
+    """
+    answer = plain_value(value)
+    if answer is not None and not isinstance(answer, str):
+        raise ValueError(f"{name} must be a string or None, got {type(answer).__name__} {answer!r:.80}")
+    return answer
+
+
+def parse_count(value: Any, name: str) -> int:
+    """A counter of the loop (``gta/num_searches``, ``gta/retrieval_errors``, ``gta/invalid_actions``).
+
+    The only reader of the three: the reward's ``reward_extra_info``, the evaluation's record, the
+    step metrics, the SFT data and verl's validation dumps read them here. None (not recorded) is 0;
+    a whole float (``2.0``, what a numpy round trip can make of an int) is its int.
+
+    Raises:
+        ValueError: a bool, string, NaN, infinity, fraction or negative number.
+
+    >>> parse_count(2, "gta/num_searches"), parse_count(None, "gta/num_searches")
+    (2, 0)
+    """
+    count = plain_value(value)
+    if count is None:
+        return 0
+    if isinstance(count, bool) or not isinstance(count, (int, float)):
+        raise ValueError(f"{name} must be a count, got {type(count).__name__} {count!r:.80}")
+    if not math.isfinite(count) or count != int(count) or count < 0:
+        raise ValueError(f"{name} must be a whole number >= 0, got {count!r}")
+    return int(count)
+
+
+def parse_flag(value: Any, name: str) -> bool:
+    """A yes/no field of the loop (``gta/budget_exhausted``, ``gta/truncated``,
+    ``gta/place_turn_rewards``); None (not recorded) is False.
+
+    Raises:
+        ValueError: anything but a bool or None (the string ``"False"`` would read as true).
+
+    >>> parse_flag(True, "gta/truncated"), parse_flag(None, "gta/truncated")
+    (True, False)
+    """
+    flag = plain_value(value)
+    if flag is None:
+        return False
+    if not isinstance(flag, bool):
+        raise ValueError(f"{name} must be a bool, got {type(flag).__name__} {flag!r:.80}")
+    return flag
 
 
 def parse_turn_query_doc_ids(value: Any, name: str = EF_TURN_QUERY_DOC_IDS) -> list[list[list[str]]]:
@@ -231,6 +343,40 @@ def parse_turn_query_doc_ids(value: Any, name: str = EF_TURN_QUERY_DOC_IDS) -> l
     return [parse_turn_doc_ids(t, f"{name}[{i}]") for i, t in enumerate(turns)]
 
 
+def parse_turn_spans(spans: Iterable[Sequence[Any]], response_length: int | None = None) -> list[Span]:
+    """``gta/turn_spans``: validate ``[kind, start, end]`` spans and return them as tuples.
+
+    The only reader of the field: the loop's masks (:mod:`gta_verl.agent.spans`) and the reward's
+    placement (:func:`gta_verl.rewards.placement.query_end_positions`) read the spans here.
+
+    Spans come back from parquet/JSON as lists (or numpy arrays), so this accepts
+    any 3-sequence. Spans must be sorted, non-overlapping, with a known kind.
+
+    Args:
+        spans: The recorded spans.
+        response_length: If given, every ``end`` must be ≤ it.
+
+    Raises:
+        ValueError: On an unknown kind, a negative or reversed span, overlap, or
+            a span past ``response_length``.
+    """
+    out: list[Span] = []
+    prev_end = 0
+    for i, span in enumerate(spans):
+        if len(span) != 3:
+            raise ValueError(f"turn span #{i} {span!r} is not [kind, start, end]")
+        kind, start, end = str(span[0]), int(span[1]), int(span[2])
+        if kind not in SPAN_KINDS:
+            raise ValueError(f"turn span #{i} has unknown kind {kind!r}; expected one of {SPAN_KINDS}")
+        if start < prev_end or end < start:
+            raise ValueError(f"turn span #{i} {span!r} overlaps the previous span or is reversed")
+        if response_length is not None and end > response_length:
+            raise ValueError(f"turn span #{i} {span!r} ends past response_length={response_length}")
+        out.append((kind, start, end))
+        prev_end = end
+    return out
+
+
 def drop_unshown_searches(fields: Mapping[str, Any], response_tokens: int) -> dict[str, Any]:
     """``extra_fields`` with the documents of searches the policy never saw blanked.
 
@@ -250,7 +396,7 @@ def drop_unshown_searches(fields: Mapping[str, Any], response_tokens: int) -> di
     out = dict(fields)
     for key in (EF_TURN_DOC_IDS, EF_TURN_TEXTS):
         if key in out and out[key] is not None:
-            turns = parse_turn_doc_ids(out[key]) if key == EF_TURN_DOC_IDS else list(_as_list(out[key]))
+            turns = parse_turn_doc_ids(out[key]) if key == EF_TURN_DOC_IDS else parse_turn_texts(out[key])
             out[key] = [
                 [] if t < len(starts) and int(starts[t]) >= response_tokens else turn
                 for t, turn in enumerate(turns)
@@ -326,27 +472,27 @@ def rollout_record_from_fields(
 ) -> RolloutRecord:
     """Build a :class:`RolloutRecord` from agent-loop ``extra_fields`` and the row's ground truth.
 
+    Every ``gta/*`` field is read by its one reader (``parse_*`` above), the reward's too.
+
     Raises:
-        ValueError: a malformed ground truth or per-turn doc ids (:func:`parse_turn_doc_ids`, the
-            reward's reader too).
+        ValueError: a malformed ground truth or ``gta/*`` field.
     """
     answers, doc_ids, texts = parse_ground_truth(ground_truth)
-    turn_texts = _as_list(extra_fields.get(EF_TURN_TEXTS, []))
     return RolloutRecord(
         question=question,
         gold_answers=tuple(answers),
         target_doc_ids=tuple(doc_ids),
-        turn_queries=tuple(str(q) for q in _as_list(extra_fields.get(EF_TURN_QUERIES, []))),
+        turn_queries=tuple(parse_turn_queries(extra_fields.get(EF_TURN_QUERIES))),
         turn_doc_ids=tuple(tuple(ids) for ids in parse_turn_doc_ids(extra_fields.get(EF_TURN_DOC_IDS))),
-        answer=extra_fields.get(EF_ANSWER),
-        retrieval_errors=int(extra_fields.get(EF_RETRIEVAL_ERRORS, 0) or 0),
-        invalid_actions=int(extra_fields.get(EF_INVALID_ACTIONS, 0) or 0),
+        answer=parse_answer(extra_fields.get(EF_ANSWER)),
+        retrieval_errors=parse_count(extra_fields.get(EF_RETRIEVAL_ERRORS), EF_RETRIEVAL_ERRORS),
+        invalid_actions=parse_count(extra_fields.get(EF_INVALID_ACTIONS), EF_INVALID_ACTIONS),
         response_tokens=int(response_tokens),
         data_source=data_source,
         hops=int(hops),
         qid=qid,
         sample_idx=int(sample_idx),
-        retrieved_texts=tuple(str(t) for turn in turn_texts for t in _as_list(turn)),
+        retrieved_texts=tuple(t for turn in parse_turn_texts(extra_fields.get(EF_TURN_TEXTS)) for t in turn),
         gold_texts=tuple(texts),
         turn_query_doc_ids=tuple(
             tuple(tuple(q) for q in turn)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,13 @@ import pyarrow.parquet as pq
 
 from gta_verl import SCHEMA_VERSION
 from gta_verl.data.io import write_table_atomic
-from gta_verl.data.schema import parse_turn_doc_ids, parse_turn_query_doc_ids
+from gta_verl.data.schema import (
+    parse_answer,
+    parse_count,
+    parse_turn_doc_ids,
+    parse_turn_queries,
+    parse_turn_query_doc_ids,
+)
 from gta_verl.data.types import RolloutRecord
 from gta_verl.eval.metrics import RecordMetrics, score_record
 
@@ -143,15 +149,27 @@ def to_row(record: EvalRecord, metrics: RecordMetrics | None = None) -> dict[str
     return row
 
 
+#: The columns that hold a ``gta/*`` field, each read by the field's one reader (:mod:`gta_verl.data.schema`).
+#: ``turn_query_doc_ids`` is absent in records written before the column: ``()``.
+_FIELD_READERS: dict[str, Callable[[Any, str], Any]] = {
+    "turn_doc_ids": lambda v, name: tuple(tuple(t) for t in parse_turn_doc_ids(v, name)),
+    "turn_query_doc_ids": lambda v, name: tuple(
+        tuple(tuple(q) for q in t) for t in parse_turn_query_doc_ids(v, name)
+    ),
+    "turn_queries": lambda v, name: tuple(parse_turn_queries(v, name)),
+    "answer": parse_answer,
+    "retrieval_errors": parse_count,
+    "invalid_actions": parse_count,
+}
+
+
 def from_row(row: dict[str, Any]) -> EvalRecord:
     """Inverse of :func:`to_row` (metrics columns are dropped; recompute them)."""
     kwargs: dict[str, Any] = {}
     for f in fields(RolloutRecord):
         value = row.get(f.name)
-        if f.name == "turn_doc_ids":  # the reward's reader: a malformed value is refused, not reinterpreted
-            value = tuple(tuple(t) for t in parse_turn_doc_ids(value, f.name))
-        elif f.name == "turn_query_doc_ids":  # absent in records written before the column: ()
-            value = tuple(tuple(tuple(q) for q in t) for t in parse_turn_query_doc_ids(value, f.name))
+        if f.name in _FIELD_READERS:  # the reward's reader: a malformed value is refused, not reinterpreted
+            value = _FIELD_READERS[f.name](value, f.name)
         elif isinstance(value, list):
             value = tuple(value)
         elif value is None and f.name != "answer":

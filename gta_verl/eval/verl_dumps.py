@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from gta_verl.data.ids import make_doc_id
-from gta_verl.data.schema import parse_ground_truth, parse_turn_doc_ids
+from gta_verl.data.schema import EF_TURN_DOC_IDS, parse_count, parse_ground_truth, parse_turn_doc_ids
 from gta_verl.data.types import RolloutRecord
 from gta_verl.eval.records import EvalRecord
 from gta_verl.protocol import SEARCH_FAILED_PREFIX, build_user_prompt, final_answer, parse_turns
@@ -196,12 +196,18 @@ def _dumped_turn_doc_ids(entry: Mapping[str, Any]) -> list[list[str]] | None:
     :func:`gta_verl.data.schema.parse_turn_doc_ids`: a string that is no JSON list (``"d1d2"``), a
     flat list of ids … rejects the line with its message instead of being read as something else.
     """
-    key = "gta/turn_doc_ids" if "gta/turn_doc_ids" in entry else "turn_doc_ids"
+    key = EF_TURN_DOC_IDS if EF_TURN_DOC_IDS in entry else "turn_doc_ids"
+    value = _dumped(entry, key)
+    return None if value is None else parse_turn_doc_ids(value, key)
+
+
+def _dumped(entry: Mapping[str, Any], key: str) -> Any:
+    """``entry[key]`` with a JSON text decoded once (``default=str`` writes a numpy int as ``"3"``)."""
     value = entry.get(key)
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
             value = json.loads(value)
-    return None if value is None else parse_turn_doc_ids(value, key)
+    return value
 
 
 def record_from_entry(
@@ -218,7 +224,7 @@ def record_from_entry(
     if dumped_ids is not None and len(dumped_ids) == len(queries):
         turn_ids = dumped_ids  # exact ids when the manager dumped them
     question = question_from_prompt(str(entry["input"]))
-    errors = entry.get("retrieval_errors")
+    errors = _dumped(entry, "retrieval_errors")
     return EvalRecord(
         rollout=RolloutRecord(
             question=question,
@@ -227,8 +233,8 @@ def record_from_entry(
             turn_queries=tuple(queries),
             turn_doc_ids=tuple(tuple(t) for t in turn_ids),
             answer=final_answer(output),
-            retrieval_errors=int(errors) if errors is not None else failed,
-            invalid_actions=int(entry.get("invalid_actions", 0) or 0),
+            retrieval_errors=parse_count(errors, "retrieval_errors") if errors is not None else failed,
+            invalid_actions=parse_count(_dumped(entry, "invalid_actions"), "invalid_actions"),
             data_source=str(entry.get("data_source") or info.data_source),
             hops=int(entry.get("hops") or info.hops),
             qid=str(entry.get("qid") or info.qid or question),

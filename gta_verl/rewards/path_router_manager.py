@@ -27,7 +27,9 @@ from gta_verl.data.schema import (
     EF_TRUNCATED,
     EF_TURN_QUERIES,
     EF_TURN_TEXTS,
-    plain_value,
+    parse_flag,
+    parse_turn_queries,
+    parse_turn_texts,
 )
 from gta_verl.protocol import checked_max_queries, split_queries
 from gta_verl.rewards.managers import GTARewardManager
@@ -46,20 +48,20 @@ __all__ = ["PathRouterRewardManager", "retrieved_texts", "score_path_router"]
 
 def retrieved_texts(request: ScoringRequest) -> list[str]:
     """Every passage text the rollout retrieved (``gta/turn_texts``, all turns, in order)."""
-    turns = plain_value(request.extra_fields.get(EF_TURN_TEXTS)) or []
-    return [str(t) for turn in turns for t in (plain_value(turn) or [])]
+    return [t for turn in parse_turn_texts(request.extra_fields.get(EF_TURN_TEXTS)) for t in turn]
 
 
 def _queries(request: ScoringRequest, max_queries: int = 1) -> list[str]:
     """Every query issued: a turn with several (``gta.agent.max_queries_per_turn`` > 1) gives each."""
-    turns = [str(q) for q in (plain_value(request.extra_fields.get(EF_TURN_QUERIES)) or [])]
+    turns = parse_turn_queries(request.extra_fields.get(EF_TURN_QUERIES))
     return [q for turn in turns for q in split_queries(turn, max_queries)]
 
 
 def _budget_exhausted(request: ScoringRequest) -> bool:
     ef = request.extra_fields
-    exhausted = plain_value(ef.get(EF_BUDGET_EXHAUSTED, False))
-    return bool(exhausted) or bool(plain_value(ef.get(EF_TRUNCATED, False)))
+    return parse_flag(ef.get(EF_BUDGET_EXHAUSTED), EF_BUDGET_EXHAUSTED) or parse_flag(
+        ef.get(EF_TRUNCATED), EF_TRUNCATED
+    )
 
 
 def score_path_router(

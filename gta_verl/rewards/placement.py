@@ -18,6 +18,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gta_verl.data.schema import EF_REWARD_EXTRA_INFO, EF_TURN_SPANS, parse_turn_spans
+
 __all__ = [
     "TURN_REWARDS_KEY",
     "place_from_extra_fields",
@@ -89,7 +91,7 @@ def turn_rewards_from_info(reward_extra_info: Mapping[str, Any] | None) -> list[
 
 def query_end_positions(turn_spans: Sequence[Sequence[Any]]) -> list[int]:
     """Last token index of every ``query`` span (``[kind, start, end)`` with end exclusive)."""
-    return [int(end) - 1 for kind, start, end in turn_spans if kind == "query" and int(end) > int(start)]
+    return [end - 1 for kind, start, end in parse_turn_spans(turn_spans) if kind == "query" and end > start]
 
 
 def place_from_extra_fields(
@@ -101,8 +103,6 @@ def place_from_extra_fields(
     Query spans and turn rewards are paired in order; any surplus on either side (e.g. a
     truncated final query) is left to the remainder at the last token.
     """
-    from gta_verl.data.schema import EF_REWARD_EXTRA_INFO, EF_TURN_SPANS
-
     rewards = turn_rewards_from_info(extra_fields.get(EF_REWARD_EXTRA_INFO))
     positions = query_end_positions(extra_fields.get(EF_TURN_SPANS, []) or [])
     n = min(len(rewards), len(positions))

@@ -33,6 +33,8 @@ from gta_verl.data.schema import (
     RI_HAS_TARGETS,
     RI_TARGET_DOC_COV,
     drop_unshown_searches,
+    parse_answer,
+    parse_count,
     parse_ground_truth,
     parse_turn_doc_ids,
     parse_turn_query_doc_ids,
@@ -91,8 +93,7 @@ class ScoringRequest:
         answer of the first ``<answer>`` *action*, never of a stray opener in reasoning.
         """
         if EF_ANSWER in self.extra_fields:
-            value = plain_value(self.extra_fields[EF_ANSWER])
-            return None if value is None else str(value)
+            return parse_answer(self.extra_fields[EF_ANSWER])
         return final_answer(self.response_text)
 
     @property
@@ -118,7 +119,7 @@ class ScoringRequest:
     def num_searches(self) -> int:
         """``gta/num_searches`` when recorded, else the number of recorded search turns."""
         value = self.extra_fields.get(EF_NUM_SEARCHES)
-        return int(value) if value is not None else len(self.turn_doc_ids)
+        return parse_count(value, EF_NUM_SEARCHES) if value is not None else len(self.turn_doc_ids)
 
 
 def _as_mapping(value: Any) -> Mapping[str, Any]:
@@ -265,8 +266,8 @@ def extra_info_from(
         "traj_reward": float(result.total),
         RI_HAS_TARGETS: float(result.has_targets),
         RI_HAS_ANSWER: float(request.prediction is not None),
-        "invalid_actions": int(plain_value(request.extra_fields.get(EF_INVALID_ACTIONS, 0)) or 0),
-        "retrieval_errors": int(plain_value(request.extra_fields.get(EF_RETRIEVAL_ERRORS, 0)) or 0),
+        "invalid_actions": parse_count(request.extra_fields.get(EF_INVALID_ACTIONS), EF_INVALID_ACTIONS),
+        "retrieval_errors": parse_count(request.extra_fields.get(EF_RETRIEVAL_ERRORS), EF_RETRIEVAL_ERRORS),
         TURN_REWARDS_KEY: json.dumps(turn_rewards),
     }
 
