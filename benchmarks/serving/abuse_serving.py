@@ -1,6 +1,6 @@
 """Clients that hold the HTTP retriever without reading, and clients that send the longest queries.
 
-Two scenarios of issue 37 against the MuSiQue KB served as ``serve()`` serves it
+Two abuse scenarios against the MuSiQue KB served as ``serve()`` serves it
 (:class:`benchmarks.serving.stress_musique.Server`), each while a normal client sends a 1-query
 request every 0.5 s and records its latency:
 

@@ -47,7 +47,7 @@ def test_a_group_of_one_keeps_its_score():
     assert adv[0].tolist() == pytest.approx([0.5 / (1 + 1e-6)] * 2)
 
 
-# ------------------------------------------------------------------ reproducible by seed (issue 54 #3)
+# ------------------------------------------------------------------ reproducible by seed
 def _batch(uids: list[str]) -> tuple[np.ndarray, torch.Tensor]:
     """20 groups of 4 rows, rewards 0, 1, 2, 3 + 10·group on the last token; ids as given (uuid-like)."""
     index = np.array([u for u in uids for _ in range(4)], dtype=object)
@@ -100,7 +100,7 @@ def test_permutation_is_the_documented_draw():
         group_permutation(index, seed=-1)
 
 
-# ------------------------------------------------------------------ R5-17: ids that cannot be grouped
+# ------------------------------------------------------------------ ids that cannot be grouped
 @pytest.mark.parametrize(
     "ids",
     [

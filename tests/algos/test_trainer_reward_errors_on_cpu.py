@@ -1,5 +1,5 @@
-"""Rows whose reward could not be computed leave their group (issue 54 #6), and route weights that are NaN,
-infinite or negative are refused before any advantage is touched (issue 55 R5-17): the V1 trainers' own
+"""Rows whose reward could not be computed leave their group, and route weights that are NaN,
+infinite or negative are refused before any advantage is touched: the V1 trainers' own
 ``_compute_advantage`` over verl's, with the fake TransferQueue of ``test_route_weights_on_cpu``."""
 
 from __future__ import annotations

@@ -329,7 +329,7 @@ def test_gold_only_corpus_is_the_papers_size_and_all_is_five_times_larger(tmp_pa
     assert {(t.strip(), x.strip()) for t, x in zip(c_gold["title"], c_gold["text"], strict=True)} == gold
 
 
-# --------------------------------------------------------------------------- issue 37 item 12
+# --------------------------------------------------------------------------- non-finite and boolean answers
 def test_non_finite_and_boolean_answers_are_rejected_not_stringified(tmp_path):
     # Before: JSON NaN, Infinity and true became the gold strings "nan", "inf", "True" (rc 0).
     titles = ["A0", "A1"]

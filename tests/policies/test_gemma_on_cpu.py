@@ -53,7 +53,7 @@ def small_gguf(tmp_path, monkeypatch):
 
 
 def test_truncated_gguf_is_assembled_again(small_gguf):
-    """R5-2: a truncated GGUF (a prepare killed mid-assembly) must not block every later prepare with a
+    """a truncated GGUF (a prepare killed mid-assembly) must not block every later prepare with a
     traceback recommending an ``overwrite=True`` that ``gta-verl`` does not have."""
     from gta_verl.policies.gemma import gguf_file
 
@@ -74,7 +74,7 @@ def test_killed_assembly_temporaries_are_removed(small_gguf):
 
 
 def test_concurrent_first_assemblies_both_get_the_whole_file(small_gguf, monkeypatch):
-    """R5-2: two first prepares at once: the second must never read the first one's half-written file."""
+    """two first prepares at once: the second must never read the first one's half-written file."""
     import threading
     import time
 

@@ -34,7 +34,7 @@ def _qwen_like_tokenizer_json() -> str:
 
 
 def test_another_models_tokenizer_is_detected_and_rebuilt(toy: None, tmp_path: Path) -> None:
-    """R5-3: four files present is not "complete": another model's tokenizer.json must not pass as Gemma's."""
+    """four files present is not "complete": another model's tokenizer.json must not pass as Gemma's."""
     out = gemma.prepare_gemma(tmp_path / "g")
     good = (out / "tokenizer.json").read_bytes()
     (out / "tokenizer.json").write_text(_qwen_like_tokenizer_json())
@@ -44,7 +44,7 @@ def test_another_models_tokenizer_is_detected_and_rebuilt(toy: None, tmp_path: P
 
 @pytest.mark.parametrize("model_type", ["llama", "bert"])
 def test_wrong_model_type_is_detected_and_rebuilt(toy: None, tmp_path: Path, model_type: str) -> None:
-    """R5-3: a config.json naming llama or bert would load the wrong architecture."""
+    """a config.json naming llama or bert would load the wrong architecture."""
     out = gemma.prepare_gemma(tmp_path / "g")
     cfg = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({**cfg, "model_type": model_type}))
@@ -82,7 +82,7 @@ def _spy_rmtree(monkeypatch: pytest.MonkeyPatch, out: Path, seen: list[str]) -> 
 
 
 def test_replacing_a_cut_never_leaves_it_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """R5-5: deleting the directory, then renaming the new one in, lets a reader catch it gone."""
+    """deleting the directory, then renaming the new one in, lets a reader catch it gone."""
     src = write_toy_gemma(tmp_path / "src")
     out = vocab_cut.cut_model(src, TEXTS, tmp_path / "cut")
     (out / "tokenizer_config.json").unlink()  # damaged: rebuilt
@@ -94,7 +94,7 @@ def test_replacing_a_cut_never_leaves_it_gone(tmp_path: Path, monkeypatch: pytes
 
 
 def test_two_writers_of_one_directory_build_it_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """R5-5: two prepares of one directory: the second waits for the first and reuses its directory."""
+    """two prepares of one directory: the second waits for the first and reuses its directory."""
     src = write_toy_gemma(tmp_path / "src")
     real, calls = vocab_cut._cut_tokenizer, []
 
@@ -118,7 +118,7 @@ def test_two_writers_of_one_directory_build_it_once(tmp_path: Path, monkeypatch:
 
 
 def test_killed_writers_temporaries_are_removed(tmp_path: Path) -> None:
-    """R5-5: a killed writer's temporary directory is removed by the next writer."""
+    """a killed writer's temporary directory is removed by the next writer."""
     src = write_toy_gemma(tmp_path / "src")
     old_style = tmp_path / ".cut-k1ll3d0x"  # tempfile.mkdtemp's name in the writer before manifests
     new_style = tmp_path / ".cut.tmp-deadbeef"

@@ -71,7 +71,7 @@ def test_out_holding_a_user_folder_is_refused_and_kept(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """R5-1: a writer that replaces any directory not holding a complete model deletes the folder, exit 0."""
+    """a writer that replaces any directory not holding a complete model deletes the folder, exit 0."""
     out = _user_folder(tmp_path / "mine")
     args = COMMANDS[command](tmp_path, monkeypatch)
     capsys.readouterr()
@@ -88,7 +88,7 @@ def test_out_dot_is_refused_and_the_working_directory_kept(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """R5-1: ``--out .`` emptied the working directory, then crashed."""
+    """``--out .`` emptied the working directory, then crashed."""
     args = COMMANDS[command](tmp_path, monkeypatch)
     work = _user_folder(tmp_path / "work")
     monkeypatch.chdir(work)
@@ -169,7 +169,7 @@ def read_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
 def test_read_only_cache_is_one_line(
     args: list[str], cache: Path, read_only: list[Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """R5-14: the OSError of a read-only cache is one line, not raised out of ``main``."""
+    """the OSError of a read-only cache is one line, not raised out of ``main``."""
     read_only.append(cache)
     assert main(args) == 2
     assert _one_line_error(capsys.readouterr().err, "Read-only file system")
@@ -188,7 +188,7 @@ def test_complete_directory_on_a_read_only_cache_is_used(
 def test_path_of_a_name_in_another_case_is_the_policy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """R5-16: ``policy path gemma-3-270M`` is the policy, not the name printed back with exit status 0."""
+    """``policy path gemma-3-270M`` is the policy, not the name printed back with exit status 0."""
     from gta_verl import policies
 
     made = tmp_path / "gemma-dir"
@@ -201,7 +201,7 @@ def test_path_of_a_name_in_another_case_is_the_policy(
 def test_path_of_an_unknown_name_is_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """R5-16: a name that is no policy, directory or hub id exits 2 naming the known policies."""
+    """a name that is no policy, directory or hub id exits 2 naming the known policies."""
     monkeypatch.chdir(tmp_path)
     assert main(["policy", "path", "gemma-3-27m"]) == 2
     captured = capsys.readouterr()

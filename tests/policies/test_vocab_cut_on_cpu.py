@@ -132,7 +132,7 @@ def _cut_args(tmp_path, monkeypatch, src):
 
 @pytest.mark.parametrize("model_type", ["llama", "bert"])
 def test_cut_refuses_a_source_of_another_model_type(tmp_path, monkeypatch, capsys, model_type):
-    """R5-3: with a llama/bert config.json the cut would load the wrong architecture and write its cut."""
+    """with a llama/bert config.json the cut would load the wrong architecture and write its cut."""
     from gta_verl.cli import main
     from tests.policies.toy_models import write_toy_gemma
 
@@ -175,7 +175,7 @@ def test_cut_refuses_a_damaged_source_naming_the_file(tmp_path):
 
 
 def test_cut_is_keyed_by_its_source(tmp_path):
-    """R5-4: keyed by the texts only, a cut of a damaged source would outlive the source's repair."""
+    """keyed by the texts only, a cut of a damaged source would outlive the source's repair."""
     from safetensors.torch import load_file
 
     from gta_verl.policies.vocab_cut import cut_model
@@ -204,7 +204,7 @@ def torch_equal(a, b) -> bool:
 
 
 def test_string_gold_answer_is_one_answer(tmp_path, monkeypatch):
-    """R5-15: ``list("Paris")`` makes five one-letter answers, and the cut would never check that
+    """``list("Paris")`` makes five one-letter answers, and the cut would never check that
     "<answer> Paris </answer>" splits as in the full tokenizer."""
     import pandas as pd
 

@@ -1,4 +1,4 @@
-"""``experiments.learning.publish``: a published result never silently changes its seeds (R5-8 … R5-11).
+"""``experiments.learning.publish``: a published result never silently changes its seeds.
 
 Most cases run on a copy of the published float32 experiment (experiments/learning/results/exp10, its real
 files); the expected values are read off its table on the learning page.
@@ -47,7 +47,7 @@ def _results(pub: Path) -> dict:
     return json.loads((pub / "results.json").read_text())
 
 
-# ---------------------------------------------------------------- R5-8: a missing seed
+# ---------------------------------------------------------------- a missing seed
 def test_a_seed_whose_per_question_file_is_missing_is_refused(pub: Path) -> None:
     # Before: (b) − (r) on synthetic went from -0.038 over seeds 0,1,2 to -0.015 over 0,2, without a word.
     gone = pub / "runs/sft_fp32_b_s1/eval_synthetic.questions.json"
@@ -88,7 +88,7 @@ def test_a_run_evaluated_on_fewer_questions_is_named_in_the_table(pub: Path, cap
     assert "on 40 shared questions, 8 not in every run left out" in musique
 
 
-# ---------------------------------------------------------------- R5-9: the step log comes from the folder
+# ---------------------------------------------------------------- the step log comes from the folder
 def test_restore_reads_each_step_log_from_the_folder_it_is_given(
     pub: Path, tmp_path: Path, monkeypatch
 ) -> None:
@@ -112,7 +112,7 @@ def test_the_published_experiment_still_restores_from_its_own_folder(tmp_path: P
     assert sorted(names) == sorted(Path(r["metrics"]).parent.name for r in _results(EXP10)["runs"])
 
 
-# ---------------------------------------------------------------- R5-10: every input that changes a result
+# ---------------------------------------------------------------- every input that changes a result
 def test_runs_trained_on_another_kb_are_not_restored(pub: Path, tmp_path: Path) -> None:
     with pytest.raises(
         ValueError, match=r"published with other settings \(published, now\): \{'kb': \(None, '/x/kb'\)\}"
@@ -139,7 +139,7 @@ def test_every_option_of_the_experiment_is_compared_or_known_not_to_change_a_res
     assert "kb" in RESTORE_KEYS
 
 
-# ---------------- R5-11: a malformed entry, refused before the warm starts
+# ---------------- a malformed entry, refused before the warm starts
 @pytest.mark.parametrize(
     ("spoil", "says"),
     [

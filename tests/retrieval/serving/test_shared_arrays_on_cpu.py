@@ -85,7 +85,7 @@ def test_a_prebuilt_fact_index_must_fit(musique_kb, embedder) -> None:
         VectorIndex.from_faiss(VectorIndex(np.eye(dim, dtype=np.float32), "hnsw")._index, "hnsw", refine=2)
 
 
-# ---------------------------------------------------------------- the cache proves what it holds (R5-6)
+# ---------------------------------------------------------------- the cache proves what it holds
 def _truncate(p: Path) -> None:
     p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
 
