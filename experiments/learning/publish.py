@@ -66,11 +66,12 @@ def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: 
 RESTORE_KEYS = (
     "policy", "kb", "n_paths", "steps", "batch", "n", "lr", "eval_questions", "precision", "sft_steps",
     "sft_rows", "sft_lr", "iii_rows", "iii_epochs", "iii_lr", "train_pool", "filter_groups", "rollout",
+    "lora_rank",
 )  # fmt: skip
 #: The value a setting had before its option existed: a folder published then compares as that value.
 RESTORE_DEFAULTS: dict[str, object] = {
     "iii_rows": 0, "iii_epochs": 3, "iii_lr": 2e-5, "train_pool": None, "filter_groups": False,
-    "rollout": "hf_cpu",
+    "rollout": "hf_cpu", "lora_rank": 0,
 }  # fmt: skip
 #: The options of ``experiments.learning.pretrained`` that change no finished run's numbers: where it is
 #: written or published, which runs are asked for (a run's seed and start are in its name), when it

@@ -508,6 +508,7 @@ def test_the_documented_float32_command_restores_every_published_run(tmp_path):
     args = build_parser().parse_args(
         "--out runs/learning_pretrained --steps 10 --batch 4 --n 4 --conditions b,r,a --seeds-ab 0,1,2 "
         "--seeds-cd 0 --lr 3e-6 --eval-questions 48 --precision fp32 --sft-steps 40 --start auto "
+        "--rollout hf_cpu "
         f"--publish {pub} --restore-from {pub}".split()
     )
     published = json.loads((pub / "results.json").read_text())["runs"]
@@ -660,3 +661,27 @@ def test_report_from_iii_has_its_warm_start_row_and_no_unevaluated_one(tmp_path)
     assert md.count("| (a) answer-only (w/o TGR) from (iii) | 0 |") == 3
     assert md.count("| (b) trajectory-guided (GTA Stage I) from (iii) | 0 |") == 3
     assert json.loads((tmp_path / "results.json").read_text())["warm_start"] is None
+
+
+def test_lora_reaches_main_ppo_with_the_reference_inside_the_actor(monkeypatch):
+    """``--lora-rank 16``: verl's peft LoRA on every linear layer, α = 32, merged before each weight sync
+    (the rollout gets plain weights); verl then computes the reference with the adapters disabled."""
+    from experiments.learning.pretrained import lora_overrides, step_overrides
+
+    assert lora_overrides(0) == ()
+    (cfg,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(lora_rank=16), 0))
+    model = cfg.actor_rollout_ref.model
+    assert model.lora_rank == 16 and model.lora_alpha == 32 and model.target_modules == "all-linear"
+    assert model.lora.merge is True
+    lora_rank = model.get("lora", {}).get("rank", 0) or model.get("lora_rank", 0)  # verl's ref_in_actor test
+    assert lora_rank > 0
+
+
+def test_cost_engines_parse_and_refuse_unknown_names():
+    from experiments.learning.cost import parse_engine
+
+    assert parse_engine("hf_cpu") == ("hf_cpu", 0)
+    assert parse_engine("vllm+lora8") == ("vllm", 8)
+    for bad in ("sglang", "vllm+lorax", "hf_cpu+16"):
+        with pytest.raises(ValueError, match="expected hf_cpu or vllm"):
+            parse_engine(bad)
