@@ -290,9 +290,27 @@ def build_iii(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> Pa
     return model
 
 
+def published_iii(published: Path | None) -> dict[str, dict] | None:
+    """(iii)'s held-out metrics as ``--restore-from``'s folder published them (``results.json``'s
+    ``iii_warm_start``, every set present), else None. :func:`experiments.learning.publish.published_runs` has
+    already held that folder's settings, (iii)'s included, to this command's."""
+    path = published / "results.json" if published else None
+    if path is None or not path.is_file():
+        return None
+    iii = json.loads(path.read_text()).get("iii_warm_start")
+    return iii if isinstance(iii, dict) and all(isinstance(iii.get(k), dict) for k in SETS) else None
+
+
 def iii_warm_start(inputs: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, dict]:
-    """(iii) built and evaluated greedy on the three held-out sets (instructions prompt)."""
+    """(iii) built and evaluated greedy on the three held-out sets (instructions prompt). With
+    ``--restore-from`` a folder that published (iii)'s evaluation, that evaluation stands (a rebuild of (iii)
+    from the same command reproduced every held-out number to the third decimal, docs/learning.md) and the
+    ≈ 12 minutes of greedy evaluation are not spent again; (iii) is still rebuilt: GRPO starts from it."""
     model = build_iii(inputs, out, args)
+    restored = published_iii(Path(args.restore_from).resolve() if args.restore_from else None)
+    if restored is not None:
+        print(f"(iii)'s held-out evaluation restored from {args.restore_from}", flush=True)
+        return restored
     where = iii_dir(out, args)
     return {
         key: evaluate(str(model), data, kb, where / f"eval_{key}", args.eval_questions, "iii")
@@ -517,7 +535,8 @@ def run_experiment(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
     def save() -> str:
         md = report(out, warm, sft, results, args, start, iii)
         if args.publish:
-            files = publish(out, Path(args.publish).resolve(), results, tag=inputs["tag"])
+            where = iii_dir(out, args) if args.iii_rows > 0 else None
+            files = publish(out, Path(args.publish).resolve(), results, tag=inputs["tag"], iii=where)
             print(f"published {len(files)} files to {args.publish}", flush=True)
         return md
 

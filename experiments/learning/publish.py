@@ -13,7 +13,9 @@ REPO = Path(__file__).resolve().parents[2]
 SETS = ("synthetic", "musique", "hotpotqa")
 
 
-def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: str = "") -> list[Path]:
+def publish(
+    out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: str = "", iii: Path | None = None
+) -> list[Path]:
     """Copy what the docs cite from ``out`` into ``dest`` (inside ``repo``) and return the files written.
 
     ``table.md``, ``learning_curves.png``, the SFT warm start's ``policy_sft.json``; per finished run its
@@ -22,7 +24,8 @@ def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: 
     (also ``<warm|sft>_<set>.questions.json`` for the warm starts: what :func:`paired_table` compares);
     ``results.json`` with every run's ``metrics`` naming its published
     step log relative to ``repo``, so the page's numbers survive the loss of ``out`` (weights never copied).
-    ``tag`` names the precision's SFT folder (``experiments.learning.pretrained.precision_tag``).
+    ``tag`` names the precision's SFT folder (``experiments.learning.pretrained.precision_tag``); ``iii`` is
+    warm start (iii)'s build folder, whose held-out scores become ``iii_<set>.questions.json``.
     """
     dest.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -45,6 +48,8 @@ def publish(out: Path, dest: Path, results: list[dict], repo: Path = REPO, tag: 
     for key in SETS:
         for start in ("warm", f"{tag}sft"):
             put_questions(out / "eval" / f"{start}_{key}" / "records", dest / f"{start}_{key}.questions.json")
+        if iii is not None:
+            put_questions(iii / f"eval_{key}" / "records", dest / f"iii_{key}.questions.json")
     summary = json.loads((out / "results.json").read_text())
     runs = []
     for r in results:
@@ -301,7 +306,7 @@ def step_table(
     return "\n".join(lines)
 
 
-WARM_STARTS = {"i": "warm", "ii": "sft"}
+WARM_STARTS = {"i": "warm", "ii": "sft", "iii": "iii"}
 
 
 def side_files(dest: Path, side: str, key: str) -> dict[int, Path]:
@@ -497,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     pp = sub.add_parser("paired", help="seed-paired held-out differences of a published experiment")
     pp.add_argument("dest", help="the published folder, e.g. experiments/learning/results/exp10")
     pp.add_argument(
-        "--pairs", default="b-r,a-r,b-ii,r-ii", help="A-B pairs: conditions, or i / ii (warm starts)"
+        "--pairs", default="b-r,a-r,b-ii,r-ii", help="A-B pairs: conditions, or i / ii / iii (warm starts)"
     )
     pp.add_argument("--metrics", default="target_doc_cov,complete_traj_cov,search_turns,em")
     pp.add_argument("--n-boot", type=int, default=10_000)
@@ -510,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     pu.add_argument("--train", required=True, help="the training questions' parquet (their target documents)")
     pu.add_argument("--qa", required=True, help="the held-out set's verl QA parquet (its gold documents)")
     pu.add_argument("--set", default="musique", help="which held-out set (default musique)")
-    pu.add_argument("--sides", default="i,ii,a,b,r", help="policies: warm starts i / ii and conditions")
+    pu.add_argument("--sides", default="i,ii,a,b,r", help="policies: warm starts i / ii / iii and conditions")
     args = p.parse_args(argv)
     if args.cmd == "seen-split":
         print(seen_split_table(Path(args.dest), Path(args.train), Path(args.qa), args.set, args.sides))

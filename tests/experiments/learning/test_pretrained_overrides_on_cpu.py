@@ -685,3 +685,36 @@ def test_cost_engines_parse_and_refuse_unknown_names():
     for bad in ("sglang", "vllm+lorax", "hf_cpu+16"):
         with pytest.raises(ValueError, match="expected hf_cpu or vllm"):
             parse_engine(bad)
+
+
+def test_publish_writes_warm_start_iiis_scores_and_pairs_them(tmp_path):
+    """(iii)'s held-out records (in its own build folder) become ``iii_<set>.questions.json``, which the
+    paired table reads as warm start ``iii``, one file for every seed of the other side."""
+    from experiments.learning.publish import publish, side_files
+    from gta_verl.eval.records import RecordWriter
+
+    repo, out = tmp_path / "repo", tmp_path / "out"
+    dest, iii = repo / "docs" / "exp", out / "sft_r64_e4_lr3e-05"
+    with RecordWriter(iii / "eval_musique" / "records") as w:
+        w.add_all([_shown("1", ("d1",)), _shown("2", ("d9",))])
+    (out / "results.json").write_text(json.dumps({"runs": []}))
+    written = publish(out, dest, [], repo=repo, iii=iii)
+    assert sorted(str(p.relative_to(dest)) for p in written) == ["iii_musique.questions.json", "results.json"]
+    rows = json.loads((dest / "iii_musique.questions.json").read_text())
+    assert [(r["qid"], r["n_targets_hit"], r["n_targets"]) for r in rows] == [("1", 1, 2), ("2", 0, 2)]
+    assert side_files(dest, "iii", "musique") == {-1: dest / "iii_musique.questions.json"}
+    assert publish(out, dest, [], repo=repo) == [dest / "results.json"]  # without iii: nothing of it
+
+
+def test_iiis_published_evaluation_is_restored_only_when_complete(tmp_path):
+    from experiments.learning.pretrained import published_iii
+
+    m = {"em": 0.021, "target_doc_cov": 0.619}
+    full = {"synthetic": m, "musique": m, "hotpotqa": m}
+    (tmp_path / "results.json").write_text(json.dumps({"runs": [], "iii_warm_start": full}))
+    assert published_iii(tmp_path) == full
+    (tmp_path / "results.json").write_text(json.dumps({"runs": [], "iii_warm_start": {"synthetic": m}}))
+    assert published_iii(tmp_path) is None  # a set missing: evaluate again
+    (tmp_path / "results.json").write_text(json.dumps({"runs": [], "iii_warm_start": None}))
+    assert published_iii(tmp_path) is None
+    assert published_iii(None) is None and published_iii(tmp_path / "absent") is None
