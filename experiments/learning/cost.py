@@ -11,8 +11,9 @@ start (iii) are reused): each engine in ``--engines`` runs ``--cost-steps`` GRPO
 checkpoints), one engine after the other on the same prompts (``data.seed``). The table gives verl's
 ``timing_s/*`` averaged over the steps after the first (step 1 warms caches), the response tokens per step
 and per second of generation, the seconds per trajectory (``timing_s/step`` ÷ ``batch`` × ``n``) and the
-hours per 1,000 trajectories, and the largest rollout-vs-actor log-prob difference. ``<out>/cost/cost.md``
-and ``cost.json`` hold them with the CPU they ran on.
+hours per 1,000 trajectories, and verl's largest rollout-vs-actor token probability difference
+(``training/rollout_probs_diff_max``, logged when bypass mode is off). ``<out>/cost/cost.md`` and
+``cost.json`` hold them with the CPU they ran on.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def render(rows: dict[str, dict[str, float]]) -> str:
     lines = [
         "| engine | gen | old log-prob | ref | update actor | update weights | step "
         "| response tokens / step | tokens / s of gen | s / trajectory | h / 1,000 trajectories "
-        "| step / first | step 1 | log-prob diff |",
+        "| step / first | step 1 | prob. diff max |",
         "|---|" + "---:|" * 13,
     ]
     for name, r in rows.items():
@@ -124,7 +125,11 @@ def measure(engine: str, inputs: dict[str, Any], out: Path, args: argparse.Names
     """``--cost-steps`` GRPO steps of ``--condition`` from (iii) with ``engine`` as the rollout."""
     from gta_verl.cpu.recipe_run import run_cpu_recipe
 
-    args.rollout, args.lora_rank = parse_engine(engine)
+    rollout, lora_rank = parse_engine(engine)
+    # this engine's copy of the settings: every engine starts from the command's, and --cost-steps is the run
+    args = argparse.Namespace(
+        **{**vars(args), "rollout": rollout, "lora_rank": lora_rank, "steps": args.cost_steps}
+    )
     _, recipe, extra = CONDITIONS[args.condition]
     train = str(Path(args.train_pool).resolve() if args.train_pool else inputs["plain"]["train"])
     env = {
@@ -135,12 +140,7 @@ def measure(engine: str, inputs: dict[str, Any], out: Path, args: argparse.Names
         "STEPS": str(args.cost_steps),
         **rollout_env(args),
     }
-    overrides = (
-        *cost_overrides(args, args.cost_seed),
-        f"trainer.total_training_steps={args.cost_steps}",
-        *extra,
-        *args.override,
-    )
+    overrides = (*cost_overrides(args, args.cost_seed), *extra, *args.override)
     run = run_cpu_recipe(recipe, out / engine, env, overrides, timeout_s=args.timeout)
     if run.returncode != 0:
         raise RuntimeError(f"{engine}: run.sh {recipe} exited {run.returncode}; see {run.log}")
