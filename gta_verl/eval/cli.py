@@ -105,6 +105,13 @@ def _add_rollout_arguments(p: argparse.ArgumentParser) -> None:
         "fewshot: two worked examples, for a pretrained base model such as gemma-3-270m)",
     )
     p.add_argument(
+        "--gold-evidence",
+        action="store_true",
+        help="PathRouter's teacher view: each row's gold passages (ground_truth.support_texts) placed before "
+        "its question, as the teacher scores the student; compare with a run without it to see whether "
+        "the policy, as a teacher, uses the evidence it is shown",
+    )
+    p.add_argument(
         "--sampler",
         choices=("per_rollout", "batched"),
         default="per_rollout",
@@ -190,6 +197,7 @@ def settings_from_args(args: argparse.Namespace, temperature: float | None = Non
         seed=args.seed,
         sampler=args.sampler,
         dtype=args.dtype,
+        gold_evidence=args.gold_evidence,
     )
 
 

@@ -110,6 +110,7 @@ class EvalSettings:
     prompt_style: str | None = None
     sampler: str = "per_rollout"
     dtype: str = "auto"
+    gold_evidence: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -141,7 +142,7 @@ class EvalSettings:
         d["temperature"] = self.effective_temperature
         if d["prompt_style"] is None:  # runs pinned before the knob existed stay resumable
             del d["prompt_style"]
-        for knob, default in (("sampler", "per_rollout"), ("dtype", "auto")):
+        for knob, default in (("sampler", "per_rollout"), ("dtype", "auto"), ("gold_evidence", False)):
             if d[knob] == default:  # likewise
                 del d[knob]
         return d
@@ -185,6 +186,28 @@ def restyle_prompt(row: Mapping[str, Any], style: str) -> dict[str, Any]:
     if not question:
         raise ValueError(f"row {dict(row).get('extra_info')!r} has no question to rebuild its prompt from")
     return {**row, "prompt": build_messages(question, style=style)}
+
+
+def with_gold_evidence(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` as PathRouter's teacher sees it: its gold passages S_gt (``ground_truth.support_texts``) before
+    the question (:func:`gta_verl.algos.teacher_prompt.build_teacher_prompt`), the rest of the prompt as is.
+
+    Raises:
+        ValueError: the row carries no gold passage (a teacher with nothing to read measures nothing).
+    """
+    from gta_verl.algos.teacher_prompt import build_teacher_prompt
+    from gta_verl.data.schema import parse_ground_truth
+
+    _, _, support = parse_ground_truth((row.get("reward_model") or {}).get("ground_truth"))
+    if not any(str(t).strip() for t in support):
+        _, qid, _, _ = row_identity(row)
+        raise ValueError(
+            f"row {qid!r}: --gold-evidence needs reward_model.ground_truth.support_texts (Stage-I rows and "
+            "data prep's QA rows carry them)"
+        )
+    prompt = row.get("prompt")
+    messages = list(prompt.tolist() if hasattr(prompt, "tolist") else prompt or [])
+    return {**row, "prompt": build_teacher_prompt(messages, list(support))}
 
 
 def row_identity(row: Mapping[str, Any]) -> tuple[str, str, str, int]:
@@ -385,6 +408,8 @@ def evaluate_policy(
     rows = load_rows(data, max_questions)
     if settings.prompt_style is not None:
         rows = [restyle_prompt(r, settings.prompt_style) for r in rows]
+    if settings.gold_evidence:
+        rows = [with_gold_evidence(r) for r in rows]
     writer = RecordWriter(out / "records", chunk_size=max(1, batch_size * settings.n_samples))
     done = writer.done_keys()
     todo = [i for i, r in enumerate(rows) if any(_key(r, s) not in done for s in range(settings.n_samples))]

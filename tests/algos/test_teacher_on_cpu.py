@@ -12,13 +12,13 @@ from omegaconf import OmegaConf
 
 from gta_verl.agent.tokenizer import load_qwen_tokenizer
 from gta_verl.algos.teacher import (
-    EVIDENCE_HEADER,
     GTAAgentLoopManagerTQ,
     GTAAgentLoopWorkerTQ,
     build_teacher_prompt,
     dummy_teacher_topk,
     realign_teacher_topk,
 )
+from gta_verl.algos.teacher_prompt import EVIDENCE_HEADER
 from gta_verl.data.schema import make_ground_truth
 from gta_verl.protocol import build_messages
 
