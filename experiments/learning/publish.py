@@ -42,7 +42,7 @@ def publish(
             write_questions(records, dst)
             written.append(dst)
 
-    for name in ("table.md", "learning_curves.png"):
+    for name in ("table.md", "learning_curves.png", "teacher.json"):
         put(out / name, dest / name)
     put(out / f"{tag}sft" / "policy_sft.json", dest / "policy_sft.json")
     for key in SETS:
@@ -71,12 +71,12 @@ def publish(
 RESTORE_KEYS = (
     "policy", "kb", "n_paths", "steps", "batch", "n", "lr", "eval_questions", "precision", "sft_steps",
     "sft_rows", "sft_lr", "iii_rows", "iii_epochs", "iii_lr", "train_pool", "filter_groups", "rollout",
-    "lora_rank",
+    "lora_rank", "padding",
 )  # fmt: skip
 #: The value a setting had before its option existed: a folder published then compares as that value.
 RESTORE_DEFAULTS: dict[str, object] = {
     "iii_rows": 0, "iii_epochs": 3, "iii_lr": 2e-5, "train_pool": None, "filter_groups": False,
-    "rollout": "hf_cpu", "lora_rank": 0,
+    "rollout": "hf_cpu", "lora_rank": 0, "padding": "full",
 }  # fmt: skip
 #: The options of ``experiments.learning.pretrained`` that change no finished run's numbers: where it is
 #: written or published, which runs are asked for (a run's seed and start are in its name), when it

@@ -508,7 +508,7 @@ def test_the_documented_float32_command_restores_every_published_run(tmp_path):
     args = build_parser().parse_args(
         "--out runs/learning_pretrained --steps 10 --batch 4 --n 4 --conditions b,r,a --seeds-ab 0,1,2 "
         "--seeds-cd 0 --lr 3e-6 --eval-questions 48 --precision fp32 --sft-steps 40 --start auto "
-        "--rollout hf_cpu "
+        "--rollout hf_cpu --padding full "
         f"--publish {pub} --restore-from {pub}".split()
     )
     published = json.loads((pub / "results.json").read_text())["runs"]
@@ -677,6 +677,26 @@ def test_lora_reaches_main_ppo_with_the_reference_inside_the_actor(monkeypatch):
     assert lora_rank > 0
 
 
+def test_packed_passes_reach_main_ppo_sized_as_the_padded_ones(monkeypatch):
+    """``--padding packed``: verl's remove-padding and token-budgeted micro-batches in the actor, reference
+    and old-log-prob passes; a pass holds at most 2 × (768 + 512) = 2,560 real tokens (what two padded
+    rollouts held), a log-prob pass 5,120 (what four did). ``full`` adds nothing to run.sh's padded setting."""
+    from experiments.learning.pretrained import padding_overrides, step_overrides
+
+    assert padding_overrides("full") == ()
+    with pytest.raises(ValueError, match="expected full or packed"):
+        padding_overrides("ragged")
+    (cfg,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(padding="packed"), 0))
+    aref = cfg.actor_rollout_ref
+    assert aref.model.use_remove_padding is True
+    assert aref.actor.use_dynamic_bsz is True and aref.actor.ppo_max_token_len_per_gpu == 2560
+    assert aref.rollout.log_prob_use_dynamic_bsz is True and aref.rollout.log_prob_max_token_len_per_gpu == 5120
+    assert aref.ref.log_prob_use_dynamic_bsz is True and aref.ref.log_prob_max_token_len_per_gpu == 5120
+    (full,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(padding="full"), 0))
+    assert full.actor_rollout_ref.model.use_remove_padding is False
+    assert full.actor_rollout_ref.actor.use_dynamic_bsz is False
+
+
 def test_cost_engines_parse_and_refuse_unknown_names():
     from experiments.learning.cost import parse_engine
 
@@ -718,3 +738,28 @@ def test_iiis_published_evaluation_is_restored_only_when_complete(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps({"runs": [], "iii_warm_start": None}))
     assert published_iii(tmp_path) is None
     assert published_iii(None) is None and published_iii(tmp_path / "absent") is None
+
+
+def test_teacher_check_evaluates_the_start_as_student_and_as_teacher(tmp_path, monkeypatch):
+    """(c)'s teacher check: the GRPO start, greedy, on the training prompts, once as the student reads them
+    and once with S_gt before the question; the table puts them side by side."""
+    import experiments.learning.pretrained as pre
+
+    calls = []
+
+    def fake_evaluate(policy, data, kb, out, n, name, gold_evidence=False):
+        calls.append((policy, data.name, kb.name, out.relative_to(tmp_path).as_posix(), n, gold_evidence))
+        em = 0.5 if gold_evidence else 0.125
+        return {"n_questions": 8.0, "em": em, "f1": em + 0.1, "answered": 1.0, "search_turns": 1.25}
+
+    monkeypatch.setattr(pre, "evaluate", fake_evaluate)
+    start = {"model": "/m/iii", "train": tmp_path / "pool.parquet", "prefix": "iii_pool_vllm_"}
+    got = pre.teacher_check(start, tmp_path / "kb", tmp_path, _args(eval_questions=8))
+    assert calls == [
+        ("/m/iii", "pool.parquet", "kb", "eval/teacher_iii_pool_vllm_/student", 8, False),
+        ("/m/iii", "pool.parquet", "kb", "eval/teacher_iii_pool_vllm_/teacher", 8, True),
+    ]
+    assert pre.teacher_table(got).splitlines()[2:] == [
+        "| the student's prompt | 8 | 0.125 | 0.225 | 1.000 | 1.25 |",
+        "| the teacher's: S_gt before the question | 8 | 0.500 | 0.600 | 1.000 | 1.25 |",
+    ]

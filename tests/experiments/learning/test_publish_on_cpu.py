@@ -27,7 +27,7 @@ EXP10 = REPO / "experiments/learning/results/exp10"
 # The learning page's float32 command (its settings are the published ones).
 COMMAND = (
     "--steps 10 --batch 4 --n 4 --conditions b,r,a --seeds-ab 0,1,2 --seeds-cd 0 --lr 3e-6 "
-    "--eval-questions 48 --precision fp32 --sft-steps 40 --start auto --rollout hf_cpu"
+    "--eval-questions 48 --precision fp32 --sft-steps 40 --start auto --rollout hf_cpu --padding full"
 ).split()
 
 
@@ -192,13 +192,16 @@ def test_a_folder_published_before_an_option_existed_restores_as_its_default(tmp
     shutil.copytree(src, pub)
     old = json.loads((pub / "results.json").read_text())["settings"]
     assert "iii_rows" not in old and "filter_groups" not in old
-    # experiment 10 rolled out with hf_cpu, the default before --rollout existed (vllm since)
-    args = vars(build_parser().parse_args(["--rollout", "hf_cpu"]))
+    # experiment 10 rolled out with hf_cpu and padded every rollout, the defaults before --rollout and
+    # --padding existed (vllm and packed since)
+    args = vars(build_parser().parse_args(["--rollout", "hf_cpu", "--padding", "full"]))
     now = {**args, **{k: old[k] for k in old if k in args}}
     assert len(published_runs(pub, now)) == len(json.loads((pub / "results.json").read_text())["runs"])
     with pytest.raises(ValueError, match="filter_groups"):
         published_runs(pub, {**now, "filter_groups": True})
     with pytest.raises(ValueError, match="rollout"):
         published_runs(pub, {**now, "rollout": "vllm"})
+    with pytest.raises(ValueError, match="padding"):
+        published_runs(pub, {**now, "padding": "packed"})
     with pytest.raises(ValueError, match="iii_rows"):
         published_runs(pub, {**now, "iii_rows": 128})
