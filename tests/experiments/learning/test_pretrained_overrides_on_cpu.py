@@ -680,7 +680,8 @@ def test_lora_reaches_main_ppo_with_the_reference_inside_the_actor(monkeypatch):
 def test_packed_passes_reach_main_ppo_sized_as_the_padded_ones(monkeypatch):
     """``--padding packed``: verl's remove-padding and token-budgeted micro-batches in the actor, reference
     and old-log-prob passes; a pass holds at most 2 × (768 + 512) = 2,560 real tokens (what two padded
-    rollouts held), a log-prob pass 5,120 (what four did). ``full`` adds nothing to run.sh's padded setting."""
+    rollouts held), a log-prob pass 5,120 (what four did). ``full`` adds nothing to run.sh's padded
+    setting."""
     from experiments.learning.pretrained import padding_overrides, step_overrides
 
     assert padding_overrides("full") == ()
@@ -690,7 +691,8 @@ def test_packed_passes_reach_main_ppo_sized_as_the_padded_ones(monkeypatch):
     aref = cfg.actor_rollout_ref
     assert aref.model.use_remove_padding is True
     assert aref.actor.use_dynamic_bsz is True and aref.actor.ppo_max_token_len_per_gpu == 2560
-    assert aref.rollout.log_prob_use_dynamic_bsz is True and aref.rollout.log_prob_max_token_len_per_gpu == 5120
+    assert aref.rollout.log_prob_use_dynamic_bsz is True
+    assert aref.rollout.log_prob_max_token_len_per_gpu == 5120
     assert aref.ref.log_prob_use_dynamic_bsz is True and aref.ref.log_prob_max_token_len_per_gpu == 5120
     (full,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(padding="full"), 0))
     assert full.actor_rollout_ref.model.use_remove_padding is False
