@@ -89,6 +89,23 @@ def agreement(
     }
 
 
+def ner_agreement(
+    predicted: Mapping[str, Iterable[str]], reference: Mapping[str, Iterable[str]]
+) -> dict[str, float]:
+    """Micro precision / recall of the NER step's normalized entities over ``reference``'s passages (the
+    NER reply is parsed on its own: a model can name entities and still write no usable triple).
+
+    >>> ner_agreement({"d": ["Lake Baikal", "Baikal"]}, {"d": ["lake baikal", "Siberia", "Russia"]})
+    {'ner_precision': 0.5, 'ner_recall': 0.3333333333333333}
+    """
+    tp = n_pred = n_ref = 0
+    for doc_id, ref in reference.items():
+        r = {normalize_entity(e) for e in ref} - {""}
+        p = {normalize_entity(e) for e in predicted.get(doc_id, ())} - {""}
+        tp, n_pred, n_ref = tp + len(r & p), n_pred + len(p), n_ref + len(r)
+    return {"ner_precision": tp / n_pred if n_pred else 0.0, "ner_recall": tp / n_ref if n_ref else 0.0}
+
+
 def yield_summary(funnel: Mapping[str, Any]) -> dict[str, Any]:
     """Counts per funnel stage, the kept share of sampled paths, and each stage's rejection reasons.
 
@@ -235,9 +252,11 @@ def measure_openie(a: argparse.Namespace, work: Path, corpus: Path, base_url: st
         "triples_per_passage": sum(len(e.triples) for e in llm.values()) / n if n else 0.0,
         "share_with_triple": sum(1 for e in llm.values() if e.triples) / n if n else 0.0,
         "reference_triples_per_passage": sum(len(e.triples) for e in ref.values()) / len(ref) if ref else 0.0,
-        "agreement": agreement(
-            {d: e.triples for d, e in llm.items()}, {d: e.triples for d, e in ref.items()}
-        ),
+        "agreement": {
+            **agreement({d: e.triples for d, e in llm.items()}, {d: e.triples for d, e in ref.items()}),
+            **ner_agreement({d: e.entities for d, e in llm.items()}, {d: e.entities for d, e in ref.items()}),
+        },
+        "share_with_entities": sum(1 for e in llm.values() if e.entities) / n if n else 0.0,
         "examples": {
             d: {"llm": [list(t) for t in llm[d].triples[:5]], "gpt35": [list(t) for t in ref[d].triples[:5]]}
             for d in list(ref)[:3]
@@ -298,6 +317,8 @@ def render(r: Mapping[str, Any]) -> str:
         f"({ag['n_triples_shared']} shared of {ag['n_triples_predicted']} / {ag['n_triples_reference']}) |",
         f"| triple-entity precision / recall vs GPT-3.5 | {ag['entity_precision']:.3f} / "
         f"{ag['entity_recall']:.3f} |",
+        f"| passages with ≥ 1 NER entity | {o['share_with_entities']:.0%} |",
+        f"| NER entity precision / recall vs GPT-3.5 | {ag['ner_precision']:.3f} / {ag['ner_recall']:.3f} |",
         "",
         "| synthesis on | sampled | generated | parsed | rules passed | validated | yield | rejections | s |",
         "|---|---|---|---|---|---|---|---|---|",

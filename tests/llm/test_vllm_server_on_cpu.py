@@ -153,7 +153,7 @@ def test_a_server_that_exits_fails_with_its_log(stand_in):
 
 
 def test_benchmark_agreement_and_yield_by_hand():
-    from benchmarks.kb.llm_server import agreement, yield_summary
+    from benchmarks.kb.llm_server import agreement, ner_agreement, yield_summary
 
     ref = {
         "d1": [("Lake Baikal", "located in", "Siberia"), ("Siberia", "part of", "Russia")],
@@ -171,6 +171,9 @@ def test_benchmark_agreement_and_yield_by_hand():
     # entities: d1 {lake baikal, siberia, baikal, deep} vs {lake baikal, siberia, russia}; d2 {} vs {a, b}
     assert a["entity_precision"] == 2 / 4 and a["entity_recall"] == 2 / 5
     assert agreement({}, {})["triple_precision"] == 0.0
+    # NER: d1 {baikal, siberia} vs {lake baikal, siberia}; d2 nothing vs {a}; "" is no entity
+    ner = ner_agreement({"d1": ["Baikal", "SIBERIA", "!!"]}, {"d1": ["Lake Baikal", "Siberia"], "d2": ["A"]})
+    assert ner == {"ner_precision": 1 / 2, "ner_recall": 1 / 3}
     funnel = {
         "stages": [
             {"name": "sampled", "count": 8, "rejected": 0, "reasons": {}},
