@@ -9,8 +9,9 @@ counted JSON repair, the extractions were cached and a second build was served f
 request, and the synthesis funnel accounts for every sampled path.
 
 Runs only where ``vllm`` is importable (``.venv-vllm``: ``.venv-vllm/bin/python -m pytest -q
-tests/llm/test_vllm_server_tiny_on_cpu.py``); skipped in ``.venv``. Measured on the 2-core box: ≈ 2 min,
-most of it the server's start. Every wait has a deadline: the server's start (600 s), each HTTP request.
+tests/llm/test_vllm_server_tiny_on_cpu.py``); skipped in ``.venv``. Measured on the 2-core box: 247 s
+with other jobs on the CPUs, 210 s of it the server's start. Every wait has a deadline: the server's start
+(600 s), each HTTP request (300 s).
 """
 
 from __future__ import annotations
