@@ -42,6 +42,10 @@ class KBConfig:
         device: torch device of the encoder.
         llm_base_url: OpenAI-compatible endpoint for ``--openie openai``.
         llm_model: Model name for the LLM backends.
+        llm_max_tokens: Reply budget of each ``--openie openai`` call.
+        llm_timeout: Seconds per ``--openie openai`` HTTP request.
+        llm_stop: Stop strings of each ``--openie openai`` call (base models: see
+            :data:`gta_verl.llm.vllm_server.TRANSCRIPT_STOP`).
         openie_cache: Cache extractions on disk so that killed runs resume.
     """
 
@@ -54,6 +58,9 @@ class KBConfig:
     device: str = "cpu"
     llm_base_url: str = "http://localhost:8000/v1"
     llm_model: str = "meta-llama/Llama-3.1-8B-Instruct"
+    llm_max_tokens: int = 1024
+    llm_timeout: float = 60.0
+    llm_stop: tuple[str, ...] = ()
     openie_cache: bool = True
 
     def __post_init__(self) -> None:
@@ -68,6 +75,11 @@ class KBConfig:
             raise ValueError(f"synonymy_min_alnum must be ≥ 0, got {self.synonymy_min_alnum}")
         if self.embed_batch_size < 1:
             raise ValueError(f"embed_batch_size must be ≥ 1, got {self.embed_batch_size}")
+        if self.llm_max_tokens < 1 or not self.llm_timeout > 0:
+            raise ValueError(
+                "llm_max_tokens must be ≥ 1 and llm_timeout > 0, "
+                f"got {self.llm_max_tokens} and {self.llm_timeout}"
+            )
 
     def graph_dict(self) -> dict[str, Any]:
         """The fields that change the graph/embeddings (recorded in the manifest)."""
@@ -246,7 +258,13 @@ def make_backend(spec: str, config: KBConfig = KBConfig()) -> OpenIEBackend:
     if kind == "openai":
         from gta_verl.kb.openie.openai_backend import OpenAIOpenIE
 
-        return OpenAIOpenIE(base_url=config.llm_base_url, model=arg or config.llm_model)
+        return OpenAIOpenIE(
+            base_url=config.llm_base_url,
+            model=arg or config.llm_model,
+            max_tokens=config.llm_max_tokens,
+            timeout=config.llm_timeout,
+            stop=config.llm_stop,
+        )
     if kind == "vllm":
         from gta_verl.kb.openie.vllm_backend import VLLMOpenIE
 

@@ -53,12 +53,34 @@ def _add_common(p: argparse.ArgumentParser, openie_required: bool) -> None:
         "--llm-base-url", default=d.llm_base_url, help="OpenAI-compatible endpoint for --openie openai"
     )
     p.add_argument("--llm-model", default=d.llm_model, help="model for --openie openai/vllm")
+    p.add_argument(
+        "--llm-max-tokens",
+        type=int,
+        default=d.llm_max_tokens,
+        help=f"reply budget per --openie openai call (default {d.llm_max_tokens})",
+    )
+    p.add_argument(
+        "--llm-timeout",
+        type=float,
+        default=d.llm_timeout,
+        help=f"seconds per --openie openai request (default {d.llm_timeout:g}; a CPU server needs more)",
+    )
+    p.add_argument(
+        "--llm-stop",
+        action="append",
+        default=None,
+        metavar="TEXT",
+        help="stop string of --openie openai calls, repeatable (a base model behind a transcript template: "
+        "'\\nInput:'; backslash escapes are read)",
+    )
     p.add_argument("--no-openie-cache", action="store_true", help="do not cache/resume OpenIE results")
     p.add_argument("--strict", action="store_true", help="fail on the first malformed corpus record")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def _config(args: argparse.Namespace) -> KBConfig:
+    from gta_verl.llm.openai_chat import stop_strings
+
     return KBConfig(
         synonymy_threshold=args.synonymy_threshold,
         synonymy_k=args.synonymy_k,
@@ -67,6 +89,9 @@ def _config(args: argparse.Namespace) -> KBConfig:
         device=args.device,
         llm_base_url=args.llm_base_url,
         llm_model=args.llm_model,
+        llm_max_tokens=args.llm_max_tokens,
+        llm_timeout=args.llm_timeout,
+        llm_stop=stop_strings(args.llm_stop),
         openie_cache=not args.no_openie_cache,
     )
 

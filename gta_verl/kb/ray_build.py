@@ -93,6 +93,7 @@ def _extraction_table(exs: Sequence[Extraction]) -> Any:
             "error": [e.error for e in exs],
             "entities": [json.dumps(list(e.entities), ensure_ascii=False) for e in exs],
             "triples": [json.dumps([list(t) for t in e.triples], ensure_ascii=False) for e in exs],
+            "json_repair": [e.json_repair for e in exs],
         }
     )
 
@@ -105,6 +106,7 @@ def _extraction(r: dict[str, Any]) -> Extraction:
         r["status"],
         int(r["n_malformed"]),
         r["error"] or "",
+        r.get("json_repair") or "",  # shards written before the column existed resume without it
     )
 
 

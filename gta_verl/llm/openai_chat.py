@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,28 @@ logger = logging.getLogger(__name__)
 
 # HTTP statuses worth retrying: rate limiting and server-side failures.
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\"}
+
+
+def stop_strings(values: Sequence[str] | None) -> tuple[str, ...]:
+    """``--llm-stop`` values as stop strings: ``\\n``, ``\\t`` and ``\\\\`` read as escapes (a shell
+    passes ``'\\nInput:'`` as backslash + n), other text as it is.
+
+    >>> stop_strings(["\\\\nInput:", "END"])
+    ('\\nInput:', 'END')
+
+    Raises:
+        ValueError: an empty stop string (it would end every reply before its first token).
+    """
+    out = []
+    for value in values or ():
+        text = re.sub(r"\\([nt\\])", lambda m: _ESCAPES[m.group(1)], value)
+        if not text:
+            raise ValueError("--llm-stop: empty stop string")
+        out.append(text)
+    return tuple(out)
 
 
 class ChatError(RuntimeError):

@@ -60,6 +60,13 @@ def _add_path_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-sampled-docs", type=int, default=10, help="cap on document nodes sampled per path (paper: 10)"
     )
+    p.add_argument(
+        "--max-paths-factor",
+        type=int,
+        default=20,
+        help="give up after sampling this many paths per wanted trajectory (default 20; an LLM on a CPU "
+        "costs minutes a batch)",
+    )
 
 
 def _add_validation_arguments(p: argparse.ArgumentParser) -> None:
@@ -106,6 +113,20 @@ def _add_llm_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=0.7, help="LLM sampling temperature (default 0.7)")
     p.add_argument("--max-tokens", type=int, default=1024, help="LLM max tokens per reply (default 1024)")
     p.add_argument(
+        "--llm-timeout",
+        type=float,
+        default=60.0,
+        help="openai: seconds per HTTP request (default 60; a CPU server needs more)",
+    )
+    p.add_argument(
+        "--llm-stop",
+        action="append",
+        default=None,
+        metavar="TEXT",
+        help="LLM stop string, repeatable (a base model behind a transcript template: '\\nInput:'; "
+        "backslash escapes are read)",
+    )
+    p.add_argument(
         "--max-queries-per-turn",
         type=int,
         default=1,
@@ -149,7 +170,7 @@ def _config(args: argparse.Namespace) -> Any:
 
     from gta_verl.synth.pipeline import SynthesisConfig
 
-    config = SynthesisConfig(batch_size=args.batch_size)
+    config = SynthesisConfig(batch_size=args.batch_size, max_paths_factor=args.max_paths_factor)
     return replace(
         config,
         sampler=replace(config.sampler, max_sampled_docs=args.max_sampled_docs),
@@ -158,11 +179,17 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _generator(args: argparse.Namespace) -> Any:
+    from gta_verl.llm.openai_chat import stop_strings
     from gta_verl.synth.generators.registry import make_generator
 
-    llm_kwargs = {}
+    llm_kwargs: dict[str, Any] = {}
     if args.generator != "template":
-        llm_kwargs = {"temperature": args.temperature, "max_tokens": args.max_tokens}
+        llm_kwargs = {
+            "temperature": args.temperature,
+            "max_tokens": args.max_tokens,
+            "stop": stop_strings(args.llm_stop),
+            "llm_timeout": args.llm_timeout,
+        }
     if args.comparison_share and args.max_queries_per_turn < 2:
         raise SystemExit(
             "synth: --comparison-share needs --max-queries-per-turn >= 2 (both sub-questions in one search)"

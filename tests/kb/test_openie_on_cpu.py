@@ -148,3 +148,106 @@ def test_spacy_parses_a_passage_longer_than_its_max_length_in_chunks(musique_pas
     assert report.by_status["error"] == 0 and exs["huge"].triples  # chunks merged into one extraction
     pieces = split_long_text(long_text, 1_000)
     assert all(len(c) <= 1_000 for c in pieces) and " ".join(pieces).split() == long_text.split()
+
+
+@pytest.mark.parametrize(
+    "reply, repair",
+    [
+        ('{"triples": [["a", "b", "c"]]}', "none"),
+        ('  {"triples": []}\n', "none"),
+        # a base model behind the transcript template: its reply continues past the JSON
+        ('{"triples": [["a", "b", "c"]]}\n\nInput:\nPassage: x', "extracted"),
+        ('```json\n{"triples": [["a", "b", "c"]]}\n```', "extracted"),
+        ('{"triples": [["a", "b", "c"],]}', "syntax"),
+        ("{'triples': [('a', 'b', 'c')]}", "syntax"),
+        # cut by max_tokens inside a repetition loop (what Gemma-3-270M sends)
+        ('{"triples": [["a", "b", "c"], ["a", "b", "c", "d", "e', "truncated"),
+        ("I cannot help with that.", "failed"),
+        ("", "failed"),
+    ],
+)
+def test_loads_with_repair_names_the_repair(reply, repair):
+    from gta_verl.kb.openie.parse import REPAIRS, loads_with_repair
+
+    value, got = loads_with_repair(reply)
+    assert got == repair and repair in REPAIRS
+    assert (value is None) == (repair == "failed")
+    assert loads_lenient(reply) == value  # the old entry point returns the same value
+
+
+def test_parse_triples_with_repair_fails_json_without_triples():
+    from gta_verl.kb.openie.parse import parse_triples_with_repair
+
+    assert parse_triples_with_repair('{"triples": [["a", "b", "c"],]}') == ([["a", "b", "c"]], "syntax")
+    assert parse_triples_with_repair('{"answer": 3, "other": 4}') == (None, "failed")
+
+
+def test_json_repair_is_carried_cached_and_counted(tmp_path):
+    from gta_verl.kb.openie.base import Extraction, OpenIEReport
+    from gta_verl.kb.openie.cache import ExtractionCache
+    from gta_verl.kb.openie.openai_backend import extract_with_replies
+
+    p = _passages(1)[0]
+    ex = extract_with_replies(p, '{"named_entities": ["E"]}', '{"triples": [["E", "r", "X"]]} Input:', ["E"])
+    assert ex.status == "ok" and ex.json_repair == "extracted"
+    bad = extract_with_replies(p, "", "no json here", None)
+    assert bad.status == "unparseable" and bad.json_repair == "failed"
+    cache = ExtractionCache("t", tmp_path / "c.jsonl")
+    cache.put(p, ex)
+    assert ExtractionCache("t", tmp_path / "c.jsonl").get(p) == ex
+    # extractions of the other backends keep their old JSON (no key), and read back with ""
+    assert "json_repair" not in make_extraction("d", [], [["a", "b", "c"]]).to_json()
+    assert Extraction.from_json({"doc_id": "d"}).json_repair == ""
+    report = OpenIEReport("t")
+    for e in (ex, bad, make_extraction("d", [], [["a", "b", "c"]])):
+        report.add(e, cached=False)
+    assert report.by_json_repair == {"extracted": 1, "failed": 1}
+    assert report.to_dict()["by_json_repair"] == {"extracted": 1, "failed": 1}
+    assert "by_json_repair" not in OpenIEReport("precomputed").to_dict()
+
+
+def test_openai_backend_sends_stop_and_budget_and_keys_its_cache_on_stop():
+    from gta_verl.kb.build import KBConfig, make_backend
+    from gta_verl.kb.openie.openai_backend import OpenAIOpenIE
+
+    with openai_stub_server(['{"named_entities": ["E0"]}', '{"triples": [["E0", "r", "X"]]}']) as (url, log):
+        config = KBConfig(llm_base_url=url, llm_model="stub", llm_max_tokens=64, llm_stop=("\nInput:",))
+        be = make_backend("openai", config)
+        exs, _ = run_openie(be, _passages(1), progress=False)
+    assert [b["stop"] for b in log] == [["\nInput:"], ["\nInput:"]]
+    assert [b["max_tokens"] for b in log] == [64, 64]
+    assert next(iter(exs.values())).triples == (("E0", "r", "X"),)
+    plain = OpenAIOpenIE(url, "stub")
+    assert plain.identity == "openai:stub:prompt-v1"  # unchanged: existing caches stay valid
+    assert be.identity == 'openai:stub:prompt-v1:stop-["\\nInput:"]' and "stop" not in plain.params
+    assert be.client.config.timeout == config.llm_timeout == 60.0
+
+
+def test_kb_config_refuses_bad_llm_knobs():
+    from gta_verl.kb.build import KBConfig
+
+    with pytest.raises(ValueError, match="llm_max_tokens"):
+        KBConfig(llm_max_tokens=0)
+    with pytest.raises(ValueError, match="llm_timeout"):
+        KBConfig(llm_timeout=0.0)
+
+
+def test_kb_cli_reads_the_llm_request_knobs():
+    from gta_verl.cli import build_parser
+    from gta_verl.kb.cli import _config
+
+    base = ["kb", "build", "--corpus", "c.json", "--openie", "openai", "--out", "kb"]
+    flags = [
+        "--llm-max-tokens",
+        "128",
+        "--llm-timeout",
+        "900",
+        "--llm-stop",
+        "\\nInput:",
+        "--llm-stop",
+        "END",
+    ]
+    config = _config(build_parser().parse_args(base + flags))
+    assert (config.llm_max_tokens, config.llm_timeout, config.llm_stop) == (128, 900.0, ("\nInput:", "END"))
+    default = _config(build_parser().parse_args(base))
+    assert (default.llm_max_tokens, default.llm_timeout, default.llm_stop) == (1024, 60.0, ())

@@ -246,3 +246,14 @@ def test_llm_openie_pool_counts_and_names_failures_like_single_process(local_ray
         # a rerun retries only the shard holding the failure (passages 2, 3), as the cache never keeps errors
         _, _, stats = ray_extract(ps, "openai:stub", config, tmp_path / "work", opts, progress=False)
         assert (stats.shards_run, stats.shards_resumed, stats.failures) == (1, 2, 1)
+
+
+def test_shard_rows_carry_the_json_repair_and_older_shards_read_without_it():
+    from gta_verl.kb.openie.base import Extraction
+    from gta_verl.kb.ray_build import _extraction, _extraction_table
+
+    ex = Extraction("d", ("E",), (("E", "r", "X"),), "ok", 1, "", "truncated")
+    row = _extraction_table([ex]).to_pylist()[0]
+    assert _extraction(row) == ex
+    del row["json_repair"]  # a shard written before the column: resumed as "" (not counted)
+    assert _extraction(row).json_repair == "" and _extraction(row).triples == ex.triples

@@ -147,3 +147,44 @@ def test_vllm_generator_import_guard():
             VLLMGenerator("some/model")
     else:
         pytest.skip("vLLM is installed; the import guard is not exercised")
+
+
+def test_stop_strings_and_timeout_reach_the_server(tiny_kb, obama_honolulu):
+    """A base model behind the transcript template writes the next example after its JSON: the stop string
+    ends the reply there, and a CPU server's minutes-long replies need a longer timeout than 60 s."""
+    from gta_verl.synth.generators.registry import make_generator
+
+    with openai_stub_server([json.dumps(GOOD)]) as (base_url, requests):
+        gen = make_generator(
+            "openai",
+            llm_base_url=base_url,
+            llm_model="stub",
+            llm_timeout=900.0,
+            stop=("\nInput:",),
+            max_tokens=320,
+        )
+        outs = gen.generate([obama_honolulu], tiny_kb)
+    assert outs[0].reason is None
+    assert requests[0]["stop"] == ["\nInput:"] and requests[0]["max_tokens"] == 320
+    assert gen.client.config.timeout == 900.0
+    with openai_stub_server([json.dumps(GOOD)]) as (base_url, requests):
+        OpenAIGenerator(ChatClient(base_url, "stub")).generate([obama_honolulu], tiny_kb)
+    assert "stop" not in requests[0]  # no stop strings: the field is not sent (servers may reject [])
+    with pytest.raises(ValueError, match="empty stop string"):
+        LLMSamplingConfig(stop=("",))
+
+
+def test_synth_cli_reads_stop_timeout_and_path_budget():
+    from gta_verl.cli import build_parser
+    from gta_verl.synth.cli import _config, _generator
+
+    args = build_parser().parse_args(
+        [
+            "synth", "--kb", "k", "--out", "o", "--generator", "openai", "--llm-base-url",
+            "http://127.0.0.1:1/v1", "--llm-model", "m", "--llm-stop", "\\nInput:", "--llm-stop", "END",
+            "--llm-timeout", "600", "--max-paths-factor", "3",
+        ]
+    )  # fmt: skip
+    gen = _generator(args)
+    assert gen.sampling.stop == ("\nInput:", "END") and gen.client.config.timeout == 600.0
+    assert _config(args).max_paths_factor == 3

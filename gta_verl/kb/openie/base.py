@@ -37,9 +37,11 @@ class Extraction:
     n_malformed: int = 0
     """Triples dropped because they were not 3 non-empty strings."""
     error: str = ""
+    json_repair: str = ""
+    """LLM backends: what the triple reply's JSON needed (``gta_verl.kb.openie.parse.REPAIRS``); "" else."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "doc_id": self.doc_id,
             "entities": list(self.entities),
             "triples": [list(t) for t in self.triples],
@@ -47,6 +49,9 @@ class Extraction:
             "n_malformed": self.n_malformed,
             "error": self.error,
         }
+        if self.json_repair:  # only LLM extractions carry it (cache lines of the others stay as they were)
+            out["json_repair"] = self.json_repair
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Extraction:
@@ -57,6 +62,7 @@ class Extraction:
             status=d.get("status", "ok"),
             n_malformed=int(d.get("n_malformed", 0)),
             error=d.get("error", ""),
+            json_repair=d.get("json_repair", ""),
         )
 
 
@@ -77,7 +83,12 @@ def clean_triples(raw: Iterable[Any]) -> tuple[tuple[RawTriple, ...], int]:
 
 
 def make_extraction(
-    doc_id: str, entities: Iterable[Any], triples: Iterable[Any], error: str = "", parsed: bool = True
+    doc_id: str,
+    entities: Iterable[Any],
+    triples: Iterable[Any],
+    error: str = "",
+    parsed: bool = True,
+    json_repair: str = "",
 ) -> Extraction:
     """Build an :class:`Extraction`, cleaning triples and deriving the status."""
     clean, bad = clean_triples(triples)
@@ -88,7 +99,7 @@ def make_extraction(
         status = "unparseable"
     else:
         status = "ok" if clean else "empty"  # entities alone add no relation edge
-    return Extraction(doc_id, ents, clean, status, bad, error)
+    return Extraction(doc_id, ents, clean, status, bad, error, json_repair)
 
 
 @runtime_checkable
@@ -113,9 +124,13 @@ class OpenIEReport:
     n_malformed: int = 0
     n_from_cache: int = 0
     n_extracted: int = 0
+    by_json_repair: dict[str, int] = field(default_factory=dict)
+    """LLM backends: passages per repair their triple reply needed (``none`` … ``failed``)."""
 
     def add(self, ex: Extraction, cached: bool) -> None:
         self.n_passages += 1
+        if ex.json_repair:
+            self.by_json_repair[ex.json_repair] = self.by_json_repair.get(ex.json_repair, 0) + 1
         self.by_status[ex.status] = self.by_status.get(ex.status, 0) + 1
         self.n_triples += len(ex.triples)
         self.n_malformed += ex.n_malformed
@@ -133,6 +148,7 @@ class OpenIEReport:
             "n_malformed_triples": self.n_malformed,
             "n_from_cache": self.n_from_cache,
             "n_extracted": self.n_extracted,
+            **({"by_json_repair": dict(self.by_json_repair)} if self.by_json_repair else {}),
         }
 
     def summary(self) -> str:

@@ -8,13 +8,14 @@ a reply with no parseable JSON marks it ``unparseable``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from gta_verl.data.types import Passage
 from gta_verl.kb.openie.base import Extraction, make_extraction
-from gta_verl.kb.openie.parse import parse_entities, parse_triples
+from gta_verl.kb.openie.parse import parse_entities, parse_triples_with_repair
 from gta_verl.kb.openie.prompts import PROMPT_VERSION, ner_messages, triple_messages
 
 
@@ -22,10 +23,10 @@ def extract_with_replies(
     passage: Passage, ner_reply: str, triple_reply: str | None, entities: list[str] | None
 ) -> Extraction:
     """Turn the two replies of one passage into an :class:`Extraction` (pure)."""
-    triples = parse_triples(triple_reply) if triple_reply is not None else None
+    triples, repair = (None, "failed") if triple_reply is None else parse_triples_with_repair(triple_reply)
     if triples is None:
-        return make_extraction(passage.doc_id, entities or (), (), parsed=False)
-    return make_extraction(passage.doc_id, entities or (), triples)
+        return make_extraction(passage.doc_id, entities or (), (), parsed=False, json_repair=repair)
+    return make_extraction(passage.doc_id, entities or (), triples, json_repair=repair)
 
 
 class OpenAIOpenIE:
@@ -37,6 +38,11 @@ class OpenAIOpenIE:
         api_key: Bearer token (default ``$OPENAI_API_KEY`` or "EMPTY").
         concurrency: Passages in flight at once.
         max_tokens: Reply budget per call (truncated replies are repaired by the parser).
+        timeout: Seconds per HTTP request (a CPU server answering ``concurrency`` passages at once
+            needs minutes, not the default's one).
+        stop: Stop strings sent with every call: a base model served with a transcript template
+            (:data:`gta_verl.llm.vllm_server.TRANSCRIPT_STOP`) goes on to write the next example otherwise.
+            Part of the identity when given (other replies, other cache).
         client: An existing ``ChatClient`` (tests inject one).
     """
 
@@ -50,6 +56,7 @@ class OpenAIOpenIE:
         timeout: float = 60.0,
         max_retries: int = 3,
         backoff: float = 0.5,
+        stop: Sequence[str] = (),
         client: Any = None,
     ) -> None:
         from gta_verl.llm.openai_chat import ChatClient
@@ -59,8 +66,11 @@ class OpenAIOpenIE:
         )
         self.model = model
         self.concurrency = max(1, concurrency)
-        self.params = {"temperature": 0.0, "max_tokens": max_tokens}
+        self.params: dict[str, Any] = {"temperature": 0.0, "max_tokens": max_tokens}
         self.identity = f"openai:{model}:prompt-{PROMPT_VERSION}"
+        if stop:
+            self.params["stop"] = list(stop)
+            self.identity += f":stop-{json.dumps(list(stop))}"
 
     def extract_one(self, passage: Passage) -> Extraction:
         from gta_verl.llm.openai_chat import ChatError

@@ -21,6 +21,8 @@ TRIPLE_KEYS = ("triples", "triplets", "extracted_triples", "relations", "facts",
 _SUBJ = ("subject", "head", "s", "subj", "source")
 _REL = ("relation", "predicate", "r", "rel", "relationship")
 _OBJ = ("object", "tail", "o", "obj", "target")
+#: What :func:`loads_with_repair` did to a reply, from none to hopeless.
+REPAIRS = ("none", "extracted", "syntax", "truncated", "failed")
 
 
 def _strip_fences(text: str) -> str:
@@ -29,16 +31,21 @@ def _strip_fences(text: str) -> str:
 
 
 def _try(text: str) -> Any:
-    for candidate in (text, _TRAILING_COMMA.sub(r"\1", text)):
+    return _try_fixed(text)[0]
+
+
+def _try_fixed(text: str) -> tuple[Any, bool]:
+    """``(value, fixed)``: ``fixed`` when only the trailing-comma or Python-literal reading parsed."""
+    for i, candidate in enumerate((text, _TRAILING_COMMA.sub(r"\1", text))):
         try:
-            return json.loads(candidate)
+            return json.loads(candidate), i > 0
         except (json.JSONDecodeError, ValueError):
             pass
         try:  # single-quoted Python literals
-            return ast.literal_eval(candidate)
+            return ast.literal_eval(candidate), True
         except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
             pass
-    return None
+    return None, False
 
 
 def _open_stack(text: str) -> list[str] | None:
@@ -88,18 +95,39 @@ def loads_lenient(text: str) -> Any:
     >>> loads_lenient('{"triples": [["a", "b", "c"], ["d", "e"')
     {'triples': [['a', 'b', 'c']]}
     """
+    return loads_with_repair(text)[0]
+
+
+def loads_with_repair(text: str) -> tuple[Any, str]:
+    """:func:`loads_lenient`'s value and which repair it took (one of :data:`REPAIRS`).
+
+    ``none``: the reply was the JSON value; ``extracted``: cut out of code fences or prose around it;
+    ``syntax``: trailing commas dropped or single quotes read as a Python literal; ``truncated``: cut after
+    its last complete element and its brackets closed (a reply stopped by ``max_tokens``); ``failed``:
+    nothing parseable.
+
+    >>> loads_with_repair('Output: {"triples": []} Input:')
+    ({'triples': []}, 'extracted')
+    """
     if not isinstance(text, str) or not text.strip():
-        return None
+        return None, "failed"
+    stripped = text.strip()
     body = _strip_fences(text).strip()
     starts = [i for i in (body.find("{"), body.find("[")) if i >= 0]
     if not starts:
-        return None
+        return None, "failed"
     body = body[min(starts) :]
-    val = _try(body)
+    val, fixed = _try_fixed(body)
+    cut = body
     if val is None:  # prose after the JSON: cut at the last closing bracket
         last = max(body.rfind("}"), body.rfind("]"))
-        val = _try(body[: last + 1]) if last > 0 else None
-    return val if val is not None else _repair_truncated(body)
+        if last > 0:
+            cut = body[: last + 1]
+            val, fixed = _try_fixed(cut)
+    if val is not None:
+        return val, "syntax" if fixed else ("none" if cut == stripped else "extracted")
+    val = _repair_truncated(body)
+    return (val, "truncated") if val is not None else (None, "failed")
 
 
 def _find_key(obj: Any, keys: tuple[str, ...]) -> Any:
@@ -139,9 +167,16 @@ def _triple_from(item: Any) -> Any:
 
 def parse_triples(text: str) -> list[Any] | None:
     """Candidate triples (lists, possibly malformed: the caller counts those); ``None`` if unparseable."""
-    val = _find_key(loads_lenient(text), TRIPLE_KEYS)
+    return parse_triples_with_repair(text)[0]
+
+
+def parse_triples_with_repair(text: str) -> tuple[list[Any] | None, str]:
+    """:func:`parse_triples` and the repair its reply needed (:func:`loads_with_repair`); a reply that is
+    JSON but holds no triple list counts as ``failed``."""
+    obj, repair = loads_with_repair(text)
+    val = _find_key(obj, TRIPLE_KEYS)
     if not isinstance(val, list):
-        return None
+        return None, "failed"
     if len(val) == 3 and all(isinstance(x, str) for x in val):  # a single bare triple
         val = [val]
-    return [_triple_from(t) for t in val]
+    return [_triple_from(t) for t in val], repair

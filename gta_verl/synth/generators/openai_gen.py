@@ -25,16 +25,21 @@ class LLMSamplingConfig:
         concurrency: Parallel HTTP requests (the server batches them).
         json_mode: Send ``response_format={"type": "json_object"}`` (vLLM and OpenAI
             support it; turn off for servers that reject the field).
+        stop: Stop strings (a base model behind a transcript template goes on to write the next
+            example: :data:`gta_verl.llm.vllm_server.TRANSCRIPT_STOP`).
     """
 
     temperature: float = 0.7
     max_tokens: int = 1024
     concurrency: int = 8
     json_mode: bool = False
+    stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.temperature < 0 or self.max_tokens < 16 or self.concurrency < 1:
             raise ValueError("LLMSamplingConfig: temperature >= 0, max_tokens >= 16 and concurrency >= 1")
+        if any(not s for s in self.stop):
+            raise ValueError("LLMSamplingConfig: an empty stop string would end every reply at once")
 
 
 class OpenAIGenerator:
@@ -61,6 +66,8 @@ class OpenAIGenerator:
         params: dict = {"temperature": self.sampling.temperature, "max_tokens": self.sampling.max_tokens}
         if self.sampling.json_mode:
             params["response_format"] = {"type": "json_object"}
+        if self.sampling.stop:
+            params["stop"] = list(self.sampling.stop)
         replies = self.client.complete_many(
             self.prompts.messages(paths, kb), concurrency=self.sampling.concurrency, **params
         )

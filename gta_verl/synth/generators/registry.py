@@ -16,6 +16,7 @@ def make_generator(
     llm_model: str | None = None,
     llm_api_key: str | None = None,
     comparison_share: float = 0.0,
+    llm_timeout: float = 60.0,
     **kwargs: Any,
 ) -> Generator:
     """Return the generator called ``name``.
@@ -25,10 +26,11 @@ def make_generator(
             ``llm_model``) or ``vllm`` (needs ``llm_model``, a GPU and vLLM).
         seed: Seed of template choices / distractor selection / vLLM sampling.
         llm_base_url, llm_model, llm_api_key: LLM endpoint settings.
+        llm_timeout: ``openai``: seconds per HTTP request (a CPU server needs minutes).
         comparison_share: ``template`` only: share of 2-document paths phrased as
             comparisons with parallel sub-questions (``TemplateConfig.comparison_share``).
         **kwargs: Passed to the generator's sampling config
-            (``temperature``, ``max_tokens``, ``concurrency``, ``json_mode``).
+            (``temperature``, ``max_tokens``, ``concurrency``, ``json_mode``, ``stop``).
     """
     if name == "template":
         from gta_verl.synth.generators.template import TemplateConfig, TemplateGenerator
@@ -50,7 +52,8 @@ def make_generator(
         from gta_verl.llm.openai_chat import ChatClient
         from gta_verl.synth.generators.openai_gen import OpenAIGenerator
 
-        return OpenAIGenerator(ChatClient(llm_base_url, llm_model, api_key=llm_api_key), sampling, prompt)
+        client = ChatClient(llm_base_url, llm_model, api_key=llm_api_key, timeout=llm_timeout)
+        return OpenAIGenerator(client, sampling, prompt)
     if name == "vllm":
         if not llm_model:
             raise ValueError("the 'vllm' generator needs --llm-model (a local path or model name)")

@@ -49,7 +49,10 @@ class VLLMGenerator:
         self.prompts = LLMPromptBuilder(prompt)
         self.llm = vllm.LLM(model=model, seed=seed, **llm_kwargs)
         self._params = vllm.SamplingParams(
-            temperature=self.sampling.temperature, max_tokens=self.sampling.max_tokens, seed=seed
+            temperature=self.sampling.temperature,
+            max_tokens=self.sampling.max_tokens,
+            seed=seed,
+            stop=list(self.sampling.stop) or None,
         )
 
     def generate(self, paths: Sequence[GraphPath], kb: KnowledgeBase) -> list[GenerationOutcome]:
