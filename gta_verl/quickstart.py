@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: The few-shot row's budgets: the learning runs' (``experiments/learning``), whose prompt holds two worked
-#: examples before the question (≈ 300 tokens).
+#: The few-shot row's prompt and response budgets: the learning runs' (``experiments/learning``), whose prompt
+#: holds two worked examples before the question (≈ 300 tokens). Observations keep the warm start's cap
+#: (``gta_verl.cpu.sft_data.MAX_OBS_TOKENS``, 160 tokens), as the other rows of the stage.
 FEWSHOT_PROMPT_LENGTH, FEWSHOT_RESPONSE_LENGTH = 768, 512
 
 
@@ -311,12 +312,12 @@ def _stage_eval(ctx: QuickstartContext) -> StageLog:
 
 def eval_fewshot_policy(ctx: QuickstartContext) -> tuple[Any, str]:
     """A real pretrained policy searching the bundled questions: ``ctx.fewshot_policy`` with the two worked
-    examples of the ``fewshot`` prompt, greedy, the learning runs' budgets, on the first
+    examples of the ``fewshot`` prompt, greedy, the learning runs' prompt and response budgets, on the first
     ``ctx.fewshot_questions`` MuSiQue questions.
 
     The policy's vocabulary is cut to the KB's and the questions' texts (the same logits for every kept
     token; a tenth of Gemma's 262 k-row output layer), both steps cached. The HF batched backend generates:
-    it starts in seconds, where vLLM's CPU engine takes about a minute before its first token, more than
+    it starts in seconds, where vLLM's CPU engine took 55–175 s to start on the 2-core machines, more than
     the whole row costs here. Returns (result, note): the note gives the row's wall time, or
     says why a policy that cannot be prepared has no row (a note, not a failed main job).
     """
