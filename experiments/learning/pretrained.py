@@ -88,6 +88,8 @@ def step_overrides(args: argparse.Namespace, seed: int) -> tuple[str, ...]:
 #: packed micro-batch never needs more memory than the padded one it replaces.
 PACKED_TOKENS = 2 * (PROMPT_LENGTH + RESPONSE_LENGTH)
 
+PADDINGS = ("full", "packed", "single")
+
 
 def padding_overrides(padding: str) -> tuple[str, ...]:
     """How the actor, the reference and the old log-probs see a batch of rollouts.
@@ -96,12 +98,27 @@ def padding_overrides(padding: str) -> tuple[str, ...]:
     pass computes on the padding too. ``packed``: verl's ``use_remove_padding`` (the rollouts' real tokens
     concatenated, one sequence per pass; transformers' sdpa masks each rollout off the others from the
     restarting position ids) and ``use_dynamic_bsz`` (passes filled up to :data:`PACKED_TOKENS` real tokens,
-    the padded pass's size). The same log-probabilities up to summation order, on fewer tokens.
+    the padded pass's size). ``single``: ``use_remove_padding`` with one rollout per pass, its real tokens
+    only. On CPU, without flash-attn, sdpa computes a pass's attention over the whole packed row (its mask
+    only zeroes the cross-rollout blocks), so attention costs grow with the square of a pass's length: 8
+    rollouts of 520 tokens scored in 11.6 s one per pass, 13.1 s two per pass, 17.8 s eight per pass and
+    29.6 s padded four per pass (docs/learning.md, "Passes of one rollout"). The same log-probabilities in
+    every mode, up to summation order.
     """
     if padding == "full":
         return ()
-    if padding != "packed":
-        raise ValueError(f"--padding {padding!r}: expected full or packed")
+    if padding not in PADDINGS:
+        raise ValueError(f"--padding {padding!r}: expected one of {', '.join(PADDINGS)}")
+    if padding == "single":
+        return (
+            "actor_rollout_ref.model.use_remove_padding=true",
+            "actor_rollout_ref.actor.use_dynamic_bsz=false",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+            "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=false",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+            "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=false",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+        )
     return (
         "actor_rollout_ref.model.use_remove_padding=true",
         "actor_rollout_ref.actor.use_dynamic_bsz=true",
@@ -688,11 +705,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--padding",
-        choices=("full", "packed"),
-        default="packed",
-        help="how the update and log-prob passes see the rollouts: packed (verl's use_remove_padding and "
-        "use_dynamic_bsz: real tokens only) or full (each padded to prompt + response length: experiments "
-        "9 and 10)",
+        choices=PADDINGS,
+        default="single",
+        help="how the update and log-prob passes see the rollouts: single (verl's use_remove_padding, one "
+        "rollout per pass: real tokens only, the fastest on CPU), packed (use_remove_padding and "
+        "use_dynamic_bsz: several rollouts' real tokens in one row) or full (each padded to prompt + "
+        "response length: experiments 9 and 10)",
     )
     p.add_argument(
         "--lora-rank",

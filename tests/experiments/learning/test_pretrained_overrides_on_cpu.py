@@ -685,7 +685,7 @@ def test_packed_passes_reach_main_ppo_sized_as_the_padded_ones(monkeypatch):
     from experiments.learning.pretrained import padding_overrides, step_overrides
 
     assert padding_overrides("full") == ()
-    with pytest.raises(ValueError, match="expected full or packed"):
+    with pytest.raises(ValueError, match="expected one of full, packed, single"):
         padding_overrides("ragged")
     (cfg,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(padding="packed"), 0))
     aref = cfg.actor_rollout_ref
@@ -697,6 +697,22 @@ def test_packed_passes_reach_main_ppo_sized_as_the_padded_ones(monkeypatch):
     (full,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(padding="full"), 0))
     assert full.actor_rollout_ref.model.use_remove_padding is False
     assert full.actor_rollout_ref.actor.use_dynamic_bsz is False
+
+
+def test_single_passes_score_one_unpadded_rollout_at_a_time(monkeypatch):
+    """``--padding single`` (the default): remove-padding with micro-batches of one rollout in the actor,
+    reference and old-log-prob passes, overriding the learning run's padded micro-batches (2 and 4), and no
+    token-budgeted packing."""
+    from experiments.learning.pretrained import build_parser, step_overrides
+
+    assert build_parser().parse_args([]).padding == "single"
+    (cfg,) = _check_script(CPU_RUN, monkeypatch, "gta_stage1", *step_overrides(_args(padding="single"), 0))
+    aref = cfg.actor_rollout_ref
+    assert aref.model.use_remove_padding is True
+    assert aref.actor.use_dynamic_bsz is False and aref.actor.ppo_micro_batch_size_per_gpu == 1
+    assert aref.rollout.log_prob_use_dynamic_bsz is False
+    assert aref.rollout.log_prob_micro_batch_size_per_gpu == 1
+    assert aref.ref.log_prob_use_dynamic_bsz is False and aref.ref.log_prob_micro_batch_size_per_gpu == 1
 
 
 def test_cost_engines_parse_and_refuse_unknown_names():
