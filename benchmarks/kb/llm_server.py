@@ -1,7 +1,7 @@
 """The LLM paths for real: ``kb build --openie openai`` and ``synth --generator openai`` via vLLM's server.
 
     python -m benchmarks.kb.llm_server [--passages 20] [--model gemma-3-270m] [--synth-paths 8]
-        [--vllm-python .venv-vllm/bin/python] [--server-url URL] [--work DIR] [--fresh]
+        [--vllm-python .venv-vllm/bin/python] [--server-url URL] [--work DIR] [--fresh] [--no-worked-example]
 
 Starts vLLM's OpenAI-compatible server on this machine (:mod:`gta_verl.llm.vllm_server`: CPU, fp32,
 loopback; a base model gets the transcript chat template and its stop string), then, through the CLI as a
@@ -211,6 +211,8 @@ def synth_args(a: argparse.Namespace, kb: Path, out: Path, base_url: str) -> lis
     ]
     for stop in a.stop:
         args += ["--llm-stop", stop]
+    if a.no_worked_example:
+        args.append("--no-worked-example")
     return args
 
 
@@ -354,6 +356,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--openie-max-tokens", type=int, default=160, help="reply budget of an OpenIE call")
     ap.add_argument("--synth-max-tokens", type=int, default=384, help="reply budget of a synthesis call")
     ap.add_argument("--synth-paths", type=int, default=8, help="paths generated per KB (default 8)")
+    ap.add_argument(
+        "--no-worked-example",
+        action="store_true",
+        help="synth without the prompt's worked example (the request alone, as before it existed)",
+    )
     ap.add_argument("--request-timeout", type=float, default=1800.0, help="seconds per HTTP request")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per CLI run")
     ap.add_argument("--fresh", action="store_true", help="delete this model's OpenIE cache first")

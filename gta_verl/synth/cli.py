@@ -127,6 +127,12 @@ def _add_llm_arguments(p: argparse.ArgumentParser) -> None:
         "backslash escapes are read)",
     )
     p.add_argument(
+        "--no-worked-example",
+        action="store_true",
+        help="openai/vllm: leave out the prompt's worked example (a fixed 2-hop path and its JSON reply, "
+        "sent as an earlier user/assistant turn; a base model needs it)",
+    )
+    p.add_argument(
         "--max-queries-per-turn",
         type=int,
         default=1,
@@ -189,6 +195,7 @@ def _generator(args: argparse.Namespace) -> Any:
             "max_tokens": args.max_tokens,
             "stop": stop_strings(args.llm_stop),
             "llm_timeout": args.llm_timeout,
+            "worked_example": not args.no_worked_example,
         }
     if args.comparison_share and args.max_queries_per_turn < 2:
         raise SystemExit(

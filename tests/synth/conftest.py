@@ -63,13 +63,17 @@ TINY_DOCS: list[tuple[str, str, list[tuple[str, str, str]]]] = [
 SYNONYMS = [("obama", "barack obama")]
 
 
-def build_tiny_kb() -> KnowledgeBase:
-    """Build the KB by hand, following the KnowledgeBase node-numbering contract."""
+def build_tiny_kb(
+    docs: Sequence[tuple[str, str, list[tuple[str, str, str]]]] = TINY_DOCS,
+    synonyms: Sequence[tuple[str, str]] = SYNONYMS,
+) -> KnowledgeBase:
+    """Build the KB of ``docs`` ``(title, text, triples)`` by hand, following the KnowledgeBase
+    node-numbering contract."""
     import igraph as ig
 
-    passages = tuple(Passage(make_doc_id(t, x), t, x) for t, x, _ in TINY_DOCS)
+    passages = tuple(Passage(make_doc_id(t, x), t, x) for t, x, _ in docs)
     entities: list[str] = []
-    for _, _, trs in TINY_DOCS:
+    for _, _, trs in docs:
         for s, _, o in trs:
             for e in (s, o):
                 if e not in entities:
@@ -77,7 +81,7 @@ def build_tiny_kb() -> KnowledgeBase:
     eid = {e: j for j, e in enumerate(entities)}
     n_docs = len(passages)
     triples, tids, edges = [], [], {}
-    for i, (_, _, trs) in enumerate(TINY_DOCS):
+    for i, (_, _, trs) in enumerate(docs):
         for s, r, o in trs:
             triples.append(Triple(s, r, o, passages[i].doc_id))
             tids.append((eid[s], eid[o]))
@@ -85,7 +89,7 @@ def build_tiny_kb() -> KnowledgeBase:
                 edges.setdefault((i, n_docs + eid[e]), "doc_entity")
             a, b = sorted((n_docs + eid[s], n_docs + eid[o]))
             edges.setdefault((a, b), "relation")
-    for x, y in SYNONYMS:
+    for x, y in synonyms:
         a, b = sorted((n_docs + eid[x], n_docs + eid[y]))
         edges.setdefault((a, b), "synonymy")
     g = ig.Graph(n=n_docs + len(entities), edges=list(edges), directed=False)

@@ -43,8 +43,9 @@ def test_prompt_shows_chain_in_order_and_distractors(tiny_kb, obama_honolulu):
     index = build_path_index(tiny_kb)
     distractors = select_distractors(index, obama_honolulu, 3, np.random.default_rng(0))
     assert len(distractors) == 3 and not set(distractors) & set(obama_honolulu.doc_indices)
-    system, user = build_synthesis_messages(obama_honolulu, tiny_kb, distractors)
-    assert system["role"] == "system" and "JSON" in system["content"]
+    messages = build_synthesis_messages(obama_honolulu, tiny_kb, distractors)
+    system, user = messages[0], messages[-1]  # the worked example's pair is between them
+    assert system["role"] == "system" and "JSON" in system["content"] and user["role"] == "user"
     body = user["content"]
     assert body.index("[P1] Barack Obama") < body.index("[P2] Honolulu") < body.index("[X1]")
     assert "P1 -> P2 via: honolulu" in body and "exactly 2 turns" in body

@@ -5,7 +5,10 @@ Table 6 template is an image): the generator sees the path documents
 ``P1 … PH`` in order plus shuffled distractors ``X1 … Xk`` and must return one
 strict JSON object — question x, answer y*, and a turn-by-turn trajectory
 (reasoning, search query, target document) whose turn ``t`` may use only the
-question and the documents revealed before ``t``.
+question and the documents revealed before ``t``. One worked example (a fixed 2-hop path and its
+exact JSON reply, :data:`WORKED_EXAMPLE_OUTPUT`) goes before the real request as an earlier
+user/assistant turn: a base model behind a transcript template continues that pattern, an
+instruction-tuned one reads it as ordinary few-shot chat.
 
 The parser accepts what real models send: prose or code fences around the
 JSON, trailing commas, key variants (``query``/``search_query``, ``steps``/
@@ -29,6 +32,7 @@ from gta_verl.data.types import Trajectory, TrajectoryTurn
 from gta_verl.kb.knowledge_base import KnowledgeBase
 from gta_verl.synth.generators.base import GenerationOutcome
 from gta_verl.synth.paths import GraphPath, PathIndex, build_path_index
+from gta_verl.synth.text import normalize_answer
 
 SYSTEM_PROMPT = """You write multi-hop questions for training a search agent.
 You receive a chain of documents P1, P2, ... (in this order) that are connected through shared \
@@ -63,11 +67,16 @@ class LLMPromptConfig:
             sharing an entity with the chain when available, else random).
         max_doc_chars: Each document is cut to this many characters.
         seed: Seed of distractor selection (mixed with the path's documents).
+        worked_example: Put the worked example (:func:`worked_example_messages`) before the
+            request as an earlier user/assistant turn, the pattern a base model continues
+            (without it Gemma-3-270M restates the instructions; with it, it copies the example:
+            ``docs/synth.md``); ``False`` sends the system text and the request alone.
     """
 
     n_distractors: int = 3
     max_doc_chars: int = 1500
     seed: int = 0
+    worked_example: bool = True
 
     def __post_init__(self) -> None:
         if self.n_distractors < 0 or self.max_doc_chars < 100:
@@ -92,29 +101,109 @@ def select_distractors(index: PathIndex, path: GraphPath, k: int, rng: np.random
     return picked
 
 
+def _request_text(
+    chain: Sequence[tuple[str, str]],
+    links: Sequence[Sequence[str]],
+    distractors: Sequence[tuple[str, str]],
+    max_doc_chars: int,
+) -> str:
+    """The user turn: chain documents, their connections, distractors, the closing instruction."""
+
+    def doc(label: str, title: str, text: str) -> str:
+        return f"[{label}] {title}\n{text[:max_doc_chars]}"
+
+    hops = len(chain)
+    chain_text = "\n\n".join(doc(f"P{t + 1}", *d) for t, d in enumerate(chain))
+    link_text = "\n".join(f"- P{h + 1} -> P{h + 2} via: {' ~ '.join(ents)}" for h, ents in enumerate(links))
+    other = "\n\n".join(doc(f"X{j + 1}", *d) for j, d in enumerate(distractors)) or "(none)"
+    return (
+        f"Chain documents ({hops}, in order):\n\n{chain_text}\n\n"
+        f"Connections between consecutive chain documents:\n{link_text}\n\n"
+        f"Distractor documents:\n\n{other}\n\n"
+        f"Write the JSON object now. The trajectory must have exactly {hops} turns, "
+        f"targeting P1 to P{hops} in order."
+    )
+
+
+# ---------------------------------------------------------------- the worked example
+
+#: The worked example's chain documents ``(title, text)``, in order (short, real facts, MuSiQue style).
+WORKED_EXAMPLE_CHAIN: tuple[tuple[str, str], ...] = (
+    (
+        "The Old Man and the Sea",
+        "The Old Man and the Sea is a short novel written by the American author Ernest Hemingway in 1951 "
+        "in Cuba, and published in 1952. It was the last major work of fiction by Hemingway that was "
+        "published during his lifetime.",
+    ),
+    (
+        "Ernest Hemingway",
+        "Ernest Miller Hemingway (July 21, 1899 - July 2, 1961) was an American novelist and "
+        "short-story writer. He was born and raised in Oak Park, Illinois, and won the Nobel Prize in "
+        "Literature in 1954.",
+    ),
+)
+#: Its bridge entities (normalized, as sampled paths name them).
+WORKED_EXAMPLE_LINKS: tuple[tuple[str, ...], ...] = (("ernest hemingway",),)
+#: Its distractor: shares the bridge entity, is not needed.
+WORKED_EXAMPLE_DISTRACTORS: tuple[tuple[str, str], ...] = (
+    (
+        "The Sun Also Rises",
+        "The Sun Also Rises is a 1926 novel by Ernest Hemingway about a group of American and British "
+        "expatriates who travel from Paris to the Festival of San Fermin in Pamplona.",
+    ),
+)
+#: The exact reply the parser expects for it, keys in :data:`SYSTEM_PROMPT`'s order.
+WORKED_EXAMPLE_OUTPUT: dict[str, Any] = {
+    "question": "In which town was the author of The Old Man and the Sea born?",
+    "answer": "Oak Park",
+    "trajectory": [
+        {
+            "reasoning": "I need the author of The Old Man and the Sea first.",
+            "search_query": "The Old Man and the Sea author",
+            "target_document": "P1",
+        },
+        {
+            "reasoning": "P1 says Ernest Hemingway wrote it. Now I need his birthplace.",
+            "search_query": "Ernest Hemingway birthplace",
+            "target_document": "P2",
+        },
+    ],
+    "final_reasoning": "Ernest Hemingway wrote The Old Man and the Sea (P1) and was born in Oak Park (P2).",
+}
+
+
+def worked_example_messages(config: LLMPromptConfig | None = None) -> list[dict[str, str]]:
+    """The worked example as an earlier turn: the request for its path, then its reply (compact JSON)."""
+    config = config or LLMPromptConfig()
+    request = _request_text(
+        WORKED_EXAMPLE_CHAIN, WORKED_EXAMPLE_LINKS, WORKED_EXAMPLE_DISTRACTORS, config.max_doc_chars
+    )
+    reply = json.dumps(WORKED_EXAMPLE_OUTPUT, ensure_ascii=False, separators=(",", ":"))
+    return [{"role": "user", "content": request}, {"role": "assistant", "content": reply}]
+
+
 def build_synthesis_messages(
     path: GraphPath, kb: KnowledgeBase, distractors: Sequence[int], config: LLMPromptConfig | None = None
 ) -> list[dict[str, str]]:
-    """Chat messages asking for one trajectory over ``path`` (see :data:`SYSTEM_PROMPT`)."""
+    """Chat messages asking for one trajectory over ``path`` (see :data:`SYSTEM_PROMPT`).
+
+    ``[system, (example request, example reply,) request]``: the worked example comes first unless
+    ``config.worked_example`` is off.
+    """
     config = config or LLMPromptConfig()
 
-    def doc(label: str, i: int) -> str:
+    def doc(i: int) -> tuple[str, str]:
         p = kb.passages[i]
-        return f"[{label}] {p.title}\n{p.text[: config.max_doc_chars]}"
+        return p.title, p.text
 
-    chain = "\n\n".join(doc(f"P{t + 1}", d) for t, d in enumerate(path.doc_indices))
-    links = "\n".join(
-        f"- P{h + 1} -> P{h + 2} via: {' ~ '.join(link.entities)}" for h, link in enumerate(path.links)
+    user = _request_text(
+        [doc(d) for d in path.doc_indices],
+        [link.entities for link in path.links],
+        [doc(d) for d in distractors],
+        config.max_doc_chars,
     )
-    other = "\n\n".join(doc(f"X{j + 1}", d) for j, d in enumerate(distractors)) or "(none)"
-    user = (
-        f"Chain documents ({path.hops}, in order):\n\n{chain}\n\n"
-        f"Connections between consecutive chain documents:\n{links}\n\n"
-        f"Distractor documents:\n\n{other}\n\n"
-        f"Write the JSON object now. The trajectory must have exactly {path.hops} turns, "
-        f"targeting P1 to P{path.hops} in order."
-    )
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    example = worked_example_messages(config) if config.worked_example else []
+    return [{"role": "system", "content": SYSTEM_PROMPT}, *example, {"role": "user", "content": user}]
 
 
 # ---------------------------------------------------------------- parsing
@@ -343,7 +432,12 @@ class LLMPromptBuilder:
     def outcomes(
         paths: Sequence[GraphPath], replies: Sequence[str | Exception], kb: KnowledgeBase, generator: str
     ) -> list[GenerationOutcome]:
-        """Parse replies; an exception in ``replies`` is a failed generation call."""
+        """Parse replies; an exception in ``replies`` is a failed generation call.
+
+        A reply whose question is the worked example's (a base model repeats the example) fails as
+        ``parse:copied_example``: it is well-formed, but about the example's documents, not the path's.
+        """
+        copied = normalize_answer(WORKED_EXAMPLE_OUTPUT["question"])
         out = []
         for path, reply in zip(paths, replies, strict=True):
             if isinstance(reply, Exception):
@@ -351,6 +445,8 @@ class LLMPromptBuilder:
                 continue
             try:
                 traj = parse_synthesis_reply(reply, path, kb, generator)
+                if normalize_answer(traj.question) == copied:
+                    raise ParseFailure("parse:copied_example")
             except ParseFailure as exc:
                 out.append(GenerationOutcome.failure(path, "parse", str(exc.args[0]), raw=reply))
                 continue

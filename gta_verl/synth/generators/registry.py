@@ -17,6 +17,7 @@ def make_generator(
     llm_api_key: str | None = None,
     comparison_share: float = 0.0,
     llm_timeout: float = 60.0,
+    worked_example: bool = True,
     **kwargs: Any,
 ) -> Generator:
     """Return the generator called ``name``.
@@ -27,6 +28,8 @@ def make_generator(
         seed: Seed of template choices / distractor selection / vLLM sampling.
         llm_base_url, llm_model, llm_api_key: LLM endpoint settings.
         llm_timeout: ``openai``: seconds per HTTP request (a CPU server needs minutes).
+        worked_example: ``openai`` / ``vllm``: show the prompt's worked example as an earlier
+            user/assistant turn (``LLMPromptConfig.worked_example``).
         comparison_share: ``template`` only: share of 2-document paths phrased as
             comparisons with parallel sub-questions (``TemplateConfig.comparison_share``).
         **kwargs: Passed to the generator's sampling config
@@ -42,7 +45,7 @@ def make_generator(
     from gta_verl.synth.generators.openai_gen import LLMSamplingConfig
 
     sampling = LLMSamplingConfig(**kwargs)
-    prompt = LLMPromptConfig(seed=seed)
+    prompt = LLMPromptConfig(seed=seed, worked_example=worked_example)
     if name == "openai":
         if not llm_base_url or not llm_model:
             raise ValueError(
